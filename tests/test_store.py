@@ -1,0 +1,228 @@
+"""The store: migrations, clear errors for bad databases, usage and budget, and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import inspect, text
+from sqlmodel import select
+
+from town.memory import MemoryStream, NewMemory
+from town.store.db import Store, StoreError
+from town.store.models import Memory, OutboxEvent, Resident, Town
+from town.store.usage import DailyTokenBudget, StoredUsage
+from town.vectors import InMemoryIndex
+
+T0 = datetime(2023, 2, 13, 7, tzinfo=UTC)
+TABLES = {
+    "town",
+    "resident",
+    "memory",
+    "planitem",
+    "location",
+    "worldobject",
+    "visitor",
+    "conversation",
+    "outboxevent",
+    "llmusage",
+    "alembic_version",
+}
+
+
+class OnesEmbedder:
+    name, dim = "ones", 4
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 4), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, len(t) % 4] = 1.0
+        return out
+
+
+def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'sub' / 'town.db'}"
+    store = Store.open(url)
+    assert set(inspect(store.engine).get_table_names()) >= TABLES
+    Store.open(url)  # a second start finds the schema current and changes nothing
+    with store.engine.connect() as conn:
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0001"
+
+
+def test_corrupt_database_gets_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "town.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match="corrupt or not a bottown database"):
+        Store.open(f"sqlite:///{bad}")
+    assert bad.read_bytes().startswith(b"this is not")  # nothing was overwritten
+
+
+def test_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'town.db'}"
+    store = Store.open(url)
+    with store.engine.begin() as conn:
+        conn.execute(text("update alembic_version set version_num = '9999'"))
+    with pytest.raises(StoreError, match="newer bottown"):
+        Store.open(url)
+
+
+def test_unreachable_server_gets_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="cannot open the database"):
+        Store.open("postgresql+psycopg://u:secret@127.0.0.1:9/none?connect_timeout=2")
+
+
+def test_password_is_never_in_the_error() -> None:
+    with pytest.raises(StoreError) as info:
+        Store.open("postgresql+psycopg://u:hunter22@127.0.0.1:9/none?connect_timeout=2")
+    assert "hunter22" not in str(info.value)
+
+
+def test_session_is_all_or_nothing(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    with pytest.raises(RuntimeError), store.session() as s:
+        s.add(Town(name="lost", clock=T0))
+        s.flush()
+        s.add(OutboxEvent(town_id=1, channel="x", kind="said", game_time=T0, idempotency_key="k"))
+        raise RuntimeError("crash mid-tick")
+    with store.session() as s:
+        assert s.exec(select(Town)).all() == []
+        assert s.exec(select(OutboxEvent)).all() == []
+
+
+def test_usage_accumulates_and_budget_runs_out(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    with store.session() as s:
+        town = Town(name="t", clock=T0)
+        s.add(town)
+        s.flush()
+        assert town.id is not None
+        town_id = town.id
+    day = date(2026, 11, 21)
+    usage = StoredUsage(store, town_id, today=lambda: day)
+    budget = DailyTokenBudget(usage, limit_tokens=1000)
+    usage.record("react", "Isabella", 1, 300, 100, False)
+    usage.record("react", "Isabella", 1, 300, 100, True)
+    usage.record("plan_day", None, 1, 50, 50, False)
+    assert usage.by_task_today() == {"react": (2, 800), "plan_day": (1, 100)}
+    assert budget.left() == 100 and not budget.exhausted()
+    usage.record("utter", "Klaus", 1, 60, 40, False)
+    assert budget.exhausted() and budget.left() == 0
+    assert not DailyTokenBudget(usage, 0).exhausted()
+    later = StoredUsage(store, town_id, today=lambda: date(2026, 11, 22))
+    assert later.tokens_today() == 0  # a new day, a new budget
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------
+
+
+def _pg_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return versions[-1].parent if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a loopback port."""
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries not found (apt-get install postgresql)")
+    # not under pytest's private temp folder: the postgres user must be able to reach it
+    folder = Path(tempfile.mkdtemp(prefix="bottown-pg-"))
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        if (
+            shutil.which("runuser") is None
+            or subprocess.run(["id", "postgres"], capture_output=True).returncode
+        ):
+            pytest.skip("running as root and there is no 'postgres' user for initdb")
+        shutil.chown(folder, "postgres")
+        run_as = ["runuser", "-u", "postgres", "--"]
+    data, port = folder / "data", _free_port()
+    subprocess.run(
+        [
+            *run_as,
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-A",
+            "trust",
+            "-U",
+            "bottown",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *run_as,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(folder / "log"),
+            "-o",
+            f"-p {port} -h 127.0.0.1 -k {folder}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql+psycopg://bottown@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_postgresql_migrates_and_keeps_memories(postgres_url: str) -> None:
+    store = Store.open(postgres_url)
+    assert set(inspect(store.engine).get_table_names()) >= TABLES
+    with store.session() as s:
+        town = Town(name="pg", clock=T0)
+        s.add(town)
+        s.flush()
+        assert town.id is not None
+        res = Resident(town_id=town.id, name="Sam Moore", persona={"age": 65})
+        s.add(res)
+        s.flush()
+        assert res.id is not None
+        rid = res.id
+    stream = MemoryStream(resident_id=rid, embedder=OnesEmbedder(), index=InMemoryIndex())
+    with store.session() as s:
+        stream.add(
+            s,
+            [
+                NewMemory("observation", "running for mayor\x00!", 8),
+                NewMemory("reflection", "Sam wants to lead", 6, cites=[1]),
+            ],
+            T0,
+        )
+    with store.session() as s:
+        rows = s.exec(select(Memory).order_by(Memory.id)).all()  # type: ignore[arg-type]
+        got = stream.retrieve(s, "mayor", T0, k=2)
+    assert [m.text for m in rows] == ["running for mayor!", "Sam wants to lead"]
+    assert rows[1].cites == [1] and rows[0].created == T0
+    assert len(got) == 2
+    Store.open(postgres_url)  # idempotent on PostgreSQL too

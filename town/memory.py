@@ -1,0 +1,345 @@
+"""A resident's memory stream and the paper's retrieval (Park et al., section 4.1).
+
+Rows live in the store; vectors live in the vector index under the memory's id. For retrieval each
+resident keeps a numpy matrix of its vectors beside arrays of importance, last access and kind, so a
+query is a handful of vectorised operations over every memory, with no Python loop over rows:
+
+    score = w_rec * minmax(decay ** hours_since_last_access)
+          + w_imp * minmax(importance)
+          + w_rel * minmax(cosine(query, memory))
+
+Each component is min-max normalised over the candidates (all memories, or the kinds asked for);
+when a component is the same for every candidate it contributes 0.5. The top k are returned, best
+first (ties: the newer memory first), and their last access is set to the query's game time.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+from sqlalchemy import select as sa_select
+from sqlalchemy import update
+from sqlmodel import Session, col, select
+
+from town.embedding import Embedder
+from town.store.db import Store
+from town.store.models import MEMORY_KINDS, Memory
+from town.vectors import VectorIndex
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+KIND_CODES = {kind: code for code, kind in enumerate(MEMORY_KINDS)}
+MAX_TEXT = 4000
+
+
+class InvalidMemory(ValueError):
+    """A memory that cannot be stored as given."""
+
+
+@dataclass(frozen=True)
+class RetrievalWeights:
+    recency: float = 1.0
+    importance: float = 1.0
+    relevance: float = 1.0
+    decay: float = 0.99
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    kind: str
+    text: str
+    importance: int
+    cites: Sequence[int] = ()
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    memory: Memory
+    score: float
+    recency: float
+    importance: float
+    relevance: float
+
+
+def game_hours(at: datetime) -> float:
+    """Hours since a fixed epoch: the unit of recency decay."""
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return (at - EPOCH).total_seconds() / 3600.0
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    lo = float(values.min())
+    hi = float(values.max())
+    if hi - lo <= 1e-12:
+        return np.full(values.shape, 0.5, dtype=np.float64)
+    return (values - lo) / (hi - lo)
+
+
+def score_candidates(
+    relevance: np.ndarray,
+    importance: np.ndarray,
+    last_access_h: np.ndarray,
+    now_h: float,
+    weights: RetrievalWeights,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(score, recency, importance, relevance), each component normalised over the candidates."""
+    hours = np.maximum(now_h - last_access_h, 0.0)
+    rec = minmax(np.power(weights.decay, hours))
+    imp = minmax(importance.astype(np.float64))
+    rel = minmax(relevance.astype(np.float64))
+    score = weights.recency * rec + weights.importance * imp + weights.relevance * rel
+    return score, rec, imp, rel
+
+
+@dataclass
+class _Matrix:
+    """The resident's memories as arrays, grown by doubling."""
+
+    dim: int
+    size: int = 0
+    ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    vectors: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.float32))
+    importance: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float32))
+    access_h: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
+    kinds: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
+    row_of: dict[int, int] = field(default_factory=dict)
+
+    def append(
+        self,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        imp: np.ndarray,
+        acc: np.ndarray,
+        kinds: np.ndarray,
+    ) -> None:
+        need = self.size + len(ids)
+        if need > len(self.ids):
+            cap = max(need, 2 * len(self.ids), 256)
+            self.ids = _grow(self.ids, cap)
+            self.vectors = _grow(self.vectors.reshape(-1, self.dim), cap)
+            self.importance = _grow(self.importance, cap)
+            self.access_h = _grow(self.access_h, cap)
+            self.kinds = _grow(self.kinds, cap)
+        sl = slice(self.size, need)
+        self.ids[sl], self.vectors[sl], self.importance[sl] = ids, vectors, imp
+        self.access_h[sl], self.kinds[sl] = acc, kinds
+        for offset, mem_id in enumerate(ids.tolist()):
+            self.row_of[mem_id] = self.size + offset
+        self.size = need
+
+    def touch(self, ids: Sequence[int], hours: float) -> None:
+        rows = [self.row_of[i] for i in ids if i in self.row_of]
+        self.access_h[rows] = hours
+
+
+def _grow(arr: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((cap, *arr.shape[1:]), dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+class MemoryStream:
+    """One resident's memories: add, retrieve, and the most recent ones."""
+
+    def __init__(
+        self,
+        *,
+        resident_id: int,
+        embedder: Embedder,
+        index: VectorIndex,
+        namespace: str = "bottown",
+        weights: RetrievalWeights | None = None,
+    ) -> None:
+        self.resident_id = resident_id
+        self.embedder = embedder
+        self.index = index
+        self.collection = f"{namespace}-r{resident_id}"
+        self.weights = weights or RetrievalWeights()
+        self._matrix: _Matrix | None = None
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add(self, session: Session, items: Sequence[NewMemory], at: datetime) -> list[Memory]:
+        """Store memories in the caller's unit of work; vectors are indexed under their ids."""
+        if not items:
+            return []
+        matrix = self._load(session)  # before the flush, so the new rows are not loaded twice
+        rows = [self._row(item, at) for item in items]
+        session.add_all(rows)
+        session.flush()
+        ids = np.array([r.id for r in rows], dtype=np.int64)
+        vectors = self.embedder.embed([r.text for r in rows])
+        # Upsert before the commit: a rolled-back id that is reused later is simply overwritten.
+        self.index.upsert(self.collection, ids.tolist(), vectors)
+        matrix.append(
+            ids,
+            vectors,
+            np.array([r.importance for r in rows], dtype=np.float32),
+            np.full(len(rows), game_hours(at)),
+            np.array([KIND_CODES[r.kind] for r in rows], dtype=np.int8),
+        )
+        Store.after_rollback(session, self.forget_cache)
+        return rows
+
+    def _row(self, item: NewMemory, at: datetime) -> Memory:
+        if item.kind not in KIND_CODES:
+            raise InvalidMemory(
+                f"unknown memory kind {item.kind!r}; one of {', '.join(MEMORY_KINDS)}"
+            )
+        text = " ".join(_printable(item.text).split())
+        if not text:
+            raise InvalidMemory("a memory needs some text")
+        if len(text) > MAX_TEXT:
+            text = text[: MAX_TEXT - 1] + "…"
+        importance = min(10, max(1, int(item.importance)))
+        return Memory(
+            resident_id=self.resident_id,
+            kind=item.kind,
+            text=text,
+            created=at,
+            last_access=at,
+            importance=importance,
+            cites=[int(c) for c in item.cites],
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        session: Session,
+        query: str,
+        now: datetime,
+        k: int = 10,
+        kinds: Collection[str] | None = None,
+    ) -> list[Retrieved]:
+        """The paper's top-k memories for ``query`` at game time ``now``; updates last access."""
+        matrix = self._load(session)
+        n = matrix.size
+        if n == 0 or k <= 0:
+            return []
+        q = self.embedder.embed([query])[0]
+        relevance = matrix.vectors[:n] @ q
+        if kinds is not None:
+            codes = [KIND_CODES[kind] for kind in kinds if kind in KIND_CODES]
+            cand = np.flatnonzero(np.isin(matrix.kinds[:n], codes))
+            if len(cand) == 0:
+                return []
+        else:
+            cand = np.arange(n)
+        now_h = game_hours(now)
+        score, rec, imp, rel = score_candidates(
+            relevance[cand], matrix.importance[cand], matrix.access_h[cand], now_h, self.weights
+        )
+        top = _top_k(score, matrix.ids[cand], k)
+        chosen_ids = [int(i) for i in matrix.ids[cand][top]]
+        found = {
+            m.id: m
+            for m in session.exec(select(Memory).where(col(Memory.id).in_(chosen_ids))).all()
+        }
+        session.execute(
+            update(Memory).where(col(Memory.id).in_(chosen_ids)).values(last_access=now)
+        )
+        matrix.touch(chosen_ids, now_h)
+        Store.after_rollback(session, self.forget_cache)
+        out = []
+        for pos, mem_id in zip(top.tolist(), chosen_ids, strict=True):
+            memory = found.get(mem_id)
+            if memory is None:  # the row vanished under us: the cache is stale
+                self.forget_cache()
+                continue
+            memory.last_access = now
+            out.append(
+                Retrieved(
+                    memory, float(score[pos]), float(rec[pos]), float(imp[pos]), float(rel[pos])
+                )
+            )
+        return out
+
+    def recent(
+        self, session: Session, n: int = 100, kinds: Collection[str] | None = None
+    ) -> list[Memory]:
+        """The ``n`` most recently created memories, oldest first."""
+        stmt = select(Memory).where(Memory.resident_id == self.resident_id)
+        if kinds is not None:
+            stmt = stmt.where(col(Memory.kind).in_(list(kinds)))
+        rows = session.exec(
+            stmt.order_by(col(Memory.created).desc(), col(Memory.id).desc()).limit(n)
+        )
+        return list(reversed(rows.all()))
+
+    def count(self, session: Session) -> int:
+        return self._load(session).size
+
+    # -- the cache -----------------------------------------------------------------------------
+
+    def forget_cache(self) -> None:
+        self._matrix = None
+
+    def _load(self, session: Session) -> _Matrix:
+        if self._matrix is not None:
+            return self._matrix
+        rows = session.execute(
+            sa_select(
+                col(Memory.id),
+                col(Memory.kind),
+                col(Memory.importance),
+                col(Memory.last_access),
+                col(Memory.text),
+            )
+            .where(col(Memory.resident_id) == self.resident_id)
+            .order_by(col(Memory.id))
+        ).all()
+        matrix = _Matrix(dim=self.embedder.dim)
+        matrix.vectors = np.empty((0, self.embedder.dim), dtype=np.float32)
+        if rows:
+            ids = np.array([r[0] for r in rows], dtype=np.int64)
+            vectors = self._vectors_for(ids, [r[4] for r in rows])
+            matrix.append(
+                ids,
+                vectors,
+                np.array([r[2] for r in rows], dtype=np.float32),
+                np.array([game_hours(r[3]) for r in rows], dtype=np.float64),
+                np.array([KIND_CODES.get(r[1], 0) for r in rows], dtype=np.int8),
+            )
+        self._matrix = matrix
+        return matrix
+
+    def _vectors_for(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
+        """Vectors for these ids from the index; any the index lacks are embedded again."""
+        have_ids, have_vecs = self.index.fetch(self.collection)
+        out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
+        missing = np.ones(len(ids), dtype=bool)
+        if len(have_ids):
+            order = np.argsort(have_ids)
+            sorted_ids = have_ids[order]
+            pos = np.searchsorted(sorted_ids, ids)
+            pos_ok = pos < len(sorted_ids)
+            hit = np.zeros(len(ids), dtype=bool)
+            hit[pos_ok] = sorted_ids[pos[pos_ok]] == ids[pos_ok]
+            out[hit] = have_vecs[order[pos[hit]]]
+            missing = ~hit
+        if missing.any():
+            lost = np.flatnonzero(missing)
+            vectors = self.embedder.embed([texts[i] for i in lost])
+            out[lost] = vectors
+            self.index.upsert(self.collection, ids[lost].tolist(), vectors)
+        return out
+
+
+def _printable(text: str) -> str:
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cc" or ch in "\n\t")
+
+
+def _top_k(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k best scores, best first; equal scores put the newer (higher id) first."""
+    if k < len(score):
+        kth = np.partition(score, len(score) - k)[len(score) - k]
+        pool = np.flatnonzero(score >= kth)
+    else:
+        pool = np.arange(len(score))
+    order = np.lexsort((-ids[pool], -score[pool]))
+    return pool[order[:k]]

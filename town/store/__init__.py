@@ -1,0 +1,1 @@
+"""The store: SQLModel tables, Alembic migrations and the unit of work."""

@@ -1,0 +1,140 @@
+"""The store: one SQLAlchemy engine, migrated by Alembic, and all-or-nothing sessions.
+
+``Store.session()`` is the unit of work: everything written inside it commits together or not at
+all. Work that must follow a commit (updating in-memory caches, say) registers with
+``Store.after_commit(session, fn)`` and runs only once the commit has succeeded; caches that were
+changed ahead of the commit register ``Store.after_rollback`` to be dropped if it fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlmodel import Session
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+_AFTER_COMMIT = "bottown_after_commit"
+_AFTER_ROLLBACK = "bottown_after_rollback"
+
+
+class StoreError(Exception):
+    """The database cannot be used; the message says what is wrong and what to do."""
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.safe_url = parsed.render_as_string(hide_password=True)
+        kwargs: dict[str, Any] = {}
+        if self.is_sqlite:
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            kwargs["pool_pre_ping"] = True
+        self.engine: Engine = create_engine(url, **kwargs)
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+
+    @classmethod
+    def open(cls, url: str, *, migrate: bool = True) -> Store:
+        store = cls(url)
+        if migrate:
+            store.migrate()
+        return store
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision, or say clearly why that is impossible."""
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        heads = set(ScriptDirectory.from_config(cfg).get_heads())
+        try:
+            with self.engine.begin() as conn:
+                current = set(MigrationContext.configure(conn).get_current_heads())
+                unknown = current - {r for r in _all_revisions(cfg)}
+                if unknown:
+                    raise StoreError(
+                        f"the database {self.safe_url} was written by a newer bottown "
+                        f"(schema revision {', '.join(sorted(unknown))}): upgrade bottown, "
+                        "or point BOTTOWN_DATABASE_URL at another database"
+                    )
+                if current != heads:
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, "head")
+        except StoreError:
+            raise
+        except OperationalError as exc:
+            raise StoreError(
+                f"cannot open the database {self.safe_url}: {_first_line(exc)}. "
+                "Check BOTTOWN_DATABASE_URL and that the server is running."
+            ) from None
+        except DatabaseError as exc:
+            raise StoreError(
+                f"the database {self.safe_url} is corrupt or not a bottown database "
+                f"({_first_line(exc)}): move the file aside and start again, "
+                "or point BOTTOWN_DATABASE_URL elsewhere"
+            ) from None
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: commit on success, roll back on any error, then run after-commit work."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                session.info.pop(_AFTER_COMMIT, None)
+                for fn in session.info.pop(_AFTER_ROLLBACK, []):
+                    fn()
+                raise
+            session.info.pop(_AFTER_ROLLBACK, None)
+            for fn in session.info.pop(_AFTER_COMMIT, []):
+                fn()
+
+    @staticmethod
+    def after_commit(session: Session, fn: Callable[[], None]) -> None:
+        session.info.setdefault(_AFTER_COMMIT, []).append(fn)
+
+    @staticmethod
+    def after_rollback(session: Session, fn: Callable[[], None]) -> None:
+        """Run ``fn`` if this unit of work is rolled back (to drop caches it touched)."""
+        callbacks = session.info.setdefault(_AFTER_ROLLBACK, [])
+        if fn not in callbacks:
+            callbacks.append(fn)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _all_revisions(cfg: Config) -> list[str]:
+    return [rev.revision for rev in ScriptDirectory.from_config(cfg).walk_revisions()]
+
+
+def _first_line(exc: Exception) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()

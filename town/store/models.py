@@ -1,0 +1,144 @@
+"""The tables of a bot town.
+
+Every datetime is timezone-aware UTC. Game times are the town's own clock, stored as UTC: a
+town's "07:00" is 07:00 UTC in the database, whatever zone the community lives in.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json() -> Column[Any]:
+    return Column(JSON, nullable=False)
+
+
+MEMORY_KINDS = ("seed", "observation", "chat", "plan", "reflection", "directive")
+
+
+class Town(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True, max_length=80)
+    scenario: str = Field(default="", max_length=80)
+    clock: datetime
+    minutes_per_tick: int = 10
+    paused: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Resident(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("town_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    name: str = Field(max_length=80)
+    persona: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
+    location: str = Field(default="", max_length=300)
+    action: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    emoji: str = Field(default="", max_length=40)
+    summary: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    summary_day: date | None = None
+    state: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
+
+
+class Memory(SQLModel, table=True):
+    __table_args__ = (Index("ix_memory_resident_created", "resident_id", "created"),)
+    id: int | None = Field(default=None, primary_key=True)
+    resident_id: int = Field(foreign_key="resident.id", index=True)
+    kind: str = Field(max_length=20)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    created: datetime
+    last_access: datetime
+    importance: int = Field(ge=1, le=10)
+    cites: list[int] = Field(default_factory=list, sa_column=_json())
+
+
+class PlanItem(SQLModel, table=True):
+    __table_args__ = (Index("ix_planitem_resident_day", "resident_id", "day"),)
+    id: int | None = Field(default=None, primary_key=True)
+    resident_id: int = Field(foreign_key="resident.id")
+    day: date
+    level: str = Field(max_length=10)  # day, hour or action
+    parent_id: int | None = Field(default=None, foreign_key="planitem.id")
+    start: datetime
+    duration_min: int
+    location: str = Field(max_length=300)
+    description: str = Field(sa_column=Column(Text, nullable=False))
+    emoji: str = Field(default="", max_length=40)
+    memory_id: int | None = Field(default=None, foreign_key="memory.id")
+
+
+class Location(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("town_id", "path"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    path: str = Field(max_length=300)  # "Hobbs Cafe: kitchen"
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    rules: list[str] = Field(default_factory=list, sa_column=_json())
+
+
+class WorldObject(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("town_id", "location", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    location: str = Field(max_length=300)
+    name: str = Field(max_length=120)
+    state: str = Field(default="idle", max_length=500)
+
+
+class Visitor(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("town_id", "platform", "platform_user_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    platform: str = Field(max_length=20)
+    platform_user_id: str = Field(max_length=100)
+    display_name: str = Field(max_length=80)
+    role: str = Field(default="", max_length=200)
+    first_seen: datetime = Field(default_factory=utcnow)
+
+
+class Conversation(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    location: str = Field(max_length=300)
+    participants: list[str] = Field(default_factory=list, sa_column=_json())
+    turns: list[dict[str, Any]] = Field(default_factory=list, sa_column=_json())
+    started: datetime
+    ended: datetime | None = None
+
+
+class OutboxEvent(SQLModel, table=True):
+    """A town event for the platforms, written in the same transaction as the change it shows."""
+
+    __table_args__ = (Index("ix_outbox_pending", "town_id", "delivered_at", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id")
+    channel: str = Field(max_length=300)
+    kind: str = Field(max_length=40)
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
+    game_time: datetime
+    idempotency_key: str = Field(unique=True, max_length=120)
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+
+
+class LlmUsage(SQLModel, table=True):
+    """Calls and tokens per town, wall-clock day, task and resident ('' for none)."""
+
+    __table_args__ = (UniqueConstraint("town_id", "day", "task", "resident"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id")
+    day: date
+    task: str = Field(max_length=40)
+    resident: str = Field(default="", max_length=80)
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    fallbacks: int = 0
