@@ -1,0 +1,327 @@
+"""The LLM gateway over the real openai client, against the fake server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import random
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from aiohttp import web
+
+from town.llm import fake_wire
+from town.llm.fake_server import running
+from town.llm.gateway import LLMGateway
+from town.llm.offline import OfflineBrain
+from town.llm.port import Brain
+from town.llm.retry import RetryPolicy
+from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS, Task
+from town.llm.usage import TokenBudget, UsageTally
+
+SAMPLES: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "llm_samples.json").read_text("utf-8")
+)
+API_KEY = "test-key"
+
+
+def sample(task: Task[Any, Any]) -> Any:
+    return task.input_model.model_validate(SAMPLES[task.name])
+
+
+@dataclass
+class Rig:
+    """A gateway wired to a server, with a fake sleep and an in-memory usage tally."""
+
+    url: str
+    gateway: LLMGateway
+    client: openai.AsyncOpenAI
+    tally: UsageTally = field(default_factory=UsageTally)
+    waits: list[float] = field(default_factory=list)
+
+    async def admin(self, path: str, payload: Any = None) -> Any:
+        root = self.url.removesuffix("/v1")
+        async with aiohttp.ClientSession() as http:
+            if payload is None:
+                async with http.get(root + path) as response:
+                    return await response.json()
+            async with http.post(root + path, json=payload) as response:
+                return await response.json()
+
+    async def faults(self, *kinds: str) -> None:
+        await self.admin("/_fake/faults", {"queue": list(kinds)})
+
+    async def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.admin("/_fake/stats")
+        return result
+
+
+@pytest.fixture
+async def rig_factory() -> AsyncIterator[Callable[..., Rig]]:
+    clients: list[openai.AsyncOpenAI] = []
+
+    def build(url: str, *, timeout: float = 2.0, budget: Any = None, **settings: Any) -> Rig:
+        client = openai.AsyncOpenAI(base_url=url, api_key=API_KEY, max_retries=0,
+                                    timeout=timeout)
+        clients.append(client)
+        tally = UsageTally()
+        waits: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            waits.append(seconds)
+
+        settings.setdefault("retry", RetryPolicy(base_delay_s=0.5, max_delay_s=4))
+        settings.setdefault("max_attempts", 3)
+        gateway = LLMGateway(client, model="town-model", usage=tally, budget=budget, sleep=sleep,
+                             rng=random.Random(1), **settings)
+        return Rig(url, gateway, client, tally, waits)
+
+    yield build
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+async def rig(rig_factory: Callable[..., Rig]) -> AsyncIterator[Rig]:
+    async with running() as url:
+        yield rig_factory(url)
+
+
+async def test_every_task_goes_over_the_wire(rig: Rig) -> None:
+    brain: Brain = rig.gateway
+    assert brain.name == "llm:town-model" and rig.gateway.mode == "llm"
+    for name, task in TASKS.items():
+        result = await brain.run(task, sample(task), resident="Isabella Rodriguez")
+        assert result == OfflineBrain().answer(task, sample(task)), name
+    seen = await rig.stats()
+    assert seen["by_task"] == {name: 1 for name in TASKS}
+    assert rig.tally.total.calls == len(TASKS) and rig.tally.total.fallbacks == 0
+    first = seen["last_requests"][0]
+    assert first["response_format"]["type"] == "json_schema"
+    assert first["response_format"]["json_schema"]["name"] == "rate_importance"
+    assert first["response_format"]["json_schema"]["strict"] is False
+
+
+async def test_usage_is_counted_per_task_and_resident_with_server_tokens(rig: Rig) -> None:
+    await rig.gateway.run(EMOJI, sample(EMOJI), resident="Isabella Rodriguez")
+    await rig.gateway.run(EMOJI, sample(EMOJI), resident="Klaus Mueller")
+    await rig.gateway.run(TASKS["summarize"], sample(TASKS["summarize"]))
+    body = (await rig.stats())["last_requests"][0]
+    prompt = math.ceil(sum(len(m["content"]) for m in body["messages"]) / 4)
+    completion = math.ceil(len('{"emoji":"☕🍽️🧁"}') / 4)
+    emoji = rig.tally.by_task["emoji"]
+    assert (emoji.calls, emoji.prompt_tokens, emoji.completion_tokens) == (
+        2, 2 * prompt, 2 * completion)
+    isabella = rig.tally.by_resident["Isabella Rodriguez"]
+    assert (isabella.calls, isabella.prompt_tokens, isabella.completion_tokens) == (
+        1, prompt, completion)
+    assert set(rig.tally.by_resident) == {"Isabella Rodriguez", "Klaus Mueller"}
+    assert rig.tally.total.calls == 3 and rig.tally.by_task["summarize"].answers == 1
+
+
+async def test_429_waits_what_retry_after_asks(rig: Rig) -> None:
+    await rig.faults("429")
+    expected = OfflineBrain().answer(EMOJI, sample(EMOJI))
+    assert await rig.gateway.run(EMOJI, sample(EMOJI)) == expected
+    assert rig.waits == [1.0]
+    assert rig.tally.by_task["emoji"].calls == 2 and rig.tally.total.fallbacks == 0
+
+
+async def test_500_is_retried_with_full_jitter_backoff(rig: Rig) -> None:
+    await rig.faults("500", "500")
+    result = await rig.gateway.run(EMOJI, sample(EMOJI))
+    assert result.emoji == "☕🍽️🧁"
+    assert len(rig.waits) == 2
+    assert 0 <= rig.waits[0] <= 0.5 and 0 <= rig.waits[1] <= 1.0
+    assert rig.tally.total.fallbacks == 0
+
+
+async def test_a_hang_times_out_and_is_retried(rig_factory: Callable[..., Rig]) -> None:
+    async with running(hang_s=30) as url:
+        rig = rig_factory(url, timeout=0.3)
+        await rig.faults("hang")
+        assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+        assert len(rig.waits) == 1 and rig.tally.total.fallbacks == 0
+        assert (await rig.stats())["by_fault"] == {"hang": 1}
+
+
+@pytest.mark.parametrize("fault", ["malformed", "wrong_shape"])
+async def test_an_invalid_reply_is_repaired(rig: Rig, fault: str) -> None:
+    await rig.faults(fault)
+    result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")
+    assert result.emoji == "☕🍽️🧁"
+    seen = await rig.stats()
+    assert seen["requests"] == 2
+    repair = seen["last_requests"][1]["messages"]
+    assert [m["role"] for m in repair] == ["system", "user", "assistant", "user"]
+    assert "could not be used" in repair[3]["content"]
+    assert rig.tally.by_resident["Sam"].calls == 2 and rig.tally.total.fallbacks == 0
+
+
+async def test_invalid_twice_falls_back_to_the_offline_brain(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    await rig.faults("malformed", "wrong_shape")
+    with caplog.at_level(logging.WARNING, logger="town.llm"):
+        result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")
+    assert result == OfflineBrain().answer(EMOJI, sample(EMOJI))
+    usage = rig.tally.by_resident["Sam"]
+    assert (usage.calls, usage.fallbacks) == (2, 1)
+    assert usage.prompt_tokens > 0
+    assert "offline brain answers" in caplog.text
+
+
+async def test_a_rejected_json_schema_switches_to_json_object_for_good(rig: Rig) -> None:
+    await rig.faults("reject_json_schema")
+    assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+    assert rig.gateway.response_format_kind == "json_object"
+    plan = TASKS["plan_day"]
+    assert await rig.gateway.run(plan, sample(plan)) == OfflineBrain().answer(plan, sample(plan))
+    seen = await rig.stats()
+    formats = [b["response_format"]["type"] for b in seen["last_requests"]]
+    assert formats == ["json_schema", "json_object", "json_object"]
+    system = seen["last_requests"][2]["messages"][0]["content"]
+    assert system.startswith("TASK: plan_day\n") and "JSON schema" in system
+    assert rig.tally.total.fallbacks == 0
+
+
+async def test_retries_give_up_into_the_offline_brain(rig: Rig) -> None:
+    await rig.faults("500", "500", "500")
+    assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+    assert len(rig.waits) == 2
+    assert rig.tally.total.calls == 3 and rig.tally.total.fallbacks == 1
+
+
+async def test_connection_errors_are_retried_then_fall_back(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    rig = rig_factory(f"http://127.0.0.1:{port}/v1")
+    assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+    assert len(rig.waits) == 2 and rig.tally.total.fallbacks == 1
+
+
+async def test_a_spent_budget_switches_to_the_offline_brain(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running() as url:
+        tally_box: list[UsageTally] = []
+        budget = TokenBudget(1, lambda: tally_box[0].total_tokens)
+        rig = rig_factory(url, budget=budget)
+        tally_box.append(rig.tally)
+        assert rig.gateway.mode == "llm"
+        await rig.gateway.run(EMOJI, sample(EMOJI))
+        assert rig.gateway.mode == "offline (budget spent)"
+        with caplog.at_level(logging.INFO, logger="town.llm"):
+            for _ in range(3):
+                assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+        assert (await rig.stats())["requests"] == 1
+        spent = [r for r in caplog.records if "budget spent" in r.getMessage()]
+        assert len(spent) == 1
+        assert spent[0].getMessage() == (
+            "LLM daily budget spent: residents now use the offline brain")
+        assert rig.tally.total.fallbacks == 3 and rig.tally.total.calls == 1
+        budget.limit_tokens = None
+        assert rig.gateway.mode == "llm"
+
+
+@pytest.mark.parametrize(
+    ("fault", "setting", "mode"),
+    [("401", "BOTTOWN_LLM_API_KEY", "offline (API key rejected)"),
+     ("404", "BOTTOWN_LLM_MODEL", "offline (model not found)")],
+)
+async def test_a_configuration_error_is_logged_once_and_clearly(
+    rig: Rig, caplog: pytest.LogCaptureFixture, fault: str, setting: str, mode: str
+) -> None:
+    await rig.faults(fault)
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and setting in errors[0].getMessage()
+    assert f"({fault})" in errors[0].getMessage()
+    assert API_KEY not in caplog.text
+    assert rig.gateway.mode == mode
+    assert (await rig.stats())["requests"] == 1
+    assert rig.tally.total.fallbacks == 3
+
+
+async def test_concurrency_is_capped(rig_factory: Callable[..., Rig]) -> None:
+    async with running(latency_ms=60) as url:
+        rig = rig_factory(url, concurrency=3)
+        results = await asyncio.gather(
+            *(rig.gateway.run(EMOJI, sample(EMOJI), resident=f"r{n}") for n in range(10))
+        )
+        assert {r.emoji for r in results} == {"☕🍽️🧁"}
+        assert (await rig.stats())["max_in_flight"] == 3
+
+
+async def _canned(content: str) -> tuple[web.AppRunner, str]:
+    """A server that always replies ``content``, with no usage field."""
+
+    async def reply(request: web.Request) -> web.Response:
+        body = fake_wire.completion_body("canned", 1, content, 0)
+        del body["usage"]
+        return web.json_response(body)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", reply)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    return runner, f"http://{host}:{port}/v1"
+
+
+async def test_cites_outside_the_input_are_dropped_and_tokens_estimated(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    reply = json.dumps({"insights": [
+        {"text": "Klaus Mueller and Maria Lopez are close", "cites": [11, 18, 42]},
+        {"text": "Klaus invents things", "cites": [7]},
+    ]})
+    runner, url = await _canned(f"```json\n{reply}\n```")
+    try:
+        rig = rig_factory(url)
+        result = await rig.gateway.run(REFLECT_INSIGHTS, sample(REFLECT_INSIGHTS), resident="K")
+    finally:
+        await runner.cleanup()
+    assert [i.cites for i in result.insights] == [[11, 18], []]
+    usage = rig.tally.by_resident["K"]
+    assert usage.completion_tokens == math.ceil(len(f"```json\n{reply}\n```") / 4)
+    prompt = sum(len(m["content"]) for m in REFLECT_INSIGHTS.render(sample(REFLECT_INSIGHTS)))
+    assert usage.prompt_tokens == math.ceil(prompt / 4)
+
+
+async def test_random_faults_never_reach_the_town(rig_factory: Callable[..., Rig]) -> None:
+    async with running(fault_rate=0.6, seed=3) as url:
+        rig = rig_factory(url)
+        for name, task in TASKS.items():
+            result = await rig.gateway.run(task, sample(task))
+            assert result == OfflineBrain().answer(task, sample(task)), name
+        assert sum((await rig.stats())["by_fault"].values()) > 3
+
+
+def test_retry_policy_reads_retry_after_headers() -> None:
+    policy = RetryPolicy(max_retry_after_s=10)
+    assert policy.retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert policy.retry_after({"retry-after": "2"}) == 2.0
+    assert policy.retry_after({"retry-after": "3600"}) == 10
+    assert policy.retry_after({}) is None
+    date = "Wed, 21 Oct 2015 07:28:05 GMT"
+    assert policy.retry_after({"retry-after": date}, now=lambda: 1445412480.0) == 5.0
+    rng = random.Random(0)
+    assert all(0 <= policy.backoff(n, rng) <= min(8, 0.5 * 2 ** (n - 1)) for n in range(1, 9))
+    with pytest.raises(ValueError):
+        RetryPolicy(max_attempts=0)

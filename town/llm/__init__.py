@@ -1,0 +1,57 @@
+"""The town's single way to think: tasks, the offline brain, the LLM gateway.
+
+``await brain.run(REACT, ReactInput(...), resident="Isabella Rodriguez")`` works the same with
+every :class:`Brain`: the :class:`LLMGateway`, the :class:`OfflineBrain` or a
+:class:`ScriptedBrain` in tests. The fake OpenAI-compatible server is in
+:mod:`town.llm.fake_server`.
+"""
+
+from town.llm.gateway import LLMGateway
+from town.llm.offline import OfflineBrain
+from town.llm.port import Brain, ScriptedBrain, ScriptedCall
+from town.llm.retry import RetryPolicy
+from town.llm.tasks import (
+    CHOOSE_LOCATION,
+    DECOMPOSE,
+    EMOJI,
+    INTERVIEW,
+    OBJECT_STATE,
+    PLAN_DAY,
+    RATE_IMPORTANCE,
+    REACT,
+    REFLECT_INSIGHTS,
+    REFLECT_QUESTIONS,
+    SUMMARIZE,
+    TASKS,
+    UTTER,
+    Task,
+)
+from town.llm.usage import Budget, TokenBudget, UsageCount, UsageRecorder, UsageTally
+
+__all__ = [
+    "CHOOSE_LOCATION",
+    "DECOMPOSE",
+    "EMOJI",
+    "INTERVIEW",
+    "OBJECT_STATE",
+    "PLAN_DAY",
+    "RATE_IMPORTANCE",
+    "REACT",
+    "REFLECT_INSIGHTS",
+    "REFLECT_QUESTIONS",
+    "SUMMARIZE",
+    "TASKS",
+    "UTTER",
+    "Brain",
+    "Budget",
+    "LLMGateway",
+    "OfflineBrain",
+    "RetryPolicy",
+    "ScriptedBrain",
+    "ScriptedCall",
+    "Task",
+    "TokenBudget",
+    "UsageCount",
+    "UsageRecorder",
+    "UsageTally",
+]

@@ -1,0 +1,268 @@
+"""A fake OpenAI-compatible server, answering every task with the offline brain over the wire.
+
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``; and for
+tests ``POST /_fake/faults`` (``{"queue": ["429", "hang", ...]}``), ``GET /_fake/stats`` and
+``POST /_fake/reset``. The task is the ``json_schema`` name of the response format, or the
+``TASK: <name>`` line of the system message in ``json_object`` mode; the inputs are read from the
+``INPUT JSON:`` block of the last user message that has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections import Counter, deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from town.llm import fake_wire as wire
+from town.llm.offline import OfflineBrain
+
+log = logging.getLogger(__name__)
+
+MODEL = "bottown-fake"
+LAST_REQUESTS = 50
+
+
+@dataclass
+class FakeState:
+    """What the fake server was asked, and the faults still to inject."""
+
+    latency_s: float
+    fault_rate: float
+    rng: random.Random
+    embedder_dim: int
+    hang_s: float
+    model: str
+    brain: OfflineBrain = field(default_factory=OfflineBrain)
+    queue: deque[str] = field(default_factory=deque)
+    by_task: Counter[str] = field(default_factory=Counter)
+    by_fault: Counter[str] = field(default_factory=Counter)
+    last: deque[Any] = field(default_factory=lambda: deque(maxlen=LAST_REQUESTS))
+    requests: int = 0
+    embeddings: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def next_fault(self) -> str | None:
+        if self.queue:
+            return self.queue.popleft()
+        if self.fault_rate > 0 and self.rng.random() < self.fault_rate:
+            return self.rng.choice(wire.RANDOM_FAULTS)
+        return None
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "by_task": dict(self.by_task),
+            "by_fault": dict(self.by_fault),
+            "embeddings": self.embeddings,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "queued": list(self.queue),
+            "last_requests": list(self.last),
+        }
+
+
+STATE = web.AppKey("fake_llm_state", FakeState)
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    body = json.dumps(data, ensure_ascii=False).encode("utf-8")
+    return web.Response(body=body, status=status, headers=headers, content_type="application/json")
+
+
+def _error(status: int, message: str, kind: str, code: str | None = None,
+           param: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
+    return _json(wire.error_body(message, kind, code, param), status, headers)
+
+
+async def _body(request: web.Request) -> dict[str, Any] | None:
+    try:
+        data = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def _hang(state: FakeState) -> web.Response:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(state.stop.wait(), state.hang_s)
+    return _error(504, "the fake server hung on purpose", "server_error")
+
+
+def _fault_response(fault: str, request: web.Request, body: dict[str, Any]) -> web.Response | None:
+    if fault == "429":
+        return _error(429, "Rate limit reached (fake).", "requests", "rate_limit_exceeded",
+                      headers={"retry-after": "1"})
+    if fault == "500":
+        return _error(500, "The fake server had an error.", "server_error")
+    if fault == "401":
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        return _error(401, f"Incorrect API key provided: {key}.", "invalid_request_error",
+                      "invalid_api_key")
+    if fault == "404":
+        model = body.get("model")
+        return _error(404, f"The model `{model}` does not exist.", "invalid_request_error",
+                      "model_not_found")
+    response_format = body.get("response_format")
+    if fault == "reject_json_schema" and isinstance(response_format, dict) and (
+        response_format.get("type") == "json_schema"
+    ):
+        return _error(400, "Invalid parameter: 'response_format' of type 'json_schema' is not "
+                      "supported with this model.", "invalid_request_error", None,
+                      "response_format")
+    return None
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    state.in_flight += 1
+    state.max_in_flight = max(state.max_in_flight, state.in_flight)
+    try:
+        return await _complete(state, request)
+    finally:
+        state.in_flight -= 1
+
+
+async def _complete(state: FakeState, request: web.Request) -> web.StreamResponse:
+    body = await _body(request)
+    if body is None:
+        return _error(400, "The body must be a JSON object.", "invalid_request_error")
+    state.requests += 1
+    state.last.append(body)
+    task = wire.task_of(body)
+    state.by_task[task.name if task else "unknown"] += 1
+    if state.latency_s > 0:
+        await asyncio.sleep(state.latency_s)
+    fault = state.next_fault()
+    if fault == "hang":
+        state.by_fault[fault] += 1
+        return await _hang(state)
+    if fault is not None and (failed := _fault_response(fault, request, body)) is not None:
+        state.by_fault[fault] += 1
+        return failed
+    if task is None:
+        return _error(400, "Unknown task: name the json_schema after a task, or put a "
+                      "'TASK: <name>' line in the system message.", "invalid_request_error")
+    try:
+        inputs = wire.inputs_of(task, body)
+    except (ValueError, ValidationError) as error:
+        return _error(400, f"Bad INPUT JSON for {task.name}: {str(error)[:300]}",
+                      "invalid_request_error")
+    content = state.brain.answer(task, inputs).model_dump_json()
+    if fault == "malformed":
+        content = "Sure! Here is the JSON you asked for: " + content[: len(content) // 2]
+    elif fault == "wrong_shape":
+        content = json.dumps({"unexpected": "not the shape you asked for", "ok": True})
+    if fault in ("malformed", "wrong_shape"):
+        state.by_fault[fault] += 1
+    number = state.requests
+    return _json(wire.completion_body(state.model, number, content, wire.prompt_tokens(body)))
+
+
+async def embeddings(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    body = await _body(request)
+    if body is None:
+        return _error(400, "The body must be a JSON object.", "invalid_request_error")
+    try:
+        texts = wire.embedding_texts(body)
+    except ValueError as error:
+        return _error(400, str(error), "invalid_request_error", param="input")
+    dimensions = body.get("dimensions")
+    dim = dimensions if isinstance(dimensions, int) and dimensions > 0 else state.embedder_dim
+    state.embeddings += 1
+    encoding = "base64" if body.get("encoding_format") == "base64" else "float"
+    model = str(body.get("model") or state.model)
+    return _json(wire.embeddings_body(model, texts, dim, encoding))
+
+
+async def models(request: web.Request) -> web.StreamResponse:
+    model = request.app[STATE].model
+    return _json({"object": "list",
+                  "data": [{"id": model, "object": "model", "created": 0, "owned_by": "bottown"}]})
+
+
+async def queue_faults(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    body = await _body(request)
+    queue = body.get("queue") if body else None
+    if not isinstance(queue, list) or not all(f in wire.FAULTS for f in queue):
+        return _error(400, f"Give {{'queue': [...]}} with faults among {list(wire.FAULTS)}.",
+                      "invalid_request_error")
+    state.queue.extend(str(f) for f in queue)
+    return _json({"queued": list(state.queue)})
+
+
+async def stats(request: web.Request) -> web.StreamResponse:
+    return _json(request.app[STATE].stats())
+
+
+async def reset(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    state.queue.clear()
+    state.by_task.clear()
+    state.by_fault.clear()
+    state.last.clear()
+    state.requests = state.embeddings = state.max_in_flight = 0
+    return _json({"reset": True})
+
+
+async def _wake_hung(app: web.Application) -> None:
+    app[STATE].stop.set()
+
+
+def make_app(
+    *,
+    latency_ms: float = 0,
+    fault_rate: float = 0,
+    seed: int = 0,
+    embedder_dim: int = 384,
+    hang_s: float = 30.0,
+    model: str = MODEL,
+) -> web.Application:
+    """The fake server's application (``hang_s``: how long a "hang" fault lasts at most)."""
+    if not 0 <= fault_rate <= 1:
+        raise ValueError("fault_rate must be between 0 and 1")
+    app = web.Application()
+    app[STATE] = FakeState(latency_ms / 1000.0, fault_rate, random.Random(seed), embedder_dim,
+                           hang_s, model)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/_fake/faults", queue_faults)
+    app.router.add_get("/_fake/stats", stats)
+    app.router.add_post("/_fake/reset", reset)
+    app.on_shutdown.append(_wake_hung)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def running(host: str = "127.0.0.1", port: int = 0, **kw: Any) -> AsyncIterator[str]:
+    """Serve a fake app while inside the block; yields its base URL (``http://host:port/v1``)."""
+    runner = web.AppRunner(make_app(**kw), handler_cancellation=True, shutdown_timeout=1.0,
+                           access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        yield f"http://{bound_host}:{bound_port}/v1"
+    finally:
+        await runner.cleanup()
+
+
+async def serve(host: str, port: int, **kw: Any) -> None:
+    """Serve until cancelled (the ``bottown fake-llm`` command)."""
+    async with running(host, port, **kw) as base_url:
+        log.info("fake LLM server listening on %s", base_url)
+        await asyncio.Event().wait()

@@ -1,0 +1,152 @@
+"""Wire formats of the fake OpenAI-compatible server: bodies in, bodies out, embeddings."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import re
+import struct
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from town.llm.tasks import INPUT_MARKER, TASK_LINE, TASKS, Task
+
+FAULTS = ("429", "500", "hang", "malformed", "wrong_shape", "reject_json_schema", "401", "404")
+"""Every fault kind that can be queued through ``POST /_fake/faults``."""
+RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
+"""The transient faults drawn at random with ``fault_rate``."""
+
+_TASK_LINE = re.compile(rf"^{re.escape(TASK_LINE)}(\w+)\s*$", re.MULTILINE)
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def message_text(message: Any) -> str:
+    """The text of a chat message, whether its content is a string or a list of parts."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _messages(body: dict[str, Any]) -> list[Any]:
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) else []
+
+
+def task_of(body: dict[str, Any]) -> Task[Any, Any] | None:
+    """The task asked for: the json_schema's name, else the ``TASK:`` line of a system message."""
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        schema = response_format.get("json_schema")
+        name = schema.get("name") if isinstance(schema, dict) else None
+        if isinstance(name, str) and name in TASKS:
+            return TASKS[name]
+    for message in _messages(body):
+        if isinstance(message, dict) and message.get("role") in ("system", "developer"):
+            found = _TASK_LINE.search(message_text(message))
+            if found and found.group(1) in TASKS:
+                return TASKS[found.group(1)]
+    return None
+
+
+def inputs_of(task: Task[Any, Any], body: dict[str, Any]) -> BaseModel:
+    """The task's inputs, from the last user message holding an ``INPUT JSON:`` block."""
+    for message in reversed(_messages(body)):
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = message_text(message)
+            if INPUT_MARKER in text:
+                data = json.loads(text.rsplit(INPUT_MARKER, 1)[1])
+                inputs: BaseModel = task.input_model.model_validate(data)
+                return inputs
+    raise ValueError("no user message holds an INPUT JSON block")
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    return estimate_tokens("".join(message_text(m) for m in _messages(body)))
+
+
+def completion_body(model: str, number: int, content: str, prompt: int) -> dict[str, Any]:
+    completion = estimate_tokens(content)
+    return {
+        "id": f"chatcmpl-fake-{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def error_body(message: str, kind: str, code: str | None = None,
+               param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def embed(text: str, dim: int) -> list[float]:
+    """A hashed bag of words: each word adds +-1 to one of ``dim`` slots; unit length."""
+    vector = [0.0] * dim
+    for token in _TOKEN.findall(text.lower()):
+        digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+        slot = int.from_bytes(digest[:4], "big") % dim
+        vector[slot] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    if norm == 0.0:
+        vector[0] = 1.0
+        return vector
+    return [v / norm for v in vector]
+
+
+def embeddings_body(model: str, texts: list[str], dim: int, encoding: str) -> dict[str, Any]:
+    data: list[dict[str, Any]] = []
+    for index, text in enumerate(texts):
+        vector = embed(text, dim)
+        encoded: list[float] | str = vector
+        if encoding == "base64":
+            encoded = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode("ascii")
+        data.append({"object": "embedding", "index": index, "embedding": encoded})
+    tokens = sum(estimate_tokens(t) for t in texts)
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+def embedding_texts(body: dict[str, Any]) -> list[str]:
+    """The texts to embed: a string, a list of strings, or token lists (read as numbers)."""
+    given = body.get("input")
+    if isinstance(given, str):
+        return [given]
+    if isinstance(given, list) and given:
+        if all(isinstance(t, str) for t in given):
+            return list(given)
+        if all(isinstance(t, int) for t in given):
+            return [" ".join(str(t) for t in given)]
+        if all(isinstance(t, list) for t in given):
+            return [" ".join(str(x) for x in t) for t in given]
+    raise ValueError("input must be a string or a list of strings")

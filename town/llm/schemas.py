@@ -1,0 +1,196 @@
+"""Input and result models of the thinking tasks (the data each prompt is filled from)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ClockTime = Annotated[str, Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM")]
+Importance = Annotated[int, Field(ge=1, le=10)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class PlanItem(_Model):
+    """One entry of a plan: from `start`, for `duration_min` minutes, at `location`."""
+
+    start: ClockTime
+    duration_min: int = Field(ge=1, le=24 * 60)
+    location: str
+    description: str = Field(min_length=1)
+
+
+class Utterance(_Model):
+    speaker: str
+    text: str
+
+
+class NumberedStatement(_Model):
+    id: int
+    text: str
+
+
+class Insight(_Model):
+    text: str = Field(min_length=1)
+    cites: list[int] = Field(default_factory=list)
+
+
+# -- rate_importance -------------------------------------------------------------------------
+
+
+class RateImportanceInput(_Model):
+    resident: str
+    observations: list[str] = Field(min_length=1)
+
+
+class RateImportanceResult(_Model):
+    scores: list[Importance]
+
+
+# -- plan_day ------------------------------------------------------------------------------
+
+
+class PlanDayInput(_Model):
+    resident: str
+    summary: str
+    yesterday: str
+    date: str
+    wake_time: ClockTime
+    routine: list[str] = Field(default_factory=list)
+    places: list[str] = Field(default_factory=list)
+
+
+class PlanDayResult(_Model):
+    chunks: list[PlanItem] = Field(min_length=5, max_length=8)
+
+
+# -- decompose -----------------------------------------------------------------------------
+
+
+class DecomposeInput(_Model):
+    resident: str
+    summary: str
+    chunk: PlanItem
+    granularity: Literal["hour", "action"]
+    places: list[str] = Field(default_factory=list)
+
+
+class DecomposeResult(_Model):
+    items: list[PlanItem] = Field(min_length=1)
+
+
+# -- choose_location -----------------------------------------------------------------------
+
+
+class ChooseLocationInput(_Model):
+    resident: str
+    activity: str
+    current: str
+    tree: list[str] = Field(default_factory=list)
+
+
+class ChooseLocationResult(_Model):
+    path: list[str] = Field(min_length=1)
+
+
+# -- react ---------------------------------------------------------------------------------
+
+
+class ReactInput(_Model):
+    resident: str
+    current_action: str
+    observation: str
+    relationship: str
+    context: list[str] = Field(default_factory=list)
+
+
+class ReactResult(_Model):
+    react: bool
+    reaction: str
+    talk_to: str | None = None
+
+
+# -- utter ---------------------------------------------------------------------------------
+
+
+class UtterInput(_Model):
+    speaker: str
+    listener: str
+    speaker_summary: str
+    relationship: str
+    memories: list[str] = Field(default_factory=list)
+    history: list[Utterance] = Field(default_factory=list)
+    location: str
+    directive: str | None = None
+
+
+class UtterResult(_Model):
+    text: str = Field(min_length=1)
+    end: bool
+
+
+# -- reflection ----------------------------------------------------------------------------
+
+
+class ReflectQuestionsInput(_Model):
+    resident: str
+    statements: list[str] = Field(min_length=1)
+
+
+class ReflectQuestionsResult(_Model):
+    questions: list[str] = Field(min_length=1, max_length=5)
+
+
+class ReflectInsightsInput(_Model):
+    resident: str
+    question: str
+    statements: list[NumberedStatement]
+
+
+class ReflectInsightsResult(_Model):
+    insights: list[Insight] = Field(max_length=5)
+
+
+# -- small tasks ---------------------------------------------------------------------------
+
+
+class EmojiInput(_Model):
+    action: str
+
+
+class EmojiResult(_Model):
+    emoji: str = Field(min_length=1, max_length=24)
+
+
+class ObjectStateInput(_Model):
+    object: str
+    state: str
+    action: str
+
+
+class ObjectStateResult(_Model):
+    state: str = Field(min_length=1)
+
+
+class SummarizeInput(_Model):
+    resident: str
+    memories: list[str] = Field(default_factory=list)
+
+
+class SummarizeResult(_Model):
+    summary: str = Field(min_length=1)
+
+
+class InterviewInput(_Model):
+    resident: str
+    summary: str
+    memories: list[str] = Field(default_factory=list)
+    question: str
+    asker: str | None = None
+
+
+class InterviewResult(_Model):
+    answer: str = Field(min_length=1)

@@ -1,0 +1,199 @@
+"""The thinking tasks: a prompt template beside a result model, and the registry of them all.
+
+Each task's user prompt lives in ``prompts/<name>.txt`` as a :class:`string.Template` filled from
+the inputs in prose; the rendered message always ends with an ``INPUT JSON:`` block holding the
+inputs exactly, so any model (and the fake server) sees the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Generic, Literal, TypedDict, TypeVar
+
+from pydantic import BaseModel
+
+from town.llm import checks
+from town.llm import schemas as s
+
+I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
+R = TypeVar("R", bound=BaseModel)
+
+INPUT_MARKER = "INPUT JSON:\n"
+TASK_LINE = "TASK: "
+
+# Fields holding names of residents, places or clock values: written bare (on one line).
+# Every other text is free text (observations, memories, speech) and is written quoted.
+_BARE_FIELDS = frozenset(
+    {"resident", "speaker", "listener", "asker", "date", "wake_time", "granularity", "current",
+     "location", "object"}
+)
+
+
+class Message(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+def _keep(inputs: Any, result: R) -> R:
+    return result
+
+
+def _prompt_text(name: str) -> str:
+    prompts = resources.files(__package__).joinpath("prompts")
+    return prompts.joinpath(f"{name}.txt").read_text("utf-8")
+
+
+@dataclass(frozen=True)
+class Task(Generic[I, R]):
+    """One kind of thought: inputs in, a validated result out."""
+
+    name: str
+    input_model: type[I]
+    result_model: type[R]
+    system: str
+    prompt: string.Template
+    check: Callable[[I, R], R] = field(default=_keep)
+
+    def render(self, inputs: I) -> list[Message]:
+        """System and user messages for these inputs."""
+        prose = self.prompt.substitute(prose_values(inputs)).rstrip()
+        user = f"{prose}\n\n{INPUT_MARKER}{inputs.model_dump_json()}"
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.result_model.model_json_schema()
+
+    def parse(self, inputs: I, content: str) -> R:
+        """Validate a reply; raises ``ValueError`` (pydantic's ``ValidationError`` included)."""
+        result = self.result_model.model_validate_json(strip_fences(content))
+        return self.check(inputs, result)
+
+
+def strip_fences(content: str) -> str:
+    """Drop a Markdown code fence some models wrap around JSON."""
+    text = content.strip()
+    match = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, flags=re.DOTALL)
+    return match.group(1) if match else text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:120]
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _item(value: Any) -> str:
+    if isinstance(value, s.PlanItem):
+        return (f"{value.start} for {value.duration_min} min at {_one_line(value.location)}: "
+                f"{_quoted(value.description)}")
+    if isinstance(value, s.Utterance):
+        return f"{_one_line(value.speaker)}: {_quoted(value.text)}"
+    if isinstance(value, s.NumberedStatement):
+        return f"[{value.id}] {_quoted(value.text)}"
+    return _quoted(str(value))
+
+
+_WHEN_NONE = MappingProxyType({"asker": "an interviewer"})
+
+
+def _prose(name: str, value: Any) -> str:
+    if value is None:
+        return _WHEN_NONE.get(name, "(none)")
+    if isinstance(value, list):
+        if not value:
+            return "(none)"
+        if isinstance(value[0], s.NumberedStatement):
+            return "\n".join(_item(v) for v in value)
+        return "\n".join(f"{n}. {_item(v)}" for n, v in enumerate(value, start=1))
+    if isinstance(value, str):
+        return _one_line(value) if name in _BARE_FIELDS else _quoted(value)
+    if isinstance(value, BaseModel):
+        return _item(value)
+    return str(value)
+
+
+def prose_values(inputs: BaseModel) -> dict[str, str]:
+    """The inputs as prose fragments, one per field, for the template."""
+    return {name: _prose(name, value) for name, value in inputs}
+
+
+def _task(
+    name: str,
+    input_model: type[I],
+    result_model: type[R],
+    role: str,
+    check: Callable[[I, R], R] = _keep,
+) -> Task[I, R]:
+    system = string.Template(_prompt_text("system")).substitute(task=name, role=role).strip()
+    return Task(name, input_model, result_model, system, string.Template(_prompt_text(name)), check)
+
+
+RATE_IMPORTANCE = _task(
+    "rate_importance", s.RateImportanceInput, s.RateImportanceResult,
+    "You judge how memorable events are to one resident.", checks.importance_count,
+)
+PLAN_DAY = _task(
+    "plan_day", s.PlanDayInput, s.PlanDayResult,
+    "You plan one resident's day in broad strokes.",
+)
+DECOMPOSE = _task(
+    "decompose", s.DecomposeInput, s.DecomposeResult,
+    "You break one part of a resident's plan into smaller steps.", checks.within_chunk,
+)
+CHOOSE_LOCATION = _task(
+    "choose_location", s.ChooseLocationInput, s.ChooseLocationResult,
+    "You choose where in town a resident goes to do something.", checks.known_path,
+)
+REACT = _task(
+    "react", s.ReactInput, s.ReactResult,
+    "You decide whether a resident carries on with the plan or reacts to what it noticed.",
+    checks.react_talk_to,
+)
+UTTER = _task(
+    "utter", s.UtterInput, s.UtterResult,
+    "You write the next thing a resident says in a conversation.",
+)
+REFLECT_QUESTIONS = _task(
+    "reflect_questions", s.ReflectQuestionsInput, s.ReflectQuestionsResult,
+    "You help a resident reflect on recent experience.", checks.three_questions,
+)
+REFLECT_INSIGHTS = _task(
+    "reflect_insights", s.ReflectInsightsInput, s.ReflectInsightsResult,
+    "You draw high-level insights from a resident's memories, citing them.",
+    checks.known_cites,
+)
+EMOJI = _task(
+    "emoji", s.EmojiInput, s.EmojiResult,
+    "You turn an action into a few emoji shown beside a resident's name.",
+)
+OBJECT_STATE = _task(
+    "object_state", s.ObjectStateInput, s.ObjectStateResult,
+    "You say how an object's state changes when someone acts on it.",
+)
+SUMMARIZE = _task(
+    "summarize", s.SummarizeInput, s.SummarizeResult,
+    "You write a resident's short summary description from its memories.",
+)
+INTERVIEW = _task(
+    "interview", s.InterviewInput, s.InterviewResult,
+    "You answer an interview question as a resident, from its memories only.",
+)
+
+TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
+    {
+        t.name: t
+        for t in (
+            RATE_IMPORTANCE, PLAN_DAY, DECOMPOSE, CHOOSE_LOCATION, REACT, UTTER,
+            REFLECT_QUESTIONS, REFLECT_INSIGHTS, EMOJI, OBJECT_STATE, SUMMARIZE, INTERVIEW,
+        )
+    }
+)
+"""Every task by name (read-only)."""
