@@ -10,7 +10,8 @@ query is a handful of vectorised operations over every memory, with no Python lo
 
 Each component is min-max normalised over the candidates (all memories, or the kinds asked for);
 when a component is the same for every candidate it contributes 0.5. The top k are returned, best
-first (ties: the newer memory first), and their last access is set to the query's game time.
+first (ties: the newer memory first), and their last access is set to the query's game time (in
+the arrays at once, in the store when the caller's unit of work commits).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy import select as sa_select
 from sqlalchemy import update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from town.embedding import Embedder
@@ -160,6 +162,7 @@ class MemoryStream:
         self.collection = f"{namespace}-r{resident_id}"
         self.weights = weights or RetrievalWeights()
         self._matrix: _Matrix | None = None
+        self._touch_key = f"bottown_touch_{self.collection}"
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -240,9 +243,9 @@ class MemoryStream:
             m.id: m
             for m in session.exec(select(Memory).where(col(Memory.id).in_(chosen_ids))).all()
         }
-        session.execute(
-            update(Memory).where(col(Memory.id).in_(chosen_ids)).values(last_access=now)
-        )
+        touched: dict[int, datetime] = session.info.setdefault(self._touch_key, {})
+        touched.update(dict.fromkeys(chosen_ids, now))
+        Store.before_commit(session, self._write_last_access)
         matrix.touch(chosen_ids, now_h)
         Store.after_rollback(session, self.forget_cache)
         out = []
@@ -251,13 +254,23 @@ class MemoryStream:
             if memory is None:  # the row vanished under us: the cache is stale
                 self.forget_cache()
                 continue
-            memory.last_access = now
+            # the row is written by the deferred update; do not dirty the session meanwhile
+            set_committed_value(memory, "last_access", now)
             out.append(
                 Retrieved(
                     memory, float(score[pos]), float(rec[pos]), float(imp[pos]), float(rel[pos])
                 )
             )
         return out
+
+    def _write_last_access(self, session: Session) -> None:
+        """The deferred last-access updates of this unit of work, one statement per game time."""
+        touched: dict[int, datetime] = session.info.pop(self._touch_key, {})
+        by_time: dict[datetime, list[int]] = {}
+        for mem_id, at in touched.items():
+            by_time.setdefault(at, []).append(mem_id)
+        for at, ids in by_time.items():
+            session.execute(update(Memory).where(col(Memory.id).in_(ids)).values(last_access=at))
 
     def recent(
         self, session: Session, n: int = 100, kinds: Collection[str] | None = None

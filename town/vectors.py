@@ -59,7 +59,8 @@ class ChromaIndex:
                 )
                 self.where = url
             else:
-                folder = path or Path("data/chroma")
+                # absolute: Chroma caches clients by this string for the life of the process
+                folder = (path or Path("data/chroma")).resolve()
                 folder.mkdir(parents=True, exist_ok=True)
                 self._client = chromadb.PersistentClient(path=str(folder), settings=chroma_settings)
                 self.where = str(folder)

@@ -3,7 +3,9 @@
 ``Store.session()`` is the unit of work: everything written inside it commits together or not at
 all. Work that must follow a commit (updating in-memory caches, say) registers with
 ``Store.after_commit(session, fn)`` and runs only once the commit has succeeded; caches that were
-changed ahead of the commit register ``Store.after_rollback`` to be dropped if it fails.
+changed ahead of the commit register ``Store.after_rollback`` to be dropped if it fails. Writes
+that can wait (last-access times) register ``Store.before_commit``, so a unit of work that awaits
+the LLM holds no write lock meanwhile: SQLite has one writer at a time.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sqlmodel import Session
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+_BEFORE_COMMIT = "bottown_before_commit"
 _AFTER_COMMIT = "bottown_after_commit"
 _AFTER_ROLLBACK = "bottown_after_rollback"
 
@@ -97,9 +100,12 @@ class Store:
         with Session(self.engine, expire_on_commit=False) as session:
             try:
                 yield session
+                for before in session.info.pop(_BEFORE_COMMIT, []):
+                    before(session)
                 session.commit()
             except BaseException:
                 session.rollback()
+                session.info.pop(_BEFORE_COMMIT, None)
                 session.info.pop(_AFTER_COMMIT, None)
                 for fn in session.info.pop(_AFTER_ROLLBACK, []):
                     fn()
@@ -107,6 +113,13 @@ class Store:
             session.info.pop(_AFTER_ROLLBACK, None)
             for fn in session.info.pop(_AFTER_COMMIT, []):
                 fn()
+
+    @staticmethod
+    def before_commit(session: Session, fn: Callable[[Session], None]) -> None:
+        """Run ``fn(session)`` once, just before this unit of work commits (deferred writes)."""
+        callbacks = session.info.setdefault(_BEFORE_COMMIT, [])
+        if fn not in callbacks:
+            callbacks.append(fn)
 
     @staticmethod
     def after_commit(session: Session, fn: Callable[[], None]) -> None:

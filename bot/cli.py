@@ -1,0 +1,283 @@
+"""The ``bottown`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bot.logs import setup_logging
+from bot.settings import Settings, SettingsError, load_settings, masked_url
+from town.embedding import EmbeddingError
+from town.memory import InvalidMemory
+from town.store.db import StoreError
+from town.vectors import VectorIndexError
+
+app = typer.Typer(
+    name="bottown",
+    help="A town of generative-agent residents for Discord, Slack and the browser.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+bench_app = typer.Typer(help="Benchmarks that print speed and cost figures.", no_args_is_help=True)
+llm_app = typer.Typer(help="The LLM connection.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+app.add_typer(llm_app, name="llm")
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+CLEAR_ERRORS = (
+    SettingsError,
+    StoreError,
+    VectorIndexError,
+    EmbeddingError,
+    LookupError,
+    InvalidMemory,
+)
+
+
+@contextmanager
+def clear_errors() -> Iterator[None]:
+    """Known failures end the command with one red line and exit code 2, not a traceback."""
+    try:
+        yield
+    except CLEAR_ERRORS as exc:
+        message = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
+        err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def settings_and_logging() -> Settings:
+    settings = load_settings()
+    secrets = [settings.llm_api_key.get_secret_value()] if settings.llm_api_key else []
+    setup_logging(settings.log_level, secrets)
+    return settings
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    with clear_errors():
+        return fn()
+
+
+@app.command()
+def config() -> None:
+    """Show the effective settings (secrets masked) and where they came from."""
+
+    def show() -> None:
+        settings = load_settings()
+        table = Table("key", "value", title="bottown settings")
+        for key, value in settings.model_dump().items():
+            shown = "***" if "key" in key and value else value
+            if key == "database_url" and value:
+                shown = masked_url(str(value))
+            table.add_row(key, str(shown))
+        table.add_row("(database)", masked_url(settings.resolved_database_url))
+        table.add_row("(brain)", "LLM " + settings.llm_model if settings.uses_llm else "offline")
+        out.print(table)
+
+    guarded(show)
+
+
+@app.command()
+def migrate() -> None:
+    """Create or upgrade the database schema (every command does this on start, too)."""
+
+    def run() -> None:
+        from town.store.db import Store
+
+        settings = settings_and_logging()
+        Store.open(settings.resolved_database_url)
+        out.print(f"database {masked_url(settings.resolved_database_url)} is up to date")
+
+    guarded(run)
+
+
+@app.command("fake-llm")
+def fake_llm(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8900,
+    host: Annotated[str, typer.Option(help="Interface; keep it on loopback.")] = "127.0.0.1",
+    latency_ms: Annotated[float, typer.Option(help="Delay added to every completion.")] = 0.0,
+    fault_rate: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of faulty replies.")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the fault lottery.")] = 0,
+) -> None:
+    """Serve a fake OpenAI-compatible API answered by the offline brain (for tests and benches)."""
+    from town.llm.fake_server import serve
+
+    setup_logging("INFO")
+    out.print(
+        f"fake OpenAI-compatible server on http://{host}:{port}/v1 "
+        f"(offline brain, latency {latency_ms:g} ms, fault rate {fault_rate:g}); Ctrl-C stops it"
+    )
+    with suppress(KeyboardInterrupt):
+        asyncio.run(serve(host, port, latency_ms=latency_ms, fault_rate=fault_rate, seed=seed))
+
+
+@llm_app.command("check")
+def llm_check() -> None:
+    """Send one small request to the configured LLM and say plainly whether it works."""
+    from bot.llm_check import check_llm
+
+    def run() -> None:
+        settings = settings_and_logging()
+        if not settings.uses_llm:
+            out.print(
+                "no LLM configured: the town runs on the offline brain "
+                "(set BOTTOWN_LLM_BASE_URL and/or BOTTOWN_LLM_API_KEY)"
+            )
+            return
+        ok, message = asyncio.run(check_llm(settings))
+        (out if ok else err).print(message, highlight=False)
+        if not ok:
+            raise typer.Exit(1)
+
+    guarded(run)
+
+
+@app.command()
+def remember(
+    resident: Annotated[str, typer.Argument(help="Resident's name.")],
+    text: Annotated[str, typer.Argument(help="What the resident remembers.")],
+    town: Annotated[str, typer.Option(help="Town name; created if missing.")] = "demo",
+    kind: Annotated[
+        str, typer.Option(help="seed, observation, chat, plan, reflection.")
+    ] = "observation",
+    importance: Annotated[
+        int | None, typer.Option(min=1, max=10, help="1-10; default: ask the brain.")
+    ] = None,
+) -> None:
+    """Add one memory to a resident's stream (the resident is created if missing)."""
+    from bot.memory_cmds import add_memory
+
+    def run() -> None:
+        settings = settings_and_logging()
+        memory = asyncio.run(add_memory(settings, town, resident, text, kind, importance))
+        out.print(f"remembered #{memory.id} (importance {memory.importance}): {memory.text}")
+
+    guarded(run)
+
+
+@app.command()
+def recall(
+    resident: Annotated[str, typer.Argument(help="Resident's name.")],
+    query: Annotated[str, typer.Argument(help="What to retrieve memories about.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "demo",
+    k: Annotated[int, typer.Option(min=1, max=200, help="How many memories.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """Retrieve a resident's memories with the paper's score (recency, importance, relevance)."""
+    from bot.memory_cmds import recall_memories
+
+    def run() -> None:
+        settings = settings_and_logging()
+        found = recall_memories(settings, town, resident, query, k)
+        if as_json:
+            for r in found:
+                out.print_json(
+                    json.dumps(
+                        {
+                            "id": r.memory.id,
+                            "kind": r.memory.kind,
+                            "text": r.memory.text,
+                            "score": r.score,
+                            "recency": r.recency,
+                            "importance": r.importance,
+                            "relevance": r.relevance,
+                        }
+                    )
+                )
+            return
+        table = Table(
+            "#", "kind", "score", "rec", "imp", "rel", "memory", title=f"{resident}: {query}"
+        )
+        for r in found:
+            table.add_row(
+                str(r.memory.id),
+                r.memory.kind,
+                f"{r.score:.3f}",
+                f"{r.recency:.2f}",
+                f"{r.importance:.2f}",
+                f"{r.relevance:.2f}",
+                r.memory.text,
+            )
+        out.print(table)
+
+    guarded(run)
+
+
+@app.command()
+def demo() -> None:
+    """A short tour: a resident is seeded, observes, reflects and recalls (see the README)."""
+    from bot.demo import run_demo
+
+    def run() -> None:
+        settings = settings_and_logging()
+        asyncio.run(run_demo(settings, out))
+
+    guarded(run)
+
+
+@bench_app.command("retrieval")
+def bench_retrieval(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    sizes: Annotated[
+        str, typer.Option(help="Comma-separated memory counts.")
+    ] = "1000,10000,100000",
+    queries: Annotated[int, typer.Option(min=10, help="Timed queries per size.")] = 200,
+) -> None:
+    """p50/p95 retrieval latency at 1k, 10k and 100k memories, and the insert rate."""
+    from bot.bench import run_retrieval_bench
+    from bot.wiring import build_embedder
+
+    def run() -> None:
+        settings = settings_and_logging()
+        counts = [int(s.replace("_", "")) for s in sizes.split(",") if s.strip()]
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("starting", total=1)
+
+            def progress(what: str, done: int, total: int) -> None:
+                bar.update(task, description=what, completed=done, total=total)
+
+            result = run_retrieval_bench(
+                build_embedder(settings), counts, queries, progress=progress
+            )
+        if as_json:
+            print(json.dumps(result.as_json()))
+            return
+        table = Table("memories", "p50 ms", "p95 ms", title=f"retrieval ({result.embedder})")
+        for r in result.sizes:
+            table.add_row(f"{r.size:,}", f"{r.p50_ms:.2f}", f"{r.p95_ms:.2f}")
+        out.print(table)
+        out.print(
+            f"inserts: {result.inserts_per_s:,.0f} memories/s (pool pre-embedded); "
+            f"embedder: {result.embed_per_s:,.0f} sentences/s"
+        )
+
+    guarded(run)
+
+
+def main() -> None:  # pragma: no cover - the console script calls app()
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    logging.captureWarnings(True)
+    app()

@@ -1,0 +1,144 @@
+"""One settings object, read from ``BOTTOWN_*`` environment variables and an optional TOML file.
+
+Precedence: keyword arguments, then environment variables, then the TOML file (``bottown.toml`` in
+the working directory, or the file named by ``BOTTOWN_CONFIG``), then the defaults below. Every key
+is documented in the README. Secrets are ``SecretStr``: they never appear in ``repr`` or logs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_ENV = "BOTTOWN_CONFIG"
+DEFAULT_CONFIG_FILE = "bottown.toml"
+
+
+class SettingsError(Exception):
+    """The configuration cannot be used; the message says which key and what to do."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="BOTTOWN_", extra="forbid", validate_default=True, frozen=True
+    )
+
+    data_dir: Path = Field(Path("data"), description="Folder for the SQLite file and Chroma data.")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default sqlite:///<data_dir>/bottown.db."
+    )
+    chroma_url: str | None = Field(
+        None, description="Chroma server URL (http://host:port); default: embedded client."
+    )
+    chroma_namespace: str = Field(
+        "bottown",
+        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_-]{1,40}$",
+        description="Prefix of this deployment's Chroma collections.",
+    )
+
+    embedder: Literal["minilm", "openai", "hash"] = Field(
+        "minilm", description="minilm: bundled all-MiniLM-L6-v2; openai: the embeddings API."
+    )
+    embedding_model: str = Field("text-embedding-3-small", description="Model for embedder=openai.")
+    embedding_dim: int = Field(384, ge=8, le=8192, description="Vector size for openai/hash.")
+
+    brain: Literal["auto", "offline", "llm"] = Field(
+        "auto", description="auto: the LLM when llm_base_url or llm_api_key is set, else offline."
+    )
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible base URL (…/v1).")
+    llm_api_key: SecretStr | None = Field(None, description="API key for the LLM server.")
+    llm_model: str = Field("gpt-4o-mini", description="Chat model name.")
+    llm_timeout_s: float = Field(60.0, gt=0, description="Seconds before an LLM call times out.")
+    llm_max_attempts: int = Field(4, ge=1, le=10, description="Tries per call (429/5xx/timeouts).")
+    llm_concurrency: int = Field(8, ge=1, le=256, description="LLM calls in flight at once.")
+    daily_token_budget: int = Field(
+        2_000_000, ge=0, description="Tokens per town per day; 0 = no limit. Then: offline brain."
+    )
+
+    recency_weight: float = Field(1.0, ge=0, description="Retrieval weight of recency.")
+    importance_weight: float = Field(1.0, ge=0, description="Retrieval weight of importance.")
+    relevance_weight: float = Field(1.0, ge=0, description="Retrieval weight of relevance.")
+    recency_decay: float = Field(0.99, gt=0, le=1, description="Recency factor per game hour.")
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
+        return (init_settings, env_settings, toml)
+
+    @model_validator(mode="after")
+    def _check_brain(self) -> Settings:
+        if self.brain == "llm" and not (self.llm_base_url or self.llm_api_key):
+            raise ValueError("brain = 'llm' needs llm_base_url or llm_api_key")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'bottown.db'}"
+
+    @property
+    def uses_llm(self) -> bool:
+        if self.brain == "auto":
+            return bool(self.llm_base_url or self.llm_api_key)
+        return self.brain == "llm"
+
+
+def config_file() -> Path | None:
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise SettingsError(f"{CONFIG_ENV} names {path}, which is not a file")
+        return path
+    default = Path(DEFAULT_CONFIG_FILE)
+    return default if default.is_file() else None
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings, turning validation errors into one readable ``SettingsError``."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        source = config_file()
+        where = f" (environment or {source})" if source else " (environment)"
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "settings"
+            reason = (
+                "unknown key: check its spelling"
+                if err["type"] == "extra_forbidden"
+                else (err["msg"])
+            )
+            lines.append(f"  {key}: {reason}")
+        raise SettingsError("invalid settings" + where + ":\n" + "\n".join(lines)) from None
+    except Exception as exc:  # a TOML syntax error, for one
+        if isinstance(exc, SettingsError):
+            raise
+        raise SettingsError(f"cannot read settings: {exc}") from None
+
+
+def masked_url(url: str) -> str:
+    """A URL fit for logs: any password replaced by ***."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1] if "@" in url else url

@@ -1,0 +1,132 @@
+"""Builds the town's ports from the settings: store, embedder, vector index and brain."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import openai
+from sqlmodel import select
+from town.llm.gateway import LLMGateway
+
+from bot.settings import Settings
+from town.embedding import CachedEmbedder, Embedder, HashEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from town.llm.offline import OfflineBrain
+from town.llm.port import Brain
+from town.memory import MemoryStream, RetrievalWeights
+from town.store.db import Store
+from town.store.models import Resident, Town
+from town.store.usage import DailyTokenBudget, StoredUsage
+from town.vectors import ChromaIndex
+
+log = logging.getLogger(__name__)
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    inner: Embedder
+    if settings.embedder == "minilm":
+        inner = MiniLMEmbedder()
+    elif settings.embedder == "hash":
+        inner = HashEmbedder(dim=settings.embedding_dim)
+    else:
+        client = openai.OpenAI(
+            base_url=settings.llm_base_url,
+            api_key=_api_key(settings),
+            timeout=settings.llm_timeout_s,
+        )
+        inner = OpenAIEmbedder(client, settings.embedding_model, settings.embedding_dim)
+    return CachedEmbedder(inner)
+
+
+def _api_key(settings: Settings) -> str:
+    # Local servers (Ollama, vLLM, LM Studio) accept any key; the client insists on one.
+    return settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+
+
+def build_brain(settings: Settings, store: Store, town_id: int) -> Brain:
+    """The configured LLM behind the gateway, or the offline brain when no LLM is configured."""
+    if not settings.uses_llm:
+        return OfflineBrain()
+    usage = StoredUsage(store, town_id)
+    client = openai.AsyncOpenAI(
+        base_url=settings.llm_base_url,
+        api_key=_api_key(settings),
+        timeout=settings.llm_timeout_s,
+        max_retries=0,
+    )
+    return LLMGateway(
+        client,
+        model=settings.llm_model,
+        usage=usage,
+        budget=DailyTokenBudget(usage, settings.daily_token_budget),
+        concurrency=settings.llm_concurrency,
+        max_attempts=settings.llm_max_attempts,
+    )
+
+
+@dataclass
+class Services:
+    """The ports of one deployment, built once and shared by every town it runs."""
+
+    settings: Settings
+    store: Store
+    embedder: Embedder
+    index: ChromaIndex
+    _streams: dict[int, MemoryStream] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, settings: Settings) -> Services:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        store = Store.open(settings.resolved_database_url)
+        embedder = build_embedder(settings)
+        index = ChromaIndex(
+            path=settings.data_dir / "chroma",
+            url=settings.chroma_url,
+            embedder_name=embedder.name,
+            dim=embedder.dim,
+        )
+        return cls(settings, store, embedder, index)
+
+    def stream(self, resident_id: int) -> MemoryStream:
+        found = self._streams.get(resident_id)
+        if found is None:
+            s = self.settings
+            found = MemoryStream(
+                resident_id=resident_id,
+                embedder=self.embedder,
+                index=self.index,
+                namespace=s.chroma_namespace,
+                weights=RetrievalWeights(
+                    s.recency_weight, s.importance_weight, s.relevance_weight, s.recency_decay
+                ),
+            )
+            self._streams[resident_id] = found
+        return found
+
+    def town(self, name: str, *, create: bool = False, clock: datetime | None = None) -> Town:
+        with self.store.session() as s:
+            town = s.exec(select(Town).where(Town.name == name)).first()
+            if town is None:
+                if not create:
+                    raise LookupError(f"no town named {name!r}: create it first")
+                town = Town(name=name, clock=clock or datetime(2023, 2, 13, 7, tzinfo=UTC))
+                s.add(town)
+                s.flush()
+            return town
+
+    def resident(self, town: Town, name: str, *, create: bool = False) -> Resident:
+        with self.store.session() as s:
+            found = s.exec(
+                select(Resident).where(Resident.town_id == town.id, Resident.name == name)
+            ).first()
+            if found is None:
+                if not create:
+                    known = s.exec(select(Resident.name).where(Resident.town_id == town.id)).all()
+                    hint = f"; residents: {', '.join(known)}" if known else ""
+                    raise LookupError(f"no resident named {name!r} in {town.name}{hint}")
+                assert town.id is not None
+                found = Resident(town_id=town.id, name=name)
+                s.add(found)
+                s.flush()
+            return found

@@ -1,0 +1,165 @@
+"""The ``bottown`` command line, run in-process as a user would type it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+from typer.testing import CliRunner
+
+from bot.cli import app
+from town.llm.fake_server import running
+from town.store.db import Store
+from town.store.models import LlmUsage
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[str]:
+    """The fake OpenAI-compatible server on loopback, in a thread of its own."""
+    ready: list[str] = []
+    stop = threading.Event()
+
+    async def serve() -> None:
+        async with running() as url:
+            ready.append(url)
+            await asyncio.to_thread(stop.wait)
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    for _ in range(500):
+        if ready:
+            break
+        threading.Event().wait(0.01)
+    yield ready[0]
+    stop.set()
+    thread.join(5)
+
+
+def queue_faults(url: str, *faults: str) -> None:
+    req = urllib.request.Request(
+        url.removesuffix("/v1") + "/_fake/faults",
+        data=json.dumps({"queue": list(faults)}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    urllib.request.urlopen(req, timeout=5).read()
+
+
+def fake_stats(url: str) -> dict[str, object]:
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/_fake/stats", timeout=5) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("demo", "remember", "recall", "fake-llm", "bench", "llm", "config"):
+        assert command in result.output
+
+
+def test_demo_runs_offline_and_says_so() -> None:
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "OFFLINE BRAIN" in result.output
+    assert "Reflection" in result.output and "cites" in result.output
+    assert "AI" in result.output  # asked whether she is an AI, she says so
+    again = runner.invoke(app, ["demo"])  # a second run starts the demo town afresh
+    assert again.exit_code == 0
+    assert again.output.count("observes:") == result.output.count("observes:")
+
+
+def test_demo_through_the_gateway_records_usage(
+    fake_llm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", fake_llm)
+    monkeypatch.setenv("BOTTOWN_LLM_MODEL", "bottown-fake")
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "LLM bottown-fake via the gateway" in result.output
+    stats = fake_stats(fake_llm)
+    assert int(str(stats["requests"])) > 5
+    store = Store.open("sqlite:///data/bottown.db")
+    with store.session() as s:
+        rows = s.exec(select(LlmUsage)).all()
+    assert {r.task for r in rows} >= {"rate_importance", "reflect_questions", "interview"}
+    assert sum(r.prompt_tokens for r in rows) > 0
+
+
+def test_remember_then_recall(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+    args = ["remember", "Tom Moreno", "Tom fixed the leaking sink at the supply store"]
+    first = runner.invoke(app, [*args, "--importance", "9"])
+    assert first.exit_code == 0, first.output
+    assert "importance 9" in first.output
+    rated = runner.invoke(app, ["remember", "Tom Moreno", "Tom heard Sam is running for mayor"])
+    assert rated.exit_code == 0 and "remembered #2" in rated.output
+    found = runner.invoke(app, ["recall", "Tom Moreno", "the sink", "--json", "--k", "1"])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.output)["text"] == "Tom fixed the leaking sink at the supply store"
+
+
+def test_clear_errors_exit_2() -> None:
+    unknown = runner.invoke(app, ["recall", "Nobody", "x"])
+    assert unknown.exit_code == 2 and "no town named 'demo'" in unknown.output
+    bad_kind = runner.invoke(app, ["remember", "Tom", "x", "--kind", "dream", "--importance", "3"])
+    assert bad_kind.exit_code == 2 and "unknown memory kind" in bad_kind.output
+    Path("bottown.toml").write_text('llm_modle = "x"\n')
+    typo = runner.invoke(app, ["config"])
+    assert typo.exit_code == 2 and "llm_modle: unknown key" in typo.output
+
+
+def test_corrupt_database_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    Path("data").mkdir()
+    Path("data/bottown.db").write_bytes(b"garbage" * 1000)
+    result = runner.invoke(app, ["migrate"])
+    assert result.exit_code == 2
+    assert "corrupt or not a bottown database" in result.output
+
+
+def test_config_masks_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOTTOWN_LLM_API_KEY", "sk-top-secret-999")
+    monkeypatch.setenv("BOTTOWN_DATABASE_URL", "postgresql+psycopg://u:pw-777@127.0.0.1/db")
+    result = runner.invoke(app, ["config"])
+    assert result.exit_code == 0
+    assert "sk-top-secret-999" not in result.output and "pw-777" not in result.output
+    assert "***" in result.output
+
+
+def test_llm_check(fake_llm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", fake_llm)
+    monkeypatch.setenv("BOTTOWN_LLM_API_KEY", "sk-check-key-123")
+    ok = runner.invoke(app, ["llm", "check"])
+    assert ok.exit_code == 0 and "LLM OK" in ok.output
+    queue_faults(fake_llm, "401")
+    denied = runner.invoke(app, ["llm", "check"])
+    assert denied.exit_code == 1
+    assert "BOTTOWN_LLM_API_KEY" in denied.output and "sk-check-key-123" not in denied.output
+    monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    down = runner.invoke(app, ["llm", "check"])
+    assert down.exit_code == 1 and "cannot reach" in down.output
+
+
+def test_llm_check_offline() -> None:
+    result = runner.invoke(app, ["llm", "check"])
+    assert result.exit_code == 0 and "offline brain" in result.output
+
+
+def test_bench_retrieval_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+    result = runner.invoke(
+        app, ["bench", "retrieval", "--json", "--sizes", "300,1200", "--queries", "10"]
+    )
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output.strip().splitlines()[-1])
+    assert set(figures["sizes"]) == {"300", "1200"}
+    for size in figures["sizes"].values():
+        assert 0 < size["p50_ms"] <= size["p95_ms"]
+    assert figures["inserts_per_s"] > 0 and figures["embedder"] == "hash"
