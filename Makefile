@@ -20,6 +20,7 @@ test: $(VENV_STAMP)
 
 lint: $(VENV_STAMP)
 	$(UV) run --no-sync ruff check .
+	$(UV) run --no-sync ruff format --check .
 	$(UV) run --no-sync mypy
 
 bench: $(VENV_STAMP)

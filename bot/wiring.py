@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import openai
 from sqlmodel import select
-from town.llm.gateway import LLMGateway
 
 from bot.settings import Settings
 from town.embedding import CachedEmbedder, Embedder, HashEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
 from town.memory import MemoryStream, RetrievalWeights

@@ -40,8 +40,10 @@ def chat_body(name: str, *, schema: bool = True) -> dict[str, Any]:
     messages = task.render(task.input_model.model_validate(SAMPLES[name]))
     response_format: dict[str, Any] = {"type": "json_object"}
     if schema:
-        response_format = {"type": "json_schema",
-                           "json_schema": {"name": name, "schema": task.json_schema()}}
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": task.json_schema()},
+        }
     return {"model": "m", "messages": messages, "response_format": response_format}
 
 
@@ -52,8 +54,9 @@ async def stats(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
 
 
 async def queue(http: aiohttp.ClientSession, url: str, *faults: str) -> int:
-    async with http.post(url.removesuffix("/v1") + "/_fake/faults",
-                         json={"queue": list(faults)}) as response:
+    async with http.post(
+        url.removesuffix("/v1") + "/_fake/faults", json={"queue": list(faults)}
+    ) as response:
         return response.status
 
 
@@ -146,8 +149,12 @@ async def test_embeddings_and_models_through_the_openai_client(url: str) -> None
 
 async def test_faults_are_queued_counted_and_reset(url: str, http: aiohttp.ClientSession) -> None:
     assert await queue(http, url, "nonsense") == 400
-    assert await queue(http, url, "429", "500", "malformed", "wrong_shape", "401", "404",
-                       "reject_json_schema") == 200
+    assert (
+        await queue(
+            http, url, "429", "500", "malformed", "wrong_shape", "401", "404", "reject_json_schema"
+        )
+        == 200
+    )
     statuses, contents = [], []
     for _ in range(8):
         async with http.post(f"{url}/chat/completions", json=chat_body("emoji")) as response:
@@ -163,8 +170,9 @@ async def test_faults_are_queued_counted_and_reset(url: str, http: aiohttp.Clien
     assert json.loads(contents[1]).keys() == {"unexpected", "ok"}
     assert json.loads(contents[2]) == {"emoji": "☕🍽️🧁"}
     seen = await stats(http, url)
-    assert seen["by_fault"] == {f: 1 for f in ("429", "500", "malformed", "wrong_shape", "401",
-                                                "404", "reject_json_schema")}
+    assert seen["by_fault"] == {
+        f: 1 for f in ("429", "500", "malformed", "wrong_shape", "401", "404", "reject_json_schema")
+    }
     assert seen["requests"] == 8 and seen["queued"] == []
     async with http.post(url.removesuffix("/v1") + "/_fake/reset") as response:
         assert response.status == 200
@@ -184,8 +192,11 @@ async def test_a_hang_is_cut_short_when_the_server_stops(http: aiohttp.ClientSes
     async with running(hang_s=30) as base:
         await queue(http, base, "hang")
         with pytest.raises(TimeoutError):
-            async with http.post(f"{base}/chat/completions", json=chat_body("emoji"),
-                                 timeout=aiohttp.ClientTimeout(total=0.2)):
+            async with http.post(
+                f"{base}/chat/completions",
+                json=chat_body("emoji"),
+                timeout=aiohttp.ClientTimeout(total=0.2),
+            ):
                 pass
     assert time.monotonic() - started < 5
 

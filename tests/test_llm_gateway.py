@@ -69,8 +69,7 @@ async def rig_factory() -> AsyncIterator[Callable[..., Rig]]:
     clients: list[openai.AsyncOpenAI] = []
 
     def build(url: str, *, timeout: float = 2.0, budget: Any = None, **settings: Any) -> Rig:
-        client = openai.AsyncOpenAI(base_url=url, api_key=API_KEY, max_retries=0,
-                                    timeout=timeout)
+        client = openai.AsyncOpenAI(base_url=url, api_key=API_KEY, max_retries=0, timeout=timeout)
         clients.append(client)
         tally = UsageTally()
         waits: list[float] = []
@@ -80,8 +79,15 @@ async def rig_factory() -> AsyncIterator[Callable[..., Rig]]:
 
         settings.setdefault("retry", RetryPolicy(base_delay_s=0.5, max_delay_s=4))
         settings.setdefault("max_attempts", 3)
-        gateway = LLMGateway(client, model="town-model", usage=tally, budget=budget, sleep=sleep,
-                             rng=random.Random(1), **settings)
+        gateway = LLMGateway(
+            client,
+            model="town-model",
+            usage=tally,
+            budget=budget,
+            sleep=sleep,
+            rng=random.Random(1),
+            **settings,
+        )
         return Rig(url, gateway, client, tally, waits)
 
     yield build
@@ -119,10 +125,16 @@ async def test_usage_is_counted_per_task_and_resident_with_server_tokens(rig: Ri
     completion = math.ceil(len('{"emoji":"☕🍽️🧁"}') / 4)
     emoji = rig.tally.by_task["emoji"]
     assert (emoji.calls, emoji.prompt_tokens, emoji.completion_tokens) == (
-        2, 2 * prompt, 2 * completion)
+        2,
+        2 * prompt,
+        2 * completion,
+    )
     isabella = rig.tally.by_resident["Isabella Rodriguez"]
     assert (isabella.calls, isabella.prompt_tokens, isabella.completion_tokens) == (
-        1, prompt, completion)
+        1,
+        prompt,
+        completion,
+    )
     assert set(rig.tally.by_resident) == {"Isabella Rodriguez", "Klaus Mueller"}
     assert rig.tally.total.calls == 3 and rig.tally.by_task["summarize"].answers == 1
 
@@ -229,7 +241,8 @@ async def test_a_spent_budget_switches_to_the_offline_brain(
         spent = [r for r in caplog.records if "budget spent" in r.getMessage()]
         assert len(spent) == 1
         assert spent[0].getMessage() == (
-            "LLM daily budget spent: residents now use the offline brain")
+            "LLM daily budget spent: residents now use the offline brain"
+        )
         assert rig.tally.total.fallbacks == 3 and rig.tally.total.calls == 1
         budget.limit_tokens = None
         assert rig.gateway.mode == "llm"
@@ -237,8 +250,10 @@ async def test_a_spent_budget_switches_to_the_offline_brain(
 
 @pytest.mark.parametrize(
     ("fault", "setting", "mode"),
-    [("401", "BOTTOWN_LLM_API_KEY", "offline (API key rejected)"),
-     ("404", "BOTTOWN_LLM_MODEL", "offline (model not found)")],
+    [
+        ("401", "BOTTOWN_LLM_API_KEY", "offline (API key rejected)"),
+        ("404", "BOTTOWN_LLM_MODEL", "offline (model not found)"),
+    ],
 )
 async def test_a_configuration_error_is_logged_once_and_clearly(
     rig: Rig, caplog: pytest.LogCaptureFixture, fault: str, setting: str, mode: str
@@ -287,10 +302,14 @@ async def _canned(content: str) -> tuple[web.AppRunner, str]:
 async def test_cites_outside_the_input_are_dropped_and_tokens_estimated(
     rig_factory: Callable[..., Rig],
 ) -> None:
-    reply = json.dumps({"insights": [
-        {"text": "Klaus Mueller and Maria Lopez are close", "cites": [11, 18, 42]},
-        {"text": "Klaus invents things", "cites": [7]},
-    ]})
+    reply = json.dumps(
+        {
+            "insights": [
+                {"text": "Klaus Mueller and Maria Lopez are close", "cites": [11, 18, 42]},
+                {"text": "Klaus invents things", "cites": [7]},
+            ]
+        }
+    )
     runner, url = await _canned(f"```json\n{reply}\n```")
     try:
         rig = rig_factory(url)

@@ -48,8 +48,17 @@ def think(task: Task[Any, Any], inputs: BaseModel) -> Any:
 
 def test_registry_is_complete_and_read_only() -> None:
     assert set(TASKS) == {
-        "rate_importance", "plan_day", "decompose", "choose_location", "react", "utter",
-        "reflect_questions", "reflect_insights", "emoji", "object_state", "summarize",
+        "rate_importance",
+        "plan_day",
+        "decompose",
+        "choose_location",
+        "react",
+        "utter",
+        "reflect_questions",
+        "reflect_insights",
+        "emoji",
+        "object_state",
+        "summarize",
         "interview",
     }
     assert set(SAMPLES) == set(TASKS)
@@ -170,8 +179,12 @@ def test_routine_lines_become_phrases_after_is() -> None:
 @pytest.mark.parametrize("granularity", ["hour", "action"])
 @pytest.mark.parametrize("duration", [7, 30, 60, 62, 180])
 def test_decompose_fills_the_chunk(granularity: str, duration: int) -> None:
-    chunk = {"start": "23:30", "duration_min": duration, "location": "Hobbs Cafe",
-             "description": "having breakfast"}
+    chunk = {
+        "start": "23:30",
+        "duration_min": duration,
+        "location": "Hobbs Cafe",
+        "description": "having breakfast",
+    }
     result = think(DECOMPOSE, sample(DECOMPOSE, chunk=chunk, granularity=granularity))
     items = result.items
     assert sum(i.duration_min for i in items) == duration
@@ -205,7 +218,9 @@ def test_choose_location_prefers_the_current_area(
 def test_choose_location_check_accepts_known_paths_only() -> None:
     inputs = sample(CHOOSE_LOCATION)
     assert CHOOSE_LOCATION.parse(inputs, '{"path": ["hobbs cafe: KITCHEN"]}').path == [
-        "Hobbs Cafe", "kitchen"]
+        "Hobbs Cafe",
+        "kitchen",
+    ]
     with pytest.raises(ValueError, match="known places"):
         CHOOSE_LOCATION.parse(inputs, '{"path": ["The Moon"]}')
 
@@ -214,7 +229,7 @@ def test_choose_location_check_accepts_known_paths_only() -> None:
     ("observation", "reacts", "talk_to"),
     [
         ("The kitchen: stove is burning", True, None),
-        ("Sam Moore shouts: \"Help! I fell off my bike\"", True, "Sam Moore"),
+        ('Sam Moore shouts: "Help! I fell off my bike"', True, "Sam Moore"),
         ('Alice (visitor) says: "Hi Isabella, what time does the party start?"', True, "Alice"),
         ('Alice says: "Hello Isabella!"', True, "Alice"),
         ("Inner voice: You are going to run against Sam in the election", True, None),
@@ -233,14 +248,19 @@ def test_react_only_to_salient_observations(
 
 def test_a_conversation_mentions_memories_and_ends_after_a_few_turns() -> None:
     talk = sample(UTTER)
-    other = sample(UTTER, speaker="Klaus Mueller", listener="Isabella Rodriguez",
-                   memories=["Isabella is planning a Valentine's Day party at Hobbs Cafe"])
+    other = sample(
+        UTTER,
+        speaker="Klaus Mueller",
+        listener="Isabella Rodriguez",
+        memories=["Isabella is planning a Valentine's Day party at Hobbs Cafe"],
+    )
     history: list[dict[str, str]] = []
     ended = False
     for turn in range(10):
         who = talk if turn % 2 == 0 else other
-        reply = think(UTTER, who.model_copy(update={"history": [s.Utterance(**h)
-                                                                for h in history]}))
+        reply = think(
+            UTTER, who.model_copy(update={"history": [s.Utterance(**h) for h in history]})
+        )
         history.append({"speaker": who.speaker, "text": reply.text})
         if reply.end:
             ended = True
@@ -269,8 +289,14 @@ def test_reflection_questions_and_insights_cite_real_statements() -> None:
 
 def test_insight_cites_outside_the_input_are_dropped() -> None:
     inputs = sample(REFLECT_INSIGHTS)
-    reply = json.dumps({"insights": [{"text": "Klaus likes Maria", "cites": [11, 99, 18, 11]},
-                                     {"text": "Made up", "cites": [1000]}]})
+    reply = json.dumps(
+        {
+            "insights": [
+                {"text": "Klaus likes Maria", "cites": [11, 99, 18, 11]},
+                {"text": "Made up", "cites": [1000]},
+            ]
+        }
+    )
     result = REFLECT_INSIGHTS.parse(inputs, reply)
     assert [i.cites for i in result.insights] == [[11, 18], []]
 

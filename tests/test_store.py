@@ -147,13 +147,11 @@ def postgres_url() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="bottown-pg-"))
     run_as: list[str] = []
     if os.geteuid() == 0:  # initdb refuses to run as root
-        if (
-            shutil.which("runuser") is None
-            or subprocess.run(["id", "postgres"], capture_output=True).returncode
-        ):
+        runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
+        if runuser is None or subprocess.run(["id", "postgres"], capture_output=True).returncode:
             pytest.skip("running as root and there is no 'postgres' user for initdb")
         shutil.chown(folder, "postgres")
-        run_as = ["runuser", "-u", "postgres", "--"]
+        run_as = [runuser, "-u", "postgres", "--"]
     data, port = folder / "data", _free_port()
     subprocess.run(
         [

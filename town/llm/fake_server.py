@@ -80,8 +80,14 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return web.Response(body=body, status=status, headers=headers, content_type="application/json")
 
 
-def _error(status: int, message: str, kind: str, code: str | None = None,
-           param: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
+def _error(
+    status: int,
+    message: str,
+    kind: str,
+    code: str | None = None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
     return _json(wire.error_body(message, kind, code, param), status, headers)
 
 
@@ -101,25 +107,39 @@ async def _hang(state: FakeState) -> web.Response:
 
 def _fault_response(fault: str, request: web.Request, body: dict[str, Any]) -> web.Response | None:
     if fault == "429":
-        return _error(429, "Rate limit reached (fake).", "requests", "rate_limit_exceeded",
-                      headers={"retry-after": "1"})
+        return _error(
+            429,
+            "Rate limit reached (fake).",
+            "requests",
+            "rate_limit_exceeded",
+            headers={"retry-after": "1"},
+        )
     if fault == "500":
         return _error(500, "The fake server had an error.", "server_error")
     if fault == "401":
         key = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        return _error(401, f"Incorrect API key provided: {key}.", "invalid_request_error",
-                      "invalid_api_key")
+        return _error(
+            401, f"Incorrect API key provided: {key}.", "invalid_request_error", "invalid_api_key"
+        )
     if fault == "404":
         model = body.get("model")
-        return _error(404, f"The model `{model}` does not exist.", "invalid_request_error",
-                      "model_not_found")
+        return _error(
+            404, f"The model `{model}` does not exist.", "invalid_request_error", "model_not_found"
+        )
     response_format = body.get("response_format")
-    if fault == "reject_json_schema" and isinstance(response_format, dict) and (
-        response_format.get("type") == "json_schema"
+    if (
+        fault == "reject_json_schema"
+        and isinstance(response_format, dict)
+        and (response_format.get("type") == "json_schema")
     ):
-        return _error(400, "Invalid parameter: 'response_format' of type 'json_schema' is not "
-                      "supported with this model.", "invalid_request_error", None,
-                      "response_format")
+        return _error(
+            400,
+            "Invalid parameter: 'response_format' of type 'json_schema' is not "
+            "supported with this model.",
+            "invalid_request_error",
+            None,
+            "response_format",
+        )
     return None
 
 
@@ -151,13 +171,18 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
         state.by_fault[fault] += 1
         return failed
     if task is None:
-        return _error(400, "Unknown task: name the json_schema after a task, or put a "
-                      "'TASK: <name>' line in the system message.", "invalid_request_error")
+        return _error(
+            400,
+            "Unknown task: name the json_schema after a task, or put a "
+            "'TASK: <name>' line in the system message.",
+            "invalid_request_error",
+        )
     try:
         inputs = wire.inputs_of(task, body)
     except (ValueError, ValidationError) as error:
-        return _error(400, f"Bad INPUT JSON for {task.name}: {str(error)[:300]}",
-                      "invalid_request_error")
+        return _error(
+            400, f"Bad INPUT JSON for {task.name}: {str(error)[:300]}", "invalid_request_error"
+        )
     content = state.brain.answer(task, inputs).model_dump_json()
     if fault == "malformed":
         content = "Sure! Here is the JSON you asked for: " + content[: len(content) // 2]
@@ -188,8 +213,12 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def models(request: web.Request) -> web.StreamResponse:
     model = request.app[STATE].model
-    return _json({"object": "list",
-                  "data": [{"id": model, "object": "model", "created": 0, "owned_by": "bottown"}]})
+    return _json(
+        {
+            "object": "list",
+            "data": [{"id": model, "object": "model", "created": 0, "owned_by": "bottown"}],
+        }
+    )
 
 
 async def queue_faults(request: web.Request) -> web.StreamResponse:
@@ -197,8 +226,11 @@ async def queue_faults(request: web.Request) -> web.StreamResponse:
     body = await _body(request)
     queue = body.get("queue") if body else None
     if not isinstance(queue, list) or not all(f in wire.FAULTS for f in queue):
-        return _error(400, f"Give {{'queue': [...]}} with faults among {list(wire.FAULTS)}.",
-                      "invalid_request_error")
+        return _error(
+            400,
+            f"Give {{'queue': [...]}} with faults among {list(wire.FAULTS)}.",
+            "invalid_request_error",
+        )
     state.queue.extend(str(f) for f in queue)
     return _json({"queued": list(state.queue)})
 
@@ -234,8 +266,9 @@ def make_app(
     if not 0 <= fault_rate <= 1:
         raise ValueError("fault_rate must be between 0 and 1")
     app = web.Application()
-    app[STATE] = FakeState(latency_ms / 1000.0, fault_rate, random.Random(seed), embedder_dim,
-                           hang_s, model)
+    app[STATE] = FakeState(
+        latency_ms / 1000.0, fault_rate, random.Random(seed), embedder_dim, hang_s, model
+    )
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/v1/models", models)
@@ -249,8 +282,9 @@ def make_app(
 @contextlib.asynccontextmanager
 async def running(host: str = "127.0.0.1", port: int = 0, **kw: Any) -> AsyncIterator[str]:
     """Serve a fake app while inside the block; yields its base URL (``http://host:port/v1``)."""
-    runner = web.AppRunner(make_app(**kw), handler_cancellation=True, shutdown_timeout=1.0,
-                           access_log=None)
+    runner = web.AppRunner(
+        make_app(**kw), handler_cancellation=True, shutdown_timeout=1.0, access_log=None
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

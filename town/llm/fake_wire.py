@@ -101,8 +101,9 @@ def completion_body(model: str, number: int, content: str, prompt: int) -> dict[
     }
 
 
-def error_body(message: str, kind: str, code: str | None = None,
-               param: str | None = None) -> dict[str, Any]:
+def error_body(
+    message: str, kind: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 

@@ -140,16 +140,24 @@ class LLMGateway:
             try:
                 result = await self._think(task, inputs, spend)
             except _Unusable as reason:
-                log.warning("LLM gave no usable %s answer (%s); the offline brain answers",
-                            task.name, reason)
+                log.warning(
+                    "LLM gave no usable %s answer (%s); the offline brain answers",
+                    task.name,
+                    reason,
+                )
             except Exception as error:  # never raise into the town
-                log.warning("LLM %s call failed (%s); the offline brain answers", task.name,
-                            type(error).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
+                log.warning(
+                    "LLM %s call failed (%s); the offline brain answers",
+                    task.name,
+                    type(error).__name__,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
         fallback = result is None
         if result is None:
             result = await self._fallback.run(task, inputs, resident=resident)
-        self._usage.record(task.name, resident, spend.calls, spend.prompt_tokens,
-                           spend.completion_tokens, fallback)
+        self._usage.record(
+            task.name, resident, spend.calls, spend.prompt_tokens, spend.completion_tokens, fallback
+        )
         return result
 
     def _usable(self) -> bool:
@@ -184,9 +192,7 @@ class LLMGateway:
         except ValueError as error:
             raise _Unusable(f"still invalid after a repair: {_problem(error)}") from None
 
-    async def _complete(
-        self, task: Task[I, R], messages: list[Message], spend: _Spend
-    ) -> str:
+    async def _complete(self, task: Task[I, R], messages: list[Message], spend: _Spend) -> str:
         """The reply's text, after retries; raises :class:`_Unusable`."""
         policy = self._retry
         attempt = 0
@@ -227,8 +233,14 @@ class LLMGateway:
                 return self._account(completion, messages, spend)
             if attempt >= policy.max_attempts:
                 raise _Unusable(f"{reason}, gave up after {attempt} attempts")
-            log.info("LLM %s %s; retrying in %.2f s (attempt %d of %d)",
-                     task.name, reason, wait, attempt + 1, policy.max_attempts)
+            log.info(
+                "LLM %s %s; retrying in %.2f s (attempt %d of %d)",
+                task.name,
+                reason,
+                wait,
+                attempt + 1,
+                policy.max_attempts,
+            )
             await self._sleep(wait)
 
     async def _send(
@@ -243,8 +255,12 @@ class LLMGateway:
         else:
             response_format = {"type": "json_object"}
         wire = self._wire(task, messages, schema_mode)
-        log.debug("LLM %s: %d messages, %d chars", task.name, len(wire),
-                  sum(len(m["content"]) for m in messages))
+        log.debug(
+            "LLM %s: %d messages, %d chars",
+            task.name,
+            len(wire),
+            sum(len(m["content"]) for m in messages),
+        )
         async with self._slots:
             return await self._client.chat.completions.create(
                 model=self.model,
@@ -286,8 +302,10 @@ class LLMGateway:
     def _use_json_object(self) -> None:
         if self._json_schema:
             self._json_schema = False
-            log.warning("LLM server does not accept json_schema response formats; "
-                        "using json_object mode from now on")
+            log.warning(
+                "LLM server does not accept json_schema response formats; "
+                "using json_object mode from now on"
+            )
 
     def _disable(self, mode: str, status: int) -> None:
         """Stop asking the model for good, saying once which setting to fix (never the key)."""
@@ -295,13 +313,25 @@ class LLMGateway:
             return
         self._disabled = mode
         if status == 401:
-            log.error("LLM rejected the API key (401): set %s to a valid key; "
-                      "residents now use the offline brain", API_KEY_SETTING)
+            log.error(
+                "LLM rejected the API key (401): set %s to a valid key; "
+                "residents now use the offline brain",
+                API_KEY_SETTING,
+            )
         elif status == 403:
-            log.error("LLM refused access (403) to model %r: check that %s may use it, or set "
-                      "%s; residents now use the offline brain",
-                      self.model, API_KEY_SETTING, MODEL_SETTING)
+            log.error(
+                "LLM refused access (403) to model %r: check that %s may use it, or set "
+                "%s; residents now use the offline brain",
+                self.model,
+                API_KEY_SETTING,
+                MODEL_SETTING,
+            )
         else:
-            log.error("LLM model %r not found (%d): set %s to a model this server offers "
-                      "(and check %s ends in /v1); residents now use the offline brain",
-                      self.model, status, MODEL_SETTING, BASE_URL_SETTING)
+            log.error(
+                "LLM model %r not found (%d): set %s to a model this server offers "
+                "(and check %s ends in /v1); residents now use the offline brain",
+                self.model,
+                status,
+                MODEL_SETTING,
+                BASE_URL_SETTING,
+            )

@@ -134,13 +134,18 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
         longest = max(range(len(items)), key=lambda i: ends[i] - items[i][0])
         start, text, place = items[longest]
         middle = start + max(5, (ends[longest] - start) // 10 * 5)
-        items.insert(longest + 1, (middle, text if text.startswith("still ") else f"still {text}",
-                                   place))
+        items.insert(
+            longest + 1, (middle, text if text.startswith("still ") else f"still {text}", place)
+        )
     ends = [item[0] for item in items[1:]] + [DAY]
     return s.PlanDayResult(
         chunks=[
-            s.PlanItem(start=clock(wake + start), duration_min=end - start, location=place,
-                       description=text)
+            s.PlanItem(
+                start=clock(wake + start),
+                duration_min=end - start,
+                location=place,
+                description=text,
+            )
             for (start, text, place), end in zip(items, ends, strict=True)
         ]
     )
@@ -178,8 +183,14 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
         texts = action_steps(chunk.description, len(lengths))
     items, offset = [], 0
     for length, text in zip(lengths, texts, strict=True):
-        items.append(s.PlanItem(start=clock(start + offset), duration_min=length,
-                                location=chunk.location, description=text))
+        items.append(
+            s.PlanItem(
+                start=clock(start + offset),
+                duration_min=length,
+                location=chunk.location,
+                description=text,
+            )
+        )
         offset += length
     return s.DecomposeResult(items=items)
 

@@ -106,12 +106,15 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
         farewell = f"Well, I should get going. It was nice talking, {name}!"
         return s.UtterResult(text=farewell, end=True)
     about = [m for m in inputs.memories if mentions(m, inputs.listener)] or inputs.memories
-    memory = next((m for m in about if _to_listener(m, inputs.speaker, inputs.listener).lower()
-                   not in said), None)
+    memory = next(
+        (m for m in about if _to_listener(m, inputs.speaker, inputs.listener).lower() not in said),
+        None,
+    )
     parts: list[str] = []
     if last is None:
-        parts.append(rng.choice((f"Hi {name}!", f"Hey {name}, good to see you.",
-                                 f"Oh, hello {name}!")))
+        parts.append(
+            rng.choice((f"Hi {name}!", f"Hey {name}, good to see you.", f"Oh, hello {name}!"))
+        )
     elif "?" in last.text:
         question = _question(last.text)
         answer = _best_memory(inputs.memories, question)
@@ -128,8 +131,10 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
     if inputs.directive and "news" not in said:
         parts.append(f"I have some news: {sentence(second_to_first(inputs.directive))}")
     elif memory is not None:
-        parts.append(f"I remember that {_to_listener(memory, inputs.speaker, inputs.listener)}. "
-                     "How is that going?")
+        parts.append(
+            f"I remember that {_to_listener(memory, inputs.speaker, inputs.listener)}. "
+            "How is that going?"
+        )
     elif last is None:
         parts.append(f"What brings you to {inputs.location}?")
     return s.UtterResult(text=" ".join(parts), end=False)
@@ -171,7 +176,9 @@ def _topics(resident: str, texts: list[str]) -> tuple[list[str], list[str]]:
     people = [n for t in texts for n in names(t) if not set(words(n)) <= own]
     named = {w for n in people for w in words(n)} | own
     nouns = [
-        w for t in texts for w in content_words(t)
+        w
+        for t in texts
+        for w in content_words(t)
         if w not in named and w not in STOPWORDS and not w.endswith(("ing", "ed")) and len(w) > 3
     ]
     return most_common(people, 5), most_common(nouns, 5)
@@ -182,9 +189,11 @@ def reflect_questions(inputs: s.ReflectQuestionsInput) -> s.ReflectQuestionsResu
     people, nouns = _topics(resident, inputs.statements)
     questions = [f"What is {resident}'s relationship with {p}?" for p in people[:2]]
     questions += [f"How does {resident} feel about the {n}?" for n in nouns[:2]]
-    questions += [f"What matters most to {resident} these days?",
-                  f"What has {resident} been busy with lately?",
-                  f"Who has {resident} been spending time with?"]
+    questions += [
+        f"What matters most to {resident} these days?",
+        f"What has {resident} been busy with lately?",
+        f"Who has {resident} been spending time with?",
+    ]
     return s.ReflectQuestionsResult(questions=list(dict.fromkeys(questions))[:3])
 
 
@@ -192,8 +201,9 @@ def reflect_insights(inputs: s.ReflectInsightsInput) -> s.ReflectInsightsResult:
     resident, statements = inputs.resident, inputs.statements
     people, nouns = _topics(resident, [st.text for st in statements])
     asked = set(words(inputs.question))
-    counts = Counter({t: sum(t.lower() in st.text.lower() for st in statements)
-                      for t in [*people, *nouns]})
+    counts = Counter(
+        {t: sum(t.lower() in st.text.lower() for st in statements) for t in [*people, *nouns]}
+    )
     topics = sorted(counts, key=lambda t: (not set(words(t)) & asked, -counts[t]))
     insights: list[s.Insight] = []
     for topic in topics:
@@ -210,6 +220,10 @@ def reflect_insights(inputs: s.ReflectInsightsInput) -> s.ReflectInsightsResult:
             text = f"{resident} knows {topic}"
         insights.append(s.Insight(text=text, cites=cites))
     if not insights and statements:
-        insights.append(s.Insight(text=f"{resident} has had an ordinary few days",
-                                  cites=[st.id for st in statements[:3]]))
+        insights.append(
+            s.Insight(
+                text=f"{resident} has had an ordinary few days",
+                cites=[st.id for st in statements[:3]],
+            )
+        )
     return s.ReflectInsightsResult(insights=insights)

@@ -8,48 +8,139 @@ from types import MappingProxyType
 from town.llm.text import words
 
 _NOUN_ACTIVITIES: Mapping[str, str] = MappingProxyType(
-    {"breakfast": "having breakfast", "lunch": "having lunch", "dinner": "having dinner",
-     "work": "working", "sleep": "sleeping", "bed": "going to bed", "nap": "taking a nap",
-     "class": "attending class", "classes": "attending classes", "church": "going to church",
-     "coffee": "having coffee", "shower": "taking a shower", "home": "going home"}
+    {
+        "breakfast": "having breakfast",
+        "lunch": "having lunch",
+        "dinner": "having dinner",
+        "work": "working",
+        "sleep": "sleeping",
+        "bed": "going to bed",
+        "nap": "taking a nap",
+        "class": "attending class",
+        "classes": "attending classes",
+        "church": "going to church",
+        "coffee": "having coffee",
+        "shower": "taking a shower",
+        "home": "going home",
+    }
 )
 _DOUBLED = frozenset(
-    {"run", "sit", "get", "put", "shop", "stop", "plan", "jog", "swim", "chat", "drop", "grab",
-     "skip", "hit", "cut", "dig", "set", "begin", "win", "let", "chop", "mop", "nap", "hum"}
+    {
+        "run",
+        "sit",
+        "get",
+        "put",
+        "shop",
+        "stop",
+        "plan",
+        "jog",
+        "swim",
+        "chat",
+        "drop",
+        "grab",
+        "skip",
+        "hit",
+        "cut",
+        "dig",
+        "set",
+        "begin",
+        "win",
+        "let",
+        "chop",
+        "mop",
+        "nap",
+        "hum",
+    }
 )
-_IRREGULAR: Mapping[str, str] = MappingProxyType({"be": "being", "see": "seeing", "lie": "lying",
-                                                  "die": "dying", "tie": "tying"})
+_IRREGULAR: Mapping[str, str] = MappingProxyType(
+    {"be": "being", "see": "seeing", "lie": "lying", "die": "dying", "tie": "tying"}
+)
 
 # How a kind of activity unfolds: (opening actions, main actions repeated, closing actions).
 _STEPS: tuple[tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
-    (frozenset({"sleep", "sleeping", "bed"}),
-     ("brushing teeth", "getting into bed"), ("sleeping",), ()),
-    (frozenset({"waking", "wake", "ready"}),
-     ("waking up and stretching", "brushing teeth"), ("taking a shower", "getting dressed"),
-     ("making the bed",)),
-    (frozenset({"breakfast"}),
-     ("making coffee",), ("cooking breakfast", "eating breakfast"), ("washing the dishes",)),
+    (
+        frozenset({"sleep", "sleeping", "bed"}),
+        ("brushing teeth", "getting into bed"),
+        ("sleeping",),
+        (),
+    ),
+    (
+        frozenset({"waking", "wake", "ready"}),
+        ("waking up and stretching", "brushing teeth"),
+        ("taking a shower", "getting dressed"),
+        ("making the bed",),
+    ),
+    (
+        frozenset({"breakfast"}),
+        ("making coffee",),
+        ("cooking breakfast", "eating breakfast"),
+        ("washing the dishes",),
+    ),
     (frozenset({"lunch"}), ("preparing lunch",), ("eating lunch",), ("cleaning up after lunch",)),
-    (frozenset({"dinner"}),
-     ("cooking dinner",), ("eating dinner", "chatting over dinner"), ("washing the dishes",)),
-    (frozenset({"open", "opening"}),
-     ("unlocking the door", "turning on the lights"),
-     ("starting the coffee machine", "setting out the chairs", "{desc}"),
-     ("greeting the first customers",)),
-    (frozenset({"relax", "relaxing", "leisure"}),
-     ("making tea",), ("relaxing on the sofa", "listening to music", "reading a book"), ()),
-    (frozenset({"read", "reading", "study", "studying", "research"}),
-     ("picking up where they left off",), ("{desc}", "taking notes"), ("tidying the desk",)),
-    (frozenset({"walk", "walking", "jog", "jogging", "exercise"}),
-     ("putting on shoes",), ("{desc}",), ("drinking some water",)),
+    (
+        frozenset({"dinner"}),
+        ("cooking dinner",),
+        ("eating dinner", "chatting over dinner"),
+        ("washing the dishes",),
+    ),
+    (
+        frozenset({"open", "opening"}),
+        ("unlocking the door", "turning on the lights"),
+        ("starting the coffee machine", "setting out the chairs", "{desc}"),
+        ("greeting the first customers",),
+    ),
+    (
+        frozenset({"relax", "relaxing", "leisure"}),
+        ("making tea",),
+        ("relaxing on the sofa", "listening to music", "reading a book"),
+        (),
+    ),
+    (
+        frozenset({"read", "reading", "study", "studying", "research"}),
+        ("picking up where they left off",),
+        ("{desc}", "taking notes"),
+        ("tidying the desk",),
+    ),
+    (
+        frozenset({"walk", "walking", "jog", "jogging", "exercise"}),
+        ("putting on shoes",),
+        ("{desc}",),
+        ("drinking some water",),
+    ),
 )
-_DEFAULT_STEPS = (("getting ready for {short}",), ("{desc}", "taking a short break", "{desc}"),
-                  ("finishing up",))
+_DEFAULT_STEPS = (
+    ("getting ready for {short}",),
+    ("{desc}", "taking a short break", "{desc}"),
+    ("finishing up",),
+)
 
 
 _CHAINED = frozenset(
-    {"get", "go", "make", "have", "take", "eat", "read", "write", "do", "clean", "cook", "watch",
-     "check", "chat", "walk", "prepare", "tidy", "wash", "brush", "open", "close", "serve", "call"}
+    {
+        "get",
+        "go",
+        "make",
+        "have",
+        "take",
+        "eat",
+        "read",
+        "write",
+        "do",
+        "clean",
+        "cook",
+        "watch",
+        "check",
+        "chat",
+        "walk",
+        "prepare",
+        "tidy",
+        "wash",
+        "brush",
+        "open",
+        "close",
+        "serve",
+        "call",
+    }
 )
 
 

@@ -30,8 +30,18 @@ TASK_LINE = "TASK: "
 # Fields holding names of residents, places or clock values: written bare (on one line).
 # Every other text is free text (observations, memories, speech) and is written quoted.
 _BARE_FIELDS = frozenset(
-    {"resident", "speaker", "listener", "asker", "date", "wake_time", "granularity", "current",
-     "location", "object"}
+    {
+        "resident",
+        "speaker",
+        "listener",
+        "asker",
+        "date",
+        "wake_time",
+        "granularity",
+        "current",
+        "location",
+        "object",
+    }
 )
 
 
@@ -92,8 +102,10 @@ def _quoted(text: str) -> str:
 
 def _item(value: Any) -> str:
     if isinstance(value, s.PlanItem):
-        return (f"{value.start} for {value.duration_min} min at {_one_line(value.location)}: "
-                f"{_quoted(value.description)}")
+        return (
+            f"{value.start} for {value.duration_min} min at {_one_line(value.location)}: "
+            f"{_quoted(value.description)}"
+        )
     if isinstance(value, s.Utterance):
         return f"{_one_line(value.speaker)}: {_quoted(value.text)}"
     if isinstance(value, s.NumberedStatement):
@@ -137,53 +149,81 @@ def _task(
 
 
 RATE_IMPORTANCE = _task(
-    "rate_importance", s.RateImportanceInput, s.RateImportanceResult,
-    "You judge how memorable events are to one resident.", checks.importance_count,
+    "rate_importance",
+    s.RateImportanceInput,
+    s.RateImportanceResult,
+    "You judge how memorable events are to one resident.",
+    checks.importance_count,
 )
 PLAN_DAY = _task(
-    "plan_day", s.PlanDayInput, s.PlanDayResult,
+    "plan_day",
+    s.PlanDayInput,
+    s.PlanDayResult,
     "You plan one resident's day in broad strokes.",
 )
 DECOMPOSE = _task(
-    "decompose", s.DecomposeInput, s.DecomposeResult,
-    "You break one part of a resident's plan into smaller steps.", checks.within_chunk,
+    "decompose",
+    s.DecomposeInput,
+    s.DecomposeResult,
+    "You break one part of a resident's plan into smaller steps.",
+    checks.within_chunk,
 )
 CHOOSE_LOCATION = _task(
-    "choose_location", s.ChooseLocationInput, s.ChooseLocationResult,
-    "You choose where in town a resident goes to do something.", checks.known_path,
+    "choose_location",
+    s.ChooseLocationInput,
+    s.ChooseLocationResult,
+    "You choose where in town a resident goes to do something.",
+    checks.known_path,
 )
 REACT = _task(
-    "react", s.ReactInput, s.ReactResult,
+    "react",
+    s.ReactInput,
+    s.ReactResult,
     "You decide whether a resident carries on with the plan or reacts to what it noticed.",
     checks.react_talk_to,
 )
 UTTER = _task(
-    "utter", s.UtterInput, s.UtterResult,
+    "utter",
+    s.UtterInput,
+    s.UtterResult,
     "You write the next thing a resident says in a conversation.",
 )
 REFLECT_QUESTIONS = _task(
-    "reflect_questions", s.ReflectQuestionsInput, s.ReflectQuestionsResult,
-    "You help a resident reflect on recent experience.", checks.three_questions,
+    "reflect_questions",
+    s.ReflectQuestionsInput,
+    s.ReflectQuestionsResult,
+    "You help a resident reflect on recent experience.",
+    checks.three_questions,
 )
 REFLECT_INSIGHTS = _task(
-    "reflect_insights", s.ReflectInsightsInput, s.ReflectInsightsResult,
+    "reflect_insights",
+    s.ReflectInsightsInput,
+    s.ReflectInsightsResult,
     "You draw high-level insights from a resident's memories, citing them.",
     checks.known_cites,
 )
 EMOJI = _task(
-    "emoji", s.EmojiInput, s.EmojiResult,
+    "emoji",
+    s.EmojiInput,
+    s.EmojiResult,
     "You turn an action into a few emoji shown beside a resident's name.",
 )
 OBJECT_STATE = _task(
-    "object_state", s.ObjectStateInput, s.ObjectStateResult,
+    "object_state",
+    s.ObjectStateInput,
+    s.ObjectStateResult,
     "You say how an object's state changes when someone acts on it.",
 )
 SUMMARIZE = _task(
-    "summarize", s.SummarizeInput, s.SummarizeResult,
+    "summarize",
+    s.SummarizeInput,
+    s.SummarizeResult,
     "You write a resident's short summary description from its memories.",
 )
 INTERVIEW = _task(
-    "interview", s.InterviewInput, s.InterviewResult,
+    "interview",
+    s.InterviewInput,
+    s.InterviewResult,
     "You answer an interview question as a resident, from its memories only.",
 )
 
@@ -191,8 +231,18 @@ TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
     {
         t.name: t
         for t in (
-            RATE_IMPORTANCE, PLAN_DAY, DECOMPOSE, CHOOSE_LOCATION, REACT, UTTER,
-            REFLECT_QUESTIONS, REFLECT_INSIGHTS, EMOJI, OBJECT_STATE, SUMMARIZE, INTERVIEW,
+            RATE_IMPORTANCE,
+            PLAN_DAY,
+            DECOMPOSE,
+            CHOOSE_LOCATION,
+            REACT,
+            UTTER,
+            REFLECT_QUESTIONS,
+            REFLECT_INSIGHTS,
+            EMOJI,
+            OBJECT_STATE,
+            SUMMARIZE,
+            INTERVIEW,
         )
     }
 )

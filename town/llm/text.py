@@ -109,7 +109,14 @@ def first_person(text: str, resident: str) -> str:
 
 def second_to_first(text: str) -> str:
     """Turn an inner-voice directive ("You are going to ...") into the resident's own words."""
-    swaps = {"you are": "I am", "you're": "I'm", "you will": "I will", "you": "I", "your": "my",
-             "yours": "mine", "yourself": "myself"}
+    swaps = {
+        "you are": "I am",
+        "you're": "I'm",
+        "you will": "I will",
+        "you": "I",
+        "your": "my",
+        "yours": "mine",
+        "yourself": "myself",
+    }
     pattern = re.compile(r"\b(you are|you're|you will|yourself|yours|your|you)\b", re.IGNORECASE)
     return pattern.sub(lambda m: swaps[m.group(0).lower()], text)
