@@ -267,6 +267,10 @@ def bench_retrieval(
             table.add_row(f"{r.size:,}", f"{r.p50_ms:.2f}", f"{r.p95_ms:.2f}")
         out.print(table)
         out.print(
+            f"embedding a query (not in the table): p50 {result.query_embed_p50_ms:.2f} ms, "
+            f"p95 {result.query_embed_p95_ms:.2f} ms"
+        )
+        out.print(
             f"inserts: {result.inserts_per_s:,.0f} memories/s (pool pre-embedded); "
             f"embedder: {result.embed_per_s:,.0f} sentences/s"
         )
