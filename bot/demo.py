@@ -53,7 +53,7 @@ async def run_demo(settings: Settings, out: Console) -> None:
     services = Services.open(settings)
     town, resident = _fresh_town(services)
     assert town.id is not None and resident.id is not None
-    brain = build_brain(settings, services.store, town.id)
+    brain, usage = build_brain(settings, services.store, town.id)
     stream = services.stream(resident.id)
     label = (
         f"LLM {settings.llm_model} via the gateway"
@@ -116,6 +116,7 @@ async def run_demo(settings: Settings, out: Console) -> None:
             resident=RESIDENT,
         )
         out.print(f"\n[bold]Q:[/bold] {question}\n[bold]{RESIDENT}:[/bold] {reply.answer}")
+    usage.flush()
     out.rule(f'done — data in {settings.data_dir}/ (try: bottown recall "{RESIDENT}" "party")')
 
 

@@ -23,12 +23,13 @@ async def add_memory(
     resident = services.resident(town, resident_name, create=True)
     assert town.id is not None and resident.id is not None
     if importance is None:
-        brain = build_brain(settings, services.store, town.id)
+        brain, usage = build_brain(settings, services.store, town.id)
         rated = await brain.run(
             RATE_IMPORTANCE,
             RateImportanceInput(resident=resident.name, observations=[text]),
             resident=resident.name,
         )
+        usage.flush()
         importance = rated.scores[0]
     with services.store.session() as s:
         (memory,) = services.stream(resident.id).add(

@@ -44,18 +44,21 @@ def _api_key(settings: Settings) -> str:
     return settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
 
 
-def build_brain(settings: Settings, store: Store, town_id: int) -> Brain:
-    """The configured LLM behind the gateway, or the offline brain when no LLM is configured."""
-    if not settings.uses_llm:
-        return OfflineBrain()
+def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, StoredUsage]:
+    """The configured LLM behind the gateway, or the offline brain when no LLM is configured.
+
+    The usage tally is returned beside it: flush it after each unit of work that used the brain.
+    """
     usage = StoredUsage(store, town_id)
+    if not settings.uses_llm:
+        return OfflineBrain(), usage
     client = openai.AsyncOpenAI(
         base_url=settings.llm_base_url,
         api_key=_api_key(settings),
         timeout=settings.llm_timeout_s,
         max_retries=0,
     )
-    return LLMGateway(
+    gateway = LLMGateway(
         client,
         model=settings.llm_model,
         usage=usage,
@@ -63,6 +66,7 @@ def build_brain(settings: Settings, store: Store, town_id: int) -> Brain:
         concurrency=settings.llm_concurrency,
         max_attempts=settings.llm_max_attempts,
     )
+    return gateway, usage
 
 
 @dataclass

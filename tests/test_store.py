@@ -18,7 +18,7 @@ from sqlmodel import select
 
 from town.memory import MemoryStream, NewMemory
 from town.store.db import Store, StoreError
-from town.store.models import Memory, OutboxEvent, Resident, Town
+from town.store.models import LlmUsage, Memory, OutboxEvent, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.vectors import InMemoryIndex
 
@@ -116,6 +116,11 @@ def test_usage_accumulates_and_budget_runs_out(tmp_path: Path) -> None:
     usage.record("utter", "Klaus", 1, 60, 40, False)
     assert budget.exhausted() and budget.left() == 0
     assert not DailyTokenBudget(usage, 0).exhausted()
+    usage.flush()  # written once, in one transaction, and still counted the same
+    with store.session() as s:
+        assert sum(r.calls for r in s.exec(select(LlmUsage)).all()) == 4
+    assert usage.by_task_today() == {"react": (2, 800), "plan_day": (1, 100), "utter": (1, 100)}
+    usage.flush()  # nothing pending: no change
     later = StoredUsage(store, town_id, today=lambda: date(2026, 11, 22))
     assert later.tokens_today() == 0  # a new day, a new budget
 

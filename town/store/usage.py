@@ -17,12 +17,18 @@ def today_utc() -> date:
 
 
 class StoredUsage:
-    """A ``UsageRecorder`` for the gateway that adds each call to the town's usage rows."""
+    """A ``UsageRecorder`` for the gateway: calls are tallied in memory and written by ``flush``.
+
+    Recording never touches the database, so an LLM call finishing in the middle of a tick's
+    transaction never waits for a second writer; the engine flushes after each commit and the
+    commands flush before they exit. ``tokens_today`` counts the unflushed calls too.
+    """
 
     def __init__(self, store: Store, town_id: int, today: Callable[[], date] = today_utc) -> None:
         self.store = store
         self.town_id = town_id
         self.today = today
+        self._pending: dict[tuple[date, str, str], list[int]] = {}
 
     def record(
         self,
@@ -33,35 +39,52 @@ class StoredUsage:
         completion_tokens: int,
         fallback: bool,
     ) -> None:
-        key = (self.town_id, self.today(), task, (resident or "")[:80])
+        key = (self.today(), task, (resident or "")[:80])
+        row = self._pending.setdefault(key, [0, 0, 0, 0])
+        row[0] += calls
+        row[1] += prompt_tokens
+        row[2] += completion_tokens
+        row[3] += int(fallback)
+
+    def flush(self) -> None:
+        """Add the tallied calls to the usage rows in one transaction."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
         with self.store.session() as s:
-            row = s.exec(
-                select(LlmUsage).where(
-                    LlmUsage.town_id == key[0],
-                    LlmUsage.day == key[1],
-                    LlmUsage.task == key[2],
-                    LlmUsage.resident == key[3],
-                )
-            ).first()
-            if row is None:
-                row = LlmUsage(town_id=key[0], day=key[1], task=key[2], resident=key[3])
-            row.calls += calls
-            row.prompt_tokens += prompt_tokens
-            row.completion_tokens += completion_tokens
-            row.fallbacks += int(fallback)
-            s.add(row)
+            for (day, task, resident), (calls, prompt, completion, fallbacks) in pending.items():
+                row = s.exec(
+                    select(LlmUsage).where(
+                        LlmUsage.town_id == self.town_id,
+                        LlmUsage.day == day,
+                        LlmUsage.task == task,
+                        LlmUsage.resident == resident,
+                    )
+                ).first()
+                if row is None:
+                    row = LlmUsage(town_id=self.town_id, day=day, task=task, resident=resident)
+                row.calls += calls
+                row.prompt_tokens += prompt
+                row.completion_tokens += completion
+                row.fallbacks += fallbacks
+                s.add(row)
+
+    def _pending_tokens(self, day: date) -> int:
+        return sum(v[1] + v[2] for (d, _, _), v in self._pending.items() if d == day)
 
     def tokens_today(self) -> int:
+        day = self.today()
         with self.store.session() as s:
             total = s.exec(
                 select(func.sum(LlmUsage.prompt_tokens + LlmUsage.completion_tokens)).where(
-                    LlmUsage.town_id == self.town_id, LlmUsage.day == self.today()
+                    LlmUsage.town_id == self.town_id, LlmUsage.day == day
                 )
             ).one()
-        return int(total or 0)
+        return int(total or 0) + self._pending_tokens(day)
 
     def by_task_today(self) -> dict[str, tuple[int, int]]:
-        """task -> (calls, tokens) for today."""
+        """task -> (calls, tokens) for today, flushed or not."""
+        day = self.today()
         with self.store.session() as s:
             rows = s.exec(
                 select(
@@ -69,10 +92,15 @@ class StoredUsage:
                     func.sum(LlmUsage.calls),
                     func.sum(LlmUsage.prompt_tokens + LlmUsage.completion_tokens),
                 )
-                .where(LlmUsage.town_id == self.town_id, LlmUsage.day == self.today())
+                .where(LlmUsage.town_id == self.town_id, LlmUsage.day == day)
                 .group_by(LlmUsage.task)
             ).all()
-        return {task: (int(calls or 0), int(tokens or 0)) for task, calls, tokens in rows}
+        out = {task: (int(calls or 0), int(tokens or 0)) for task, calls, tokens in rows}
+        for (d, task, _), (calls, prompt, completion, _f) in self._pending.items():
+            if d == day:
+                c, t = out.get(task, (0, 0))
+                out[task] = (c + calls, t + prompt + completion)
+        return out
 
 
 class DailyTokenBudget:
