@@ -30,6 +30,8 @@ _BROKEN = re.compile(
     r"(?:burning|on fire|smoking|leaking|broken|flooding)",
     re.IGNORECASE,
 )
+_MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
+_CHAT_CHANCE = 0.6
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
 _AI_QUESTION = re.compile(r"\b(?:are|r)\s+(?:you|u)\b(.*)", re.IGNORECASE)
 _GOODBYE = frozenset({"bye", "goodbye", "later", "farewell", "night"})
@@ -66,6 +68,12 @@ def react(inputs: s.ReactInput) -> s.ReactResult:
             return s.ReactResult(react=True, reaction=f"answering {speaker}", talk_to=speaker)
         if found & GREETINGS:
             return s.ReactResult(react=True, reaction=f"greeting {speaker}", talk_to=speaker)
+    met = _MET.match(observation)
+    knows = met and met.group(1) != inputs.resident and mentions(inputs.relationship, met.group(1))
+    # meeting someone one knows: stop for a chat, about as often as not
+    if met and knows and stable_rng("react", inputs).random() < _CHAT_CHANCE:
+        person = met.group(1)
+        return s.ReactResult(react=True, reaction=f"stopping to chat with {person}", talk_to=person)
     return s.ReactResult(react=False, reaction="", talk_to=None)
 
 

@@ -21,6 +21,7 @@ class PlanItem(_Model):
     duration_min: int = Field(ge=1, le=24 * 60)
     location: str
     description: str = Field(min_length=1)
+    emoji: str = Field("", max_length=16, description="1-3 emoji for an action; may be empty")
 
 
 class Utterance(_Model):

@@ -1,0 +1,355 @@
+"""One resident's turn in a tick: wake or sleep, perceive, react, follow the plan (section 4.3).
+
+``perceive`` is synchronous and reads the tick's starting snapshot, so residents thought about
+concurrently all see the same world. ``think`` then spends LLM calls only where something is new:
+a resident with nothing new follows its plan, and a plan chunk is decomposed only when it is due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete
+from sqlmodel import Session, col, select
+
+from town.events import TownEvent
+from town.gametime import at_clock, hhmm, spoken_day
+from town.llm.offline import emoji as offline_emoji
+from town.llm.port import Brain
+from town.llm.schemas import (
+    EmojiInput,
+    ObjectStateInput,
+    RateImportanceInput,
+    ReactInput,
+    SummarizeInput,
+)
+from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT, SUMMARIZE
+from town.memory import MemoryStream, NewMemory
+from town.persona import ResidentSpec
+from town.planning import current_action, plan_day
+from town.state import ResidentState
+from town.store.models import PlanItem, Resident
+from town.world import World
+
+REACT_IMPORTANCE = 5  # an observation at least this important may interrupt the plan
+GREET_IMPORTANCE = 1  # meeting someone (awake, not talked to lately) may start a talk
+TALK_COOLDOWN_MIN = 180  # the same two residents talk again only after this long
+REACTION_MIN = 15
+
+
+@dataclass(frozen=True)
+class Observation:
+    key: str  # "@Name" for a resident, "object:<sub-area>:<object>", "inbox" for inputs
+    text: str
+
+
+@dataclass
+class Tick:
+    """Everything one tick shares among the residents thinking in it."""
+
+    session: Session
+    now: datetime
+    world: World
+    brain: Brain
+    streams: Callable[[int], MemoryStream]
+    residents: dict[str, Resident]
+    specs: dict[str, ResidentSpec]
+    start: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # location, action, awake
+    events: list[TownEvent] = field(default_factory=list)
+    talks: list[tuple[str, str]] = field(default_factory=list)
+
+    def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
+        channel = World.area_of(resident.location)
+        self.events.append(TownEvent(kind, channel, self.now, resident.name, text, dict(data)))
+
+    def stream(self, resident: Resident) -> MemoryStream:
+        assert resident.id is not None
+        return self.streams(resident.id)
+
+
+def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Observation]:
+    """What is new at the resident's area since it last looked: arrivals, changed objects, inputs.
+
+    Other residents are noticed when they arrive (or when this resident arrives), objects when
+    their state differs from what the resident last saw there (on a first visit: from their usual
+    state), and inputs (a visitor's words, an inner voice) always.
+    """
+    area = World.area_of(resident.location)
+    snapshot: dict[str, str] = {}
+    for name, (location, action, awake) in tick.start.items():
+        if name != resident.name and World.area_of(location) == area:
+            snapshot[f"@{name}"] = f"{name} is {action if awake else 'asleep'}"
+    usual = {(p, o.name): o.state for p, o in tick.world.spec.objects()}
+    for place, obj, obj_state in tick.world.objects_in(area):
+        snapshot[f"object:{place}:{obj}"] = f"the {obj} in {place} is {obj_state}"
+    before = state.seen.get(area)
+    found: list[Observation] = []
+    for key, text in snapshot.items():
+        if key.startswith("@"):
+            if before is None or key not in before:
+                found.append(Observation(key, text))
+        elif before is not None:
+            if before.get(key) != text:
+                found.append(Observation(key, text))
+        else:
+            _, place, obj = key.split(":", 2)
+            if usual.get((place, obj)) not in (None, tick.world.states.get((place, obj))):
+                found.append(Observation(key, text))
+    state.seen[area] = snapshot
+    state.known[area] = tick.now.isoformat()
+    found += [Observation("inbox", text) for text in state.inbox]
+    state.inbox = []
+    return found
+
+
+async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> None:
+    """The resident's decisions for this tick; its state is saved on the row at the end."""
+    state = ResidentState.of(resident)
+    spec = tick.specs[resident.name]
+    if not state.awake:
+        if _time_to_wake(tick.now, spec, state):
+            await _wake(tick, resident, spec, state)
+        state.save(resident)
+        return
+    if state.sleep_at and tick.now >= datetime.fromisoformat(state.sleep_at):
+        _go_to_sleep(tick, resident, spec, state)
+        state.save(resident)
+        return
+    reacted = False
+    if observed:
+        reacted = await _observe_and_react(tick, resident, state, observed)
+    if not reacted and not state.reacting(tick.now):
+        await _follow_plan(tick, resident, spec, state)
+    state.save(resident)
+
+
+def _time_to_wake(now: datetime, spec: ResidentSpec, state: ResidentState) -> bool:
+    return state.day != now.date().isoformat() and now >= at_clock(now.date(), spec.wake_time)
+
+
+async def _wake(tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState) -> None:
+    today = tick.now.date()
+    state.awake, state.day, state.item = True, today.isoformat(), None
+    sleep_at = at_clock(today, spec.sleep_time)
+    if sleep_at <= at_clock(today, spec.wake_time):
+        sleep_at += timedelta(days=1)
+    state.sleep_at = sleep_at.isoformat()
+    stream = tick.stream(resident)
+    if resident.summary_day != today:
+        resident.summary = await _summary(tick, resident, stream)
+        resident.summary_day = today
+    resident.action, resident.emoji = "waking up", "🌅"
+    tick.emit("woke", resident, f"{resident.name} is waking up", emoji="🌅")
+    items = await plan_day(tick, resident, spec, state)
+    tick.emit(
+        "planned",
+        resident,
+        f"{resident.name}'s plan for {spoken_day(today)}",
+        plan=[f"{hhmm(i.start)} {i.description} ({i.location})" for i in items],
+    )
+
+
+async def _summary(tick: Tick, resident: Resident, stream: MemoryStream) -> str:
+    """The paper's summary description: identity, occupation, feelings about recent progress."""
+    name = resident.name
+    texts: list[str] = []
+    for query in (
+        f"{name}'s core characteristics",
+        f"{name}'s current daily occupation",
+        f"{name}'s feeling about his recent progress in life",
+    ):
+        for got in stream.retrieve(tick.session, query, tick.now, k=5):
+            if got.memory.text not in texts:
+                texts.append(got.memory.text)
+    result = await tick.brain.run(
+        SUMMARIZE, SummarizeInput(resident=name, memories=texts), resident=name
+    )
+    return result.summary
+
+
+def _go_to_sleep(tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState) -> None:
+    state.awake, state.item, state.reaction_until = False, None, ""
+    state.yesterday = f"{resident.name} spent {spoken_day(tick.now.date())} as planned"
+    if resident.location != spec.home:
+        _move(tick, resident, spec.home, state)
+    resident.action, resident.emoji = "sleeping", "😴"
+    tick.emit("slept", resident, f"{resident.name} is going to sleep", emoji="😴")
+
+
+async def _observe_and_react(
+    tick: Tick, resident: Resident, state: ResidentState, observed: list[Observation]
+) -> bool:
+    """Store what was observed (importance rated in one call), then maybe react to the most
+    salient of it. Returns True if the resident reacted."""
+    name = resident.name
+    rated = await tick.brain.run(
+        RATE_IMPORTANCE,
+        RateImportanceInput(resident=name, observations=[o.text for o in observed]),
+        resident=name,
+    )
+    scores = list(rated.scores) + [3] * (len(observed) - len(rated.scores))
+    kinds = ["directive" if o.text.startswith("Inner voice:") else "observation" for o in observed]
+    tick.stream(resident).add(
+        tick.session,
+        [NewMemory(k, o.text, n) for k, o, n in zip(kinds, observed, scores, strict=False)],
+        tick.now,
+    )
+    state.since_reflection += sum(scores)
+    chosen = _most_salient(tick, state, observed, scores)
+    if chosen is None:
+        return False
+    return await _react(tick, resident, state, chosen)
+
+
+def _most_salient(
+    tick: Tick, state: ResidentState, observed: list[Observation], scores: list[int]
+) -> Observation | None:
+    best: tuple[int, Observation] | None = None
+    for obs, score in zip(observed, scores, strict=False):
+        if obs.key == "inbox":
+            rank = 100 + score
+        elif obs.key.startswith("@"):
+            other = obs.key[1:]
+            cooled = not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN)
+            awake = tick.start.get(other, ("", "", False))[2]
+            rank = score if cooled and awake and score >= GREET_IMPORTANCE else -1
+        else:
+            rank = score if score >= REACT_IMPORTANCE else -1
+        if rank >= 0 and (best is None or rank > best[0]):
+            best = (rank, obs)
+    return best[1] if best else None
+
+
+async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Observation) -> bool:
+    """The paper's react step: two retrievals as context, then continue or react."""
+    name, stream = resident.name, tick.stream(resident)
+    subject = obs.key[1:] if obs.key.startswith("@") else obs.text
+    about = stream.retrieve(
+        tick.session, f"What is {name}'s relationship with {subject}?", tick.now, k=5
+    )
+    context = stream.retrieve(tick.session, obs.text, tick.now, k=5)
+    decision = await tick.brain.run(
+        REACT,
+        ReactInput(
+            resident=name,
+            current_action=resident.action,
+            observation=obs.text,
+            relationship=" ".join(r.memory.text for r in about),
+            context=[r.memory.text for r in context],
+        ),
+        resident=name,
+    )
+    if not decision.react:
+        return False
+    reaction = decision.reaction.strip() or f"responding to {obs.text}"
+    state.reaction = reaction
+    state.reaction_until = (tick.now + timedelta(minutes=REACTION_MIN)).isoformat()
+    state.item = None
+    resident.action = reaction
+    resident.emoji = offline_emoji(EmojiInput(action=reaction)).emoji
+    _replan_from_now(tick, resident)
+    stream.add(
+        tick.session, [NewMemory("plan", f"{name} decided to react: {reaction}", 5)], tick.now
+    )
+    tick.emit("reacted", resident, f"{name} is {reaction}", emoji=resident.emoji, to=obs.text)
+    if obs.key.startswith("object:"):
+        await _change_object(tick, resident, obs, reaction)
+    other = (decision.talk_to or "").strip()
+    if other in tick.residents and other != name:
+        loc = tick.start.get(other, ("", "", False))
+        same_area = World.area_of(loc[0]) == World.area_of(resident.location)
+        if same_area and loc[2] and not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN):
+            tick.talks.append((name, other))
+    return True
+
+
+async def _change_object(tick: Tick, resident: Resident, obs: Observation, action: str) -> None:
+    _, place, obj = obs.key.split(":", 2)
+    old = tick.world.states.get((place, obj), "")
+    new = await tick.brain.run(
+        OBJECT_STATE, ObjectStateInput(object=obj, state=old, action=action), resident=resident.name
+    )
+    if new.state and new.state != old:
+        tick.world.set_state(tick.session, place, obj, new.state)
+        tick.emit(
+            "object",
+            resident,
+            f"the {obj} in {place} is now {new.state}",
+            object=f"{place}: {obj}",
+            state=new.state,
+        )
+
+
+def _replan_from_now(tick: Tick, resident: Resident) -> None:
+    """A reaction regenerates the plan from now: today's finer items not yet over are dropped and
+    decomposed again, lazily, when due."""
+    rows = tick.session.exec(
+        select(PlanItem).where(
+            PlanItem.resident_id == resident.id,
+            col(PlanItem.level).in_(["hour", "action"]),
+            PlanItem.day == tick.now.date(),
+        )
+    ).all()
+    stale = [r.id for r in rows if r.start + timedelta(minutes=r.duration_min) > tick.now]
+    if stale:
+        tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
+        tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
+
+
+async def _follow_plan(
+    tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
+) -> None:
+    item = await current_action(tick, resident, spec, state)
+    if item is None or item.id == state.item:
+        return
+    state.item = item.id
+    target = tick.world.resolve(item.location, resident.location)
+    if target != resident.location and _may_enter(tick, resident, spec, target):
+        _move(tick, resident, target, state)
+    resident.action, resident.emoji = item.description, item.emoji or "🙂"
+    tick.emit(
+        "action",
+        resident,
+        f"{resident.name} is {item.description}",
+        emoji=resident.emoji,
+        location=resident.location,
+    )
+
+
+def _may_enter(tick: Tick, resident: Resident, spec: ResidentSpec, target: str) -> bool:
+    """Opening hours (staff excepted) and room sizes, which place names do not convey."""
+    area = World.area_of(target)
+    works_there = spec.workplace and World.area_of(spec.workplace) == area
+    if not works_there and not tick.world.is_open(area, tick.now):
+        return False
+    capacity = tick.world.capacity(target)
+    if capacity is None:
+        return True
+    inside = sum(1 for r in tick.residents.values() if r.location == target and r is not resident)
+    return inside < capacity
+
+
+def _move(tick: Tick, resident: Resident, target: str, state: ResidentState) -> None:
+    before = resident.location
+    old_area, new_area = World.area_of(before), World.area_of(target)
+    resident.location = target
+    state.known[new_area] = tick.now.isoformat()
+    if old_area != new_area:
+        tick.events.append(
+            TownEvent(
+                "moved",
+                old_area,
+                tick.now,
+                resident.name,
+                f"{resident.name} left for {new_area}",
+                {"from": before, "to": target, "direction": "out"},
+            )
+        )
+        tick.emit(
+            "moved",
+            resident,
+            f"{resident.name} arrived",
+            **{"from": before, "to": target, "direction": "in"},
+        )

@@ -1,0 +1,168 @@
+"""Plans, top-down and lazy (Park et al., section 4.3).
+
+At wake-up a day plan of 5-8 chunks is made from the summary description and yesterday. A chunk is
+broken into hour-long items only when it becomes due, and an hour item into 5-15 minute actions
+only when that hour is due; nothing later in the day is decomposed ahead of time. Every plan item
+has a location, a start and a duration, and is also a memory.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from sqlmodel import col, select
+
+from town.gametime import at_clock, hhmm, spoken_day
+from town.llm import schemas as s
+from town.llm.offline import emoji as offline_emoji
+from town.llm.tasks import DECOMPOSE, PLAN_DAY
+from town.memory import NewMemory
+from town.persona import ResidentSpec
+from town.state import ResidentState
+from town.store.models import PlanItem, Resident
+
+if TYPE_CHECKING:
+    from town.mind import Tick
+
+PLAN_IMPORTANCE = 5  # plan memories are not rated by the LLM: they are the resident's own intent
+
+
+def _end(item: PlanItem) -> datetime:
+    return item.start + timedelta(minutes=item.duration_min)
+
+
+def _places(tick: Tick, state: ResidentState) -> list[str]:
+    return tick.world.places(state.known)
+
+
+async def plan_day(
+    tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
+) -> list[PlanItem]:
+    today = tick.now.date()
+    result = await tick.brain.run(
+        PLAN_DAY,
+        s.PlanDayInput(
+            resident=resident.name,
+            summary=resident.summary,
+            yesterday=state.yesterday,
+            date=spoken_day(today),
+            wake_time=hhmm(tick.now),
+            routine=list(spec.routine),
+            places=_places(tick, state),
+        ),
+        resident=resident.name,
+    )
+    return _store(tick, resident, result.chunks, "day", None)
+
+
+async def current_action(
+    tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
+) -> PlanItem | None:
+    """The action item in force now, decomposing the day chunk and the hour item if due."""
+    day = _covering(tick, resident, "day", None)
+    if day is None:
+        return None
+    hour = _covering(tick, resident, "hour", day.id)
+    if hour is None:
+        hour = await _decompose(tick, resident, state, day, "hour")
+        if hour is None:
+            return None
+    action = _covering(tick, resident, "action", hour.id)
+    if action is None:
+        action = await _decompose(tick, resident, state, hour, "action")
+    return action
+
+
+def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) -> PlanItem | None:
+    stmt = select(PlanItem).where(
+        PlanItem.resident_id == resident.id,
+        PlanItem.level == level,
+        PlanItem.day == tick.now.date(),
+        PlanItem.start <= tick.now,
+    )
+    if parent is not None:
+        stmt = stmt.where(PlanItem.parent_id == parent)
+    for item in tick.session.exec(stmt.order_by(col(PlanItem.start).desc())).all():
+        if _end(item) > tick.now:
+            return item
+    return None
+
+
+async def _decompose(
+    tick: Tick, resident: Resident, state: ResidentState, parent: PlanItem, level: str
+) -> PlanItem | None:
+    """Break ``parent`` into ``level`` items, from now (or its start) to its end."""
+    begin = max(parent.start, tick.now.replace(second=0, microsecond=0))
+    minutes = int((_end(parent) - begin).total_seconds() // 60)
+    if minutes <= 0:
+        return None
+    chunk = s.PlanItem(
+        start=hhmm(begin),
+        duration_min=minutes,
+        location=parent.location,
+        description=parent.description,
+    )
+    if level == "hour" and minutes <= 60:
+        items = [chunk]  # already an hour or less: no call needed
+    else:
+        result = await tick.brain.run(
+            DECOMPOSE,
+            s.DecomposeInput(
+                resident=resident.name,
+                summary=resident.summary,
+                chunk=chunk,
+                granularity="hour" if level == "hour" else "action",
+                places=_places(tick, state),
+            ),
+            resident=resident.name,
+        )
+        items = list(result.items) or [chunk]
+    rows = _store(tick, resident, items, level, parent)
+    return _covering(tick, resident, level, parent.id) or (rows[0] if rows else None)
+
+
+def _store(
+    tick: Tick, resident: Resident, items: list[s.PlanItem], level: str, parent: PlanItem | None
+) -> list[PlanItem]:
+    today = tick.now.date()
+    rows: list[PlanItem] = []
+    for item in items:
+        start = at_clock(today, item.start)
+        if parent is not None:  # keep children inside their parent
+            start = min(max(start, parent.start), _end(parent) - timedelta(minutes=1))
+            duration = min(item.duration_min, int((_end(parent) - start).total_seconds() // 60))
+        else:
+            duration = item.duration_min
+        emoji = item.emoji or offline_emoji(s.EmojiInput(action=item.description)).emoji
+        rows.append(
+            PlanItem(
+                resident_id=resident.id or 0,
+                day=today,
+                level=level,
+                parent_id=parent.id if parent else None,
+                start=start,
+                duration_min=max(1, duration),
+                location=tick.world.resolve(item.location, resident.location),
+                description=item.description,
+                emoji=emoji if level == "action" else "",
+            )
+        )
+    memories = tick.stream(resident).add(
+        tick.session,
+        [
+            NewMemory(
+                "plan",
+                f"{resident.name} plans to be {r.description} at {r.location} from "
+                f"{hhmm(r.start)} for {r.duration_min} minutes on {spoken_day(today)}",
+                PLAN_IMPORTANCE,
+            )
+            for r in rows
+        ],
+        tick.now,
+    )
+    for row, memory in zip(rows, memories, strict=True):
+        row.memory_id = memory.id
+        tick.session.add(row)
+    tick.session.flush()
+    return rows

@@ -1,0 +1,41 @@
+"""What a resident carries from tick to tick beyond its row: kept as JSON in ``Resident.state``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from town.store.models import Resident
+
+
+class ResidentState(BaseModel):
+    awake: bool = False
+    day: str = ""  # ISO date of the day plan in force
+    sleep_at: str = ""  # ISO game time the resident goes to bed
+    item: int | None = None  # the action plan item being carried out
+    known: dict[str, str] = Field(default_factory=dict)  # area -> ISO time last seen
+    seen: dict[str, dict[str, str]] = Field(default_factory=dict)  # area -> {subject: text}
+    inbox: list[str] = Field(default_factory=list)  # inputs not yet perceived
+    since_reflection: int = 0  # summed importance since the last reflection
+    talked: dict[str, str] = Field(default_factory=dict)  # name -> ISO time of the last talk
+    reaction: str = ""
+    reaction_until: str = ""
+    directive: str = ""  # inner voice not yet acted on in conversation
+    yesterday: str = ""  # how the previous day went, for planning
+
+    @classmethod
+    def of(cls, resident: Resident) -> ResidentState:
+        return cls.model_validate(resident.state or {})
+
+    def save(self, resident: Resident) -> None:
+        resident.state = self.model_dump(mode="json")
+
+    def talked_recently(self, name: str, now: datetime, cooldown_min: int) -> bool:
+        last = self.talked.get(name)
+        if not last:
+            return False
+        return (now - datetime.fromisoformat(last)).total_seconds() < cooldown_min * 60
+
+    def reacting(self, now: datetime) -> bool:
+        return bool(self.reaction_until) and now < datetime.fromisoformat(self.reaction_until)
