@@ -82,7 +82,7 @@ class Engine:
                 if town.paused and not force:
                     return TickReport(town.clock, skipped=True)
                 now = town.clock + timedelta(minutes=town.minutes_per_tick)
-                tick = self._tick(session, now)
+                tick = self.new_tick(session, now)
                 await self._run(tick)
                 town.clock = now
                 session.add(town)
@@ -91,7 +91,7 @@ class Engine:
                 self.after_commit()
             return TickReport(now, tick.events)
 
-    def _tick(self, session: Session, now: datetime) -> Tick:
+    def new_tick(self, session: Session, now: datetime) -> Tick:
         residents = self.residents(session)
         specs = self.specs()
         tick = Tick(

@@ -41,7 +41,7 @@ REACTION_MIN = 15
 
 @dataclass(frozen=True)
 class Observation:
-    key: str  # "@Name" for a resident, "object:<sub-area>:<object>", "inbox" for inputs
+    key: str  # "@Name" for a resident, "object|<sub-area>|<object>", "inbox" for inputs
     text: str
 
 
@@ -59,6 +59,7 @@ class Tick:
     start: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # location, action, awake
     events: list[TownEvent] = field(default_factory=list)
     talks: list[tuple[str, str]] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
 
     def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
         channel = World.area_of(resident.location)
@@ -83,7 +84,7 @@ def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Obser
             snapshot[f"@{name}"] = f"{name} is {action if awake else 'asleep'}"
     usual = {(p, o.name): o.state for p, o in tick.world.spec.objects()}
     for place, obj, obj_state in tick.world.objects_in(area):
-        snapshot[f"object:{place}:{obj}"] = f"the {obj} in {place} is {obj_state}"
+        snapshot[f"object|{place}|{obj}"] = f"the {obj} in {_spoken_place(place)} is {obj_state}"
     before = state.seen.get(area)
     found: list[Observation] = []
     for key, text in snapshot.items():
@@ -94,7 +95,7 @@ def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Obser
             if before.get(key) != text:
                 found.append(Observation(key, text))
         else:
-            _, place, obj = key.split(":", 2)
+            _, place, obj = key.split("|", 2)
             if usual.get((place, obj)) not in (None, tick.world.states.get((place, obj))):
                 found.append(Observation(key, text))
     state.seen[area] = snapshot
@@ -102,6 +103,12 @@ def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Obser
     found += [Observation("inbox", text) for text in state.inbox]
     state.inbox = []
     return found
+
+
+def _spoken_place(place: str) -> str:
+    """ "Hobbs Cafe: kitchen" -> "the kitchen of Hobbs Cafe" """
+    parts = place.split(": ")
+    return f"the {parts[-1]} of {parts[0]}" if len(parts) > 1 else parts[0]
 
 
 async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> None:
@@ -123,6 +130,16 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
     if not reacted and not state.reacting(tick.now):
         await _follow_plan(tick, resident, spec, state)
     state.save(resident)
+
+
+async def react_to(tick: Tick, resident: Resident, observed: list[Observation]) -> str | None:
+    """Perceive-and-react at once, outside a tick (a visitor spoke): returns whom the resident
+    wants to answer, if anyone who is not a resident."""
+    state = ResidentState.of(resident)
+    if observed:
+        await _observe_and_react(tick, resident, state, observed)
+    state.save(resident)
+    return tick.answers.get(resident.name)
 
 
 def _time_to_wake(now: datetime, spec: ResidentSpec, state: ResidentState) -> bool:
@@ -254,10 +271,12 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
         tick.session, [NewMemory("plan", f"{name} decided to react: {reaction}", 5)], tick.now
     )
     tick.emit("reacted", resident, f"{name} is {reaction}", emoji=resident.emoji, to=obs.text)
-    if obs.key.startswith("object:"):
+    if obs.key.startswith("object|"):
         await _change_object(tick, resident, obs, reaction)
     other = (decision.talk_to or "").strip()
-    if other in tick.residents and other != name:
+    if other and other not in tick.residents:
+        tick.answers[name] = other  # a visitor: answered by the input that brought the words
+    elif other in tick.residents and other != name:
         loc = tick.start.get(other, ("", "", False))
         same_area = World.area_of(loc[0]) == World.area_of(resident.location)
         if same_area and loc[2] and not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN):
@@ -266,7 +285,7 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
 
 
 async def _change_object(tick: Tick, resident: Resident, obs: Observation, action: str) -> None:
-    _, place, obj = obs.key.split(":", 2)
+    _, place, obj = obs.key.split("|", 2)
     old = tick.world.states.get((place, obj), "")
     new = await tick.brain.run(
         OBJECT_STATE, ObjectStateInput(object=obj, state=old, action=action), resident=resident.name

@@ -28,6 +28,7 @@ async def found_town(
     brain: Brain,
     streams: Callable[[int], MemoryStream],
     *,
+    persona: str,
     start: datetime | None = None,
     minutes_per_tick: int | None = None,
 ) -> Town:
@@ -41,7 +42,7 @@ async def found_town(
     clock = start or spec.scenario.start
     town = Town(
         name=name,
-        scenario=spec.name[:80],
+        scenario=persona[:80],  # the persona folder, to load the spec again
         clock=clock,
         minutes_per_tick=minutes_per_tick or spec.scenario.minutes_per_tick,
     )

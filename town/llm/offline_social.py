@@ -26,10 +26,11 @@ _SPEAKER = re.compile(
     r"(?::|\b(?:says|said|asks|asked|writes|wrote|shouts|shouted|calls|tells)\b)"
 )
 _BROKEN = re.compile(
-    r"(?:the\s+|a\s+)?([\w' -]+?)\s+(?:is|are)\s+"
-    r"(?:burning|on fire|smoking|leaking|broken|flooding)",
+    r"(?:the\s+|a\s+)?([\w':, -]+?)\s+(?:is|are)\s+"
+    r"(burning|on fire|smoking|leaking|broken|flooding)",
     re.IGNORECASE,
 )
+_FIRE = frozenset({"burning", "on fire", "smoking"})
 _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
 _CHAT_CHANCE = 0.6
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
@@ -59,8 +60,9 @@ def react(inputs: s.ReactInput) -> s.ReactResult:
     if found & ALARM_WORDS:
         broken = _BROKEN.search(observation)
         if broken:
-            thing = broken.group(1).split(":")[-1].strip()
-            return s.ReactResult(react=True, reaction=f"rushing to deal with the {thing}")
+            thing = re.split(r"\s+(?:in|at|of)\s+", broken.group(1))[0].split(":")[-1].strip()
+            verb = "putting out" if broken.group(2).lower() in _FIRE else "fixing"
+            return s.ReactResult(react=True, reaction=f"rushing over and {verb} the {thing}")
         who = speaker or "whoever needs it"
         return s.ReactResult(react=True, reaction=f"hurrying over to help {who}", talk_to=speaker)
     if speaker and _addressed(observation, inputs.resident):

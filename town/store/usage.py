@@ -69,6 +69,11 @@ class StoredUsage:
                 row.fallbacks += fallbacks
                 s.add(row)
 
+    def totals_today(self) -> tuple[int, int]:
+        """(calls, tokens) today, flushed or not."""
+        by_task = self.by_task_today().values()
+        return sum(c for c, _ in by_task), sum(t for _, t in by_task)
+
     def _pending_tokens(self, day: date) -> int:
         return sum(v[1] + v[2] for (d, _, _), v in self._pending.items() if d == day)
 
