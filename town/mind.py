@@ -267,9 +267,7 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
     resident.action = reaction
     resident.emoji = offline_emoji(EmojiInput(action=reaction)).emoji
     _replan_from_now(tick, resident)
-    stream.add(
-        tick.session, [NewMemory("plan", f"{name} decided to react: {reaction}", 5)], tick.now
-    )
+    stream.add(tick.session, [NewMemory("plan", f"{name} stopped to: {reaction}", 5)], tick.now)
     tick.emit("reacted", resident, f"{name} is {reaction}", emoji=resident.emoji, to=obs.text)
     if obs.key.startswith("object|"):
         await _change_object(tick, resident, obs, reaction)
@@ -279,7 +277,9 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
     elif other in tick.residents and other != name:
         loc = tick.start.get(other, ("", "", False))
         same_area = World.area_of(loc[0]) == World.area_of(resident.location)
-        if same_area and loc[2] and not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN):
+        urged = obs.key == "inbox"  # an inner voice or a visitor overrides the cooldown
+        cooled = urged or not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN)
+        if same_area and loc[2] and cooled:
             tick.talks.append((name, other))
     return True
 

@@ -1,0 +1,237 @@
+"""Scenario tests of the engine on a three-resident town, with a scripted brain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import col, select
+
+from town.embedding import HashEmbedder
+from town.engine import Engine
+from town.inputs import UnknownResident, say, set_object, whisper
+from town.llm.port import ScriptedBrain
+from town.llm.tasks import Task
+from town.memory import MemoryStream
+from town.persona import load_town
+from town.seed import found_town
+from town.state import ResidentState
+from town.store.db import Store
+from town.store.models import Conversation, Memory, PlanItem, Resident, Town, WorldObject
+from town.vectors import InMemoryIndex
+from town.world import UnknownPlace
+
+MINITOWN = Path(__file__).parent / "data" / "minitown"
+
+
+class Streams:
+    def __init__(self) -> None:
+        self.index = InMemoryIndex()
+        self.embedder = HashEmbedder(64)
+        self.cache: dict[int, MemoryStream] = {}
+
+    def __call__(self, resident_id: int) -> MemoryStream:
+        if resident_id not in self.cache:
+            self.cache[resident_id] = MemoryStream(
+                resident_id=resident_id, embedder=self.embedder, index=self.index
+            )
+        return self.cache[resident_id]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    yield store
+    store.dispose()
+
+
+async def make_engine(store: Store, brain: Any = None, streams: Streams | None = None) -> Engine:
+    spec = load_town(MINITOWN)
+    brain = brain or ScriptedBrain()
+    streams = streams or Streams()
+    with store.session() as s:
+        town = await found_town(s, spec, "mini", brain, streams, persona=str(MINITOWN))
+    assert town.id is not None
+    return Engine(store, spec, brain, streams, town.id)
+
+
+def resident(store: Store, name: str) -> Resident:
+    with store.session() as s:
+        return s.exec(select(Resident).where(Resident.name == name)).one()
+
+
+def memories(store: Store, name: str) -> list[Memory]:
+    rid = resident(store, name).id
+    with store.session() as s:
+        return list(s.exec(select(Memory).where(Memory.resident_id == rid)).all())
+
+
+async def ticks(engine: Engine, n: int) -> list[Any]:
+    return [await engine.tick() for _ in range(n)]
+
+
+async def test_burning_stove_is_noticed_next_tick_and_put_out(store: Store) -> None:
+    engine = await make_engine(store)
+    await ticks(engine, 3)  # 07:20: Isabella and Klaus are up and at the cafe
+    assert resident(store, "Isabella Rodriguez").location.startswith("Hobbs Cafe")
+    before = {
+        n: _plan(store, n, ("hour", "action")) for n in ("Isabella Rodriguez", "Klaus Mueller")
+    }
+    assert await set_object(engine, "hobbs cafe: KITCHEN: stove", "burning") == (
+        "Hobbs Cafe: kitchen: stove"
+    )
+    report = await engine.tick()
+    reacted = [e for e in report.events if e.kind == "reacted"]
+    assert reacted and all("stove" in e.text for e in reacted)
+    changed = [e for e in report.events if e.kind == "object"]
+    assert changed and changed[-1].data["state"] == "off"
+    with store.session() as s:
+        stove = s.exec(select(WorldObject).where(WorldObject.name == "stove")).one()
+    assert stove.state == "off"
+    reactor = reacted[0].resident
+    assert any("stopped to" in m.text for m in memories(store, reactor))
+    assert "stove" in ResidentState.of(resident(store, reactor)).reaction
+    # the plan is regenerated from now: finer items that were not over are gone
+    pending = {
+        p.id for p in before[reactor] if p.start + timedelta(minutes=p.duration_min) > report.clock
+    }
+    assert not pending & {p.id for p in _plan(store, reactor, ("hour", "action"))}
+
+
+def _plan(store: Store, name: str, levels: tuple[str, ...]) -> list[PlanItem]:
+    rid = resident(store, name).id
+    with store.session() as s:
+        return list(
+            s.exec(
+                select(PlanItem).where(PlanItem.resident_id == rid, col(PlanItem.level).in_(levels))
+            ).all()
+        )
+
+
+async def test_inner_voice_changes_the_plan_and_comes_up_in_conversation(store: Store) -> None:
+    brain = ScriptedBrain()
+    engine = await make_engine(store, brain)
+    await ticks(engine, 4)
+    with pytest.raises(UnknownResident, match="residents: Isabella Rodriguez"):
+        await whisper(engine, "Nobody", "hello")
+    assert await whisper(engine, "Klaus", "You should tell Isabella about your research") == (
+        "Klaus Mueller"
+    )
+    brain.enqueue(
+        "react",
+        {"react": True, "reaction": "going to talk to Isabella", "talk_to": "Isabella Rodriguez"},
+    )
+    report = await engine.tick()
+    klaus_mem = memories(store, "Klaus Mueller")
+    assert any(m.kind == "directive" and "research" in m.text for m in klaus_mem)
+    assert any("stopped to: going to talk to Isabella" in m.text for m in klaus_mem)
+    said = [e for e in report.events if e.kind == "said"]
+    assert said and said[0].resident == "Klaus Mueller"
+    assert "research" in said[0].text  # the inner voice is what he brings up
+    with store.session() as s:
+        talk = s.exec(select(Conversation).order_by(col(Conversation.id).desc())).first()
+    assert talk is not None and talk.participants == ["Klaus Mueller", "Isabella Rodriguez"]
+    speakers = [t["speaker"] for t in talk.turns]
+    assert speakers == [
+        ("Klaus Mueller", "Isabella Rodriguez")[i % 2] for i in range(len(speakers))
+    ]
+    assert 2 <= len(speakers) < 8  # it ended before the maximum
+    assert ResidentState.of(resident(store, "Klaus Mueller")).directive == ""
+    # both remember the talk, and they will not talk again at once
+    assert any(m.kind == "chat" for m in memories(store, "Isabella Rodriguez"))
+    assert "Isabella Rodriguez" in ResidentState.of(resident(store, "Klaus Mueller")).talked
+
+
+async def test_reflection_fires_past_the_threshold_and_cites(store: Store) -> None:
+    engine = await make_engine(store)
+    engine.reflect_threshold = 5
+    events = [e for r in await ticks(engine, 4) for e in r.events if e.kind == "reflected"]
+    assert events
+    name = events[0].resident
+    stored = [m for m in memories(store, name) if m.kind == "reflection"]
+    own_ids = {m.id for m in memories(store, name)}
+    assert stored and all(m.cites and set(m.cites) <= own_ids for m in stored)
+    assert ResidentState.of(resident(store, name)).since_reflection < 5
+
+
+async def test_only_the_current_chunk_is_decomposed(store: Store) -> None:
+    brain = ScriptedBrain()
+    engine = await make_engine(store, brain)
+    await ticks(engine, 3)
+    decomposed = 0
+    for name in ("Isabella Rodriguez", "Klaus Mueller"):
+        days = _plan(store, name, ("day",))
+        hours = _plan(store, name, ("hour",))
+        actions = _plan(store, name, ("action",))
+        assert 5 <= len(days) <= 8
+        assert {h.parent_id for h in hours} <= {days[0].id}  # only the first chunk so far
+        assert len({a.parent_id for a in actions}) <= 1  # and only its current hour
+        decomposed += len(hours) > 0 and len(actions) > 0
+    assert decomposed >= 1
+    maria = [
+        c for c in brain.history if c.resident == "Maria Lopez" and c.task != "rate_importance"
+    ]
+    assert maria == []  # asleep until 09:00: no thinking at all
+
+
+async def test_visitor_is_heard_by_everyone_present_and_no_one_else(store: Store) -> None:
+    engine = await make_engine(store)
+    await ticks(engine, 3)
+    with pytest.raises(UnknownPlace):
+        await say(engine, "the moon", "Alice", "hello")
+    result = await say(
+        engine, "Hobbs Cafe", "Alice", "Hi Isabella! Is the cafe open? \x00" * 3, role="a reporter"
+    )
+    assert sorted(result.heard_by) == ["Isabella Rodriguez", "Klaus Mueller"]
+    assert result.replies and result.replies[0].resident == "Isabella Rodriguez"
+    for name in ("Isabella Rodriguez", "Klaus Mueller"):
+        assert any("Alice (a reporter) said" in m.text for m in memories(store, name))
+    assert not any("Alice" in m.text for m in memories(store, "Maria Lopez"))
+
+
+async def test_huge_and_hostile_visitor_text_is_cut_not_crashing(store: Store) -> None:
+    engine = await make_engine(store)
+    await ticks(engine, 3)
+    result = await say(engine, "Hobbs Cafe", "@everyone", "x" * 100_000 + "\u202e\x07")
+    assert len(result.heard_by) == 2
+    longest = max(len(m.text) for m in memories(store, "Klaus Mueller"))
+    assert longest < 2200
+
+
+class FailingBrain(ScriptedBrain):
+    """Raises on the n-th call: a crash in the middle of a tick."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+
+    async def run(self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None) -> Any:
+        if len(self.history) + 1 == self.fail_at:
+            self.fail_at = -1
+            raise RuntimeError("the process died mid-tick")
+        return await super().run(task, inputs, resident=resident)
+
+
+async def test_a_crash_mid_tick_loses_nothing_and_the_town_resumes(store: Store) -> None:
+    streams = Streams()
+    engine = await make_engine(store, ScriptedBrain(), streams)
+    await ticks(engine, 2)
+    with store.session() as s:
+        clock = s.exec(select(Town)).one().clock
+        count = len(s.exec(select(Memory)).all())
+    crashing = FailingBrain(fail_at=2)
+    engine.brain = crashing
+    with pytest.raises(RuntimeError):
+        await engine.tick()
+    with store.session() as s:
+        assert s.exec(select(Town)).one().clock == clock  # the tick was rolled back whole
+        assert len(s.exec(select(Memory)).all()) == count
+    # a new process: new engine, new caches; it resumes at the same game time
+    fresh = Engine(store, engine.spec, ScriptedBrain(), Streams(), engine.town_id)
+    report = await fresh.tick()
+    assert (report.clock - clock).total_seconds() == 600
+    with store.session() as s:
+        assert len(s.exec(select(Memory)).all()) >= count
