@@ -223,13 +223,15 @@ def recall(
 
 
 @app.command()
-def demo() -> None:
-    """A short tour: a resident is seeded, observes, reflects and recalls (see the README)."""
+def demo(
+    hours: Annotated[float, typer.Option(min=0.5, max=48, help="Game hours to run.")] = 5.0,
+) -> None:
+    """A Smallville morning, headless, shown as the chat channels would show it."""
     from bot.demo import run_demo
 
     def run() -> None:
         settings = settings_and_logging()
-        asyncio.run(run_demo(settings, out))
+        asyncio.run(run_demo(settings, out, hours))
 
     guarded(run)
 

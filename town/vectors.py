@@ -73,6 +73,13 @@ class ChromaIndex:
             ) from None
         self._collections: dict[str, Any] = {}
 
+    @staticmethod
+    def release_all() -> None:
+        """Forget Chroma's per-process client cache (before a data folder is deleted)."""
+        from chromadb.api.client import SharedSystemClient
+
+        SharedSystemClient.clear_system_cache()
+
     def _collection(self, name: str) -> Any:
         found = self._collections.get(name)
         if found is not None:
