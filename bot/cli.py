@@ -407,6 +407,68 @@ def say(
     guarded(lambda: asyncio.run(go()))
 
 
+@bench_app.command("town")
+def bench_town(
+    residents: Annotated[int, typer.Option(min=1, help="Smallville residents (up to 25).")] = 25,
+    hours: Annotated[float, typer.Option(min=0.5, help="Game hours to run.")] = 24.0,
+    latency_ms: Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")] = 100.0,
+    concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight.")] = 64,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """LLM calls, tokens and activity per resident per game day, against the fake LLM server."""
+    from bot.bench_town import run_town_bench
+
+    def run() -> None:
+        settings = settings_and_logging()
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("ticks", total=1)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = asyncio.run(
+                run_town_bench(settings, residents, hours, latency_ms, concurrency, progress)
+            ).as_json()
+        if as_json:
+            print(json.dumps(result))
+            return
+        table = Table(
+            "task",
+            "calls / resident / day",
+            "tokens / resident / day",
+            title=f"{residents} residents, {hours:g} game hours, {latency_ms:g} ms",
+        )
+        for name, row in result["by_task"].items():
+            table.add_row(
+                name,
+                f"{row['calls_per_resident_day']:.1f}",
+                f"{row['tokens_per_resident_day']:,.0f}",
+            )
+        table.add_row(
+            "[bold]all[/bold]",
+            f"{result['calls_per_resident_day']:.1f}",
+            f"{result['tokens_per_resident_day']:,.0f}",
+        )
+        out.print(table)
+        out.print(
+            "activity per resident per day: "
+            + ", ".join(f"{k} {v}" for k, v in result["activity"].items())
+        )
+        out.print(
+            f"wall {result['wall_s']} s, serial {result['serial_s']} s, critical path "
+            f"{result['critical_path_s']} s"
+        )
+
+    guarded(run)
+
+
 @bench_app.command("retrieval")
 def bench_retrieval(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,

@@ -16,12 +16,14 @@ the only writer while it awaits the LLM.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlmodel import Session, select
 
+from town.depth import chained
 from town.dialogue import converse
 from town.events import TownEvent, write_outbox
 from town.llm.port import Brain
@@ -46,6 +48,7 @@ class TickReport:
     clock: datetime
     events: list[TownEvent] = field(default_factory=list)
     skipped: bool = False  # paused
+    chain: int = 0  # longest chain of dependent LLM calls (see town/depth.py)
 
 
 @dataclass
@@ -83,13 +86,13 @@ class Engine:
                     return TickReport(town.clock, skipped=True)
                 now = town.clock + timedelta(minutes=town.minutes_per_tick)
                 tick = self.new_tick(session, now)
-                await self._run(tick)
+                chain = await self._run(tick)
                 town.clock = now
                 session.add(town)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
             if self.after_commit:
                 self.after_commit()
-            return TickReport(now, tick.events)
+            return TickReport(now, tick.events, chain=chain)
 
     def new_tick(self, session: Session, now: datetime) -> Tick:
         residents = self.residents(session)
@@ -107,23 +110,25 @@ class Engine:
             tick.start[name] = (row.location, row.action, ResidentState.of(row).awake)
         return tick
 
-    async def _run(self, tick: Tick) -> None:
+    async def _run(self, tick: Tick) -> int:
+        """The tick's phases; returns its longest chain of dependent LLM calls."""
         observed = {}
         for name, row in tick.residents.items():
             state = ResidentState.of(row)
             observed[name] = perceive(tick, row, state) if state.awake else []
             state.save(row)
-        await asyncio.gather(*(think(tick, r, observed[n]) for n, r in tick.residents.items()))
+        chain = await _longest(think(tick, r, observed[n]) for n, r in tick.residents.items())
         busy: set[str] = set()
         pairs = []
         for a, b in tick.talks:
             if a not in busy and b not in busy:
                 busy |= {a, b}
                 pairs.append((tick.residents[a], tick.residents[b]))
-        await asyncio.gather(*(converse(tick, a, b) for a, b in pairs))
-        await asyncio.gather(*(self._maybe_reflect(tick, r) for r in tick.residents.values()))
+        chain += await _longest(converse(tick, a, b) for a, b in pairs)
+        chain += await _longest(self._maybe_reflect(tick, r) for r in tick.residents.values())
         for row in tick.residents.values():
             tick.session.add(row)
+        return chain
 
     async def _maybe_reflect(self, tick: Tick, resident: Resident) -> None:
         state = ResidentState.of(resident)
@@ -137,3 +142,9 @@ class Engine:
         tick.emit(
             "reflected", resident, f"{resident.name} reflected", insights=[m.text for m in stored]
         )
+
+
+async def _longest(units: Iterable[Coroutine[Any, Any, object]]) -> int:
+    """Run units of work concurrently; the longest chain of LLM calls among them."""
+    done = await asyncio.gather(*(chained(unit) for unit in units))
+    return max((length for _, length in done), default=0)

@@ -76,7 +76,7 @@ class ChromaIndex:
     @staticmethod
     def release_all() -> None:
         """Forget Chroma's per-process client cache (before a data folder is deleted)."""
-        from chromadb.api.client import SharedSystemClient
+        from chromadb.api.shared_system_client import SharedSystemClient
 
         SharedSystemClient.clear_system_cache()
 

@@ -1,0 +1,180 @@
+"""``bottown bench town``: what a game day of Smallville costs, and how fast it runs.
+
+The town runs against the fake OpenAI-compatible server (``bottown fake-llm``, started as its own
+process on a loopback port) with a fixed latency per completion, through the real gateway and
+``openai`` client. Founding the town (rating the seed memories) is not counted.
+
+- ``calls_per_resident_day`` and ``tokens_per_resident_day``, in all and ``by_task``;
+- ``activity``: actions, moves, conversations, utterances, reactions and reflections per resident
+  per game day, so a budget met by doing nothing shows;
+- ``wall_s``: the ticks' wall time; ``serial_s``: calls x latency, the time one call after another
+  would take; ``critical_path_s``: for each tick, its longest chain of dependent calls (see
+  ``town/depth.py``) times the latency, summed over the ticks.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from bot.settings import Settings
+from bot.wiring import Services
+from town.depth import ChainCountingBrain
+from town.engine import Engine, TickReport
+from town.llm.gateway import LLMGateway
+from town.llm.offline import OfflineBrain
+from town.llm.usage import UsageTally
+from town.persona import load_town
+from town.seed import found_town
+from town.vectors import ChromaIndex
+
+ACTIVITY = {
+    "actions": "action",
+    "moves": "moved",
+    "conversations": "conversation",
+    "utterances": "said",
+    "reactions": "reacted",
+    "reflections": "reflected",
+}
+
+
+@dataclass
+class TownBench:
+    residents: int
+    days: float
+    latency_ms: float
+    tally: UsageTally
+    activity: Counter[str]
+    wall_s: float
+    chain_calls: int
+    ticks: int
+
+    def as_json(self) -> dict[str, Any]:
+        per = self.residents * self.days
+        total = self.tally.total
+        return {
+            "residents": self.residents,
+            "game_hours": round(self.days * 24, 2),
+            "ticks": self.ticks,
+            "calls_per_resident_day": round(total.calls / per, 2),
+            "tokens_per_resident_day": round(total.total_tokens / per, 1),
+            "by_task": {
+                task: {
+                    "calls_per_resident_day": round(count.calls / per, 2),
+                    "tokens_per_resident_day": round(count.total_tokens / per, 1),
+                }
+                for task, count in sorted(self.tally.by_task.items())
+            },
+            "fallbacks": total.fallbacks,
+            "activity": {key: round(self.activity[key] / per, 2) for key in ACTIVITY},
+            "wall_s": round(self.wall_s, 2),
+            "serial_s": round(total.calls * self.latency_ms / 1000, 2),
+            "critical_path_s": round(self.chain_calls * self.latency_ms / 1000, 2),
+        }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "fake-llm",
+            "--port",
+            str(port),
+            "--latency-ms",
+            str(latency_ms),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the fake LLM server did not start")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the fake LLM server did not open its port within 30 s")
+
+
+def _count(activity: Counter[str], report: TickReport) -> None:
+    for event in report.events:
+        if event.kind == "moved" and event.data.get("direction") != "in":
+            continue
+        for key, kind in ACTIVITY.items():
+            if event.kind == kind:
+                weight = 2 if kind == "conversation" else 1  # two residents take part
+                activity[key] += weight
+
+
+async def run_town_bench(
+    settings: Settings,
+    residents: int = 25,
+    hours: float = 24,
+    latency_ms: float = 100,
+    concurrency: int = 64,
+    progress: Callable[[int, int], None] | None = None,
+) -> TownBench:
+    spec = load_town("smallville")
+    if not 1 <= residents <= len(spec.residents):
+        raise ValueError(f"--residents must be 1 to {len(spec.residents)} for smallville")
+    spec = spec.model_copy(update={"residents": spec.residents[:residents]})
+    proc, url = _start_fake_llm(latency_ms)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
+            local = settings.model_copy(
+                update={"data_dir": Path(tmp), "database_url": None, "chroma_url": None}
+            )
+            services = Services.open(local)
+            with services.store.session() as s:
+                town = await found_town(
+                    s, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
+                )
+            assert town.id is not None
+            tally = UsageTally()
+            client = openai.AsyncOpenAI(
+                base_url=url, api_key="bench", max_retries=0, timeout=max(30.0, latency_ms / 100)
+            )
+            gateway = LLMGateway(client, model="bottown-fake", usage=tally, concurrency=concurrency)
+            engine = Engine(
+                services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
+            )
+            total = int(timedelta(hours=hours) / timedelta(minutes=town.minutes_per_tick))
+            activity: Counter[str] = Counter()
+            chain = 0
+            began = time.perf_counter()
+            for done in range(total):
+                report = await engine.tick()
+                chain += report.chain
+                _count(activity, report)
+                if progress:
+                    progress(done + 1, total)
+            wall = time.perf_counter() - began
+            await client.close()
+            services.store.dispose()
+            ChromaIndex.release_all()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return TownBench(residents, hours / 24, latency_ms, tally, activity, wall, chain, total)
