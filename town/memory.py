@@ -163,6 +163,7 @@ class MemoryStream:
         self.weights = weights or RetrievalWeights()
         self._matrix: _Matrix | None = None
         self._touch_key = f"bottown_touch_{self.collection}"
+        self._index_key = f"bottown_index_{self.collection}"
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -176,8 +177,11 @@ class MemoryStream:
         session.flush()
         ids = np.array([r.id for r in rows], dtype=np.int64)
         vectors = self.embedder.embed([r.text for r in rows])
-        # Upsert before the commit: a rolled-back id that is reused later is simply overwritten.
-        self.index.upsert(self.collection, ids.tolist(), vectors)
+        # The index is written just before the commit, in one upsert per unit of work: a
+        # rolled-back id that is reused later is simply overwritten.
+        pending: list[tuple[np.ndarray, np.ndarray]] = session.info.setdefault(self._index_key, [])
+        pending.append((ids, vectors))
+        Store.before_commit(session, self._write_index)
         matrix.append(
             ids,
             vectors,
@@ -262,6 +266,14 @@ class MemoryStream:
                 )
             )
         return out
+
+    def _write_index(self, session: Session) -> None:
+        pending: list[tuple[np.ndarray, np.ndarray]] = session.info.pop(self._index_key, [])
+        if pending:
+            ids = np.concatenate([p[0] for p in pending])
+            self.index.upsert(
+                self.collection, ids.tolist(), np.concatenate([p[1] for p in pending])
+            )
 
     def _write_last_access(self, session: Session) -> None:
         """The deferred last-access updates of this unit of work, one statement per game time."""

@@ -35,7 +35,7 @@ from town.world import World
 
 REACT_IMPORTANCE = 5  # an observation at least this important may interrupt the plan
 GREET_IMPORTANCE = 1  # meeting someone (awake, not talked to lately) may start a talk
-TALK_COOLDOWN_MIN = 180  # the same two residents talk again only after this long
+TALK_COOLDOWN_MIN = 120  # the same two residents talk again only after this long
 REACTION_MIN = 15
 
 
@@ -320,10 +320,17 @@ def _replan_from_now(tick: Tick, resident: Resident) -> None:
 async def _follow_plan(
     tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
 ) -> None:
+    if (
+        state.item is not None
+        and state.item_until
+        and tick.now < datetime.fromisoformat(state.item_until)
+    ):
+        return  # the current action goes on: no need to look at the plan
     item = await current_action(tick, resident, spec, state)
     if item is None or item.id == state.item:
         return
     state.item = item.id
+    state.item_until = (item.start + timedelta(minutes=item.duration_min)).isoformat()
     target = tick.world.resolve(item.location, resident.location)
     if target != resident.location and _may_enter(tick, resident, spec, target):
         _move(tick, resident, target, state)

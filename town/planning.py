@@ -3,7 +3,9 @@
 At wake-up a day plan of 5-8 chunks is made from the summary description and yesterday. A chunk is
 broken into hour-long items only when it becomes due, and an hour item into 5-15 minute actions
 only when that hour is due; nothing later in the day is decomposed ahead of time. Every plan item
-has a location, a start and a duration, and is also a memory.
+has a location, a start and a duration, and is in the memory stream: each chunk of the day plan
+as a memory of its own, each decomposition as one memory that lists its steps (so an hour of
+5-15 minute actions costs one embedding, not eight).
 """
 
 from __future__ import annotations
@@ -32,8 +34,18 @@ def _end(item: PlanItem) -> datetime:
     return item.start + timedelta(minutes=item.duration_min)
 
 
-def _places(tick: Tick, state: ResidentState) -> list[str]:
-    return tick.world.places(state.known)
+def _day_places(state: ResidentState, spec: ResidentSpec) -> list[str]:
+    """For the day plan: the areas the resident knows, and its home and workplace exactly."""
+    wanted = [spec.home, spec.workplace, *sorted(state.known)]
+    return [p for p in dict.fromkeys(wanted) if p]
+
+
+def _nearby(tick: Tick, location: str) -> list[str]:
+    """For decomposition: the sub-areas of the area the plan item is in."""
+    try:
+        return tick.world.sub_areas(tick.world.area_of(location))
+    except KeyError:
+        return [location]
 
 
 async def plan_day(
@@ -49,7 +61,7 @@ async def plan_day(
             date=spoken_day(today),
             wake_time=hhmm(tick.now),
             routine=list(spec.routine),
-            places=_places(tick, state),
+            places=_day_places(state, spec),
         ),
         resident=resident.name,
     )
@@ -113,7 +125,7 @@ async def _decompose(
                 summary=resident.summary,
                 chunk=chunk,
                 granularity="hour" if level == "hour" else "action",
-                places=_places(tick, state),
+                places=_nearby(tick, parent.location),
             ),
             resident=resident.name,
         )
@@ -148,21 +160,27 @@ def _store(
                 emoji=emoji if level == "action" else "",
             )
         )
-    memories = tick.stream(resident).add(
-        tick.session,
-        [
-            NewMemory(
-                "plan",
-                f"{resident.name} plans to be {r.description} at {r.location} from "
-                f"{hhmm(r.start)} for {r.duration_min} minutes on {spoken_day(today)}",
-                PLAN_IMPORTANCE,
-            )
-            for r in rows
-        ],
-        tick.now,
-    )
-    for row, memory in zip(rows, memories, strict=True):
-        row.memory_id = memory.id
+    for row in rows:
         tick.session.add(row)
+    tick.session.flush()
+    if level == "day":  # each chunk of the day plan is a memory of its own
+        texts = [
+            f"{resident.name} plans to be {r.description} at {r.location} from "
+            f"{hhmm(r.start)} for {r.duration_min} minutes on {spoken_day(today)}"
+            for r in rows
+        ]
+        groups = [[r] for r in rows]
+    else:  # a decomposition is one memory listing its steps
+        steps = "; ".join(f"{hhmm(r.start)} {r.description}" for r in rows)
+        where = rows[0].location if rows else resident.location
+        texts = [f"{resident.name} plans, at {where}: {steps}"]
+        groups = [rows]
+    memories = tick.stream(resident).add(
+        tick.session, [NewMemory("plan", t, PLAN_IMPORTANCE) for t in texts], tick.now
+    )
+    for group, memory in zip(groups, memories, strict=True):
+        for row in group:
+            row.memory_id = memory.id
+            tick.session.add(row)
     tick.session.flush()
     return rows

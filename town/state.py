@@ -14,6 +14,7 @@ class ResidentState(BaseModel):
     day: str = ""  # ISO date of the day plan in force
     sleep_at: str = ""  # ISO game time the resident goes to bed
     item: int | None = None  # the action plan item being carried out
+    item_until: str = ""  # ISO game time that item ends
     known: dict[str, str] = Field(default_factory=dict)  # area -> ISO time last seen
     seen: dict[str, dict[str, str]] = Field(default_factory=dict)  # area -> {subject: text}
     inbox: list[str] = Field(default_factory=list)  # inputs not yet perceived
