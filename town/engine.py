@@ -36,7 +36,7 @@ from town.store.db import Store
 from town.store.models import Resident, Town
 from town.world import World
 
-REFLECT_THRESHOLD = 40  # summed importance; see ARCHITECTURE.md on why not the paper's 150
+REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
 
 
 class TownNotFound(LookupError):

@@ -246,7 +246,7 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
     about = stream.retrieve(
         tick.session, f"What is {name}'s relationship with {subject}?", tick.now, k=5
     )
-    context = stream.retrieve(tick.session, obs.text, tick.now, k=5)
+    context = stream.retrieve(tick.session, obs.text, tick.now, k=3)
     decision = await tick.brain.run(
         REACT,
         ReactInput(

@@ -32,7 +32,7 @@ _BROKEN = re.compile(
 )
 _FIRE = frozenset({"burning", "on fire", "smoking"})
 _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
-_CHAT_CHANCE = 0.75
+_CHAT_CHANCE = 0.9
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
 _AI_QUESTION = re.compile(r"\b(?:are|r)\s+(?:you|u)\b(.*)", re.IGNORECASE)
 _GOODBYE = frozenset({"bye", "goodbye", "later", "farewell", "night"})
