@@ -99,8 +99,8 @@ def test_visitor_text_reaches_the_prompt_only_as_quoted_data() -> None:
     system, user = RATE_IMPORTANCE.render(inputs)
     assert INJECTION not in system["content"]
     prose, block = user["content"].rsplit(INPUT_MARKER, 1)
-    lines = [line for line in prose.splitlines() if INJECTION in line]
-    assert lines == [f'5. "Alice (visitor) says: \\"{INJECTION}\\""']
+    assert INJECTION not in prose  # the list is given once, as data in the JSON block
+    assert '(see "observations" in the INPUT JSON)' in prose
     assert json.loads(block)["observations"][4].endswith(f'"{INJECTION}"')
 
 

@@ -116,17 +116,22 @@ def _item(value: Any) -> str:
 _WHEN_NONE = MappingProxyType({"asker": "an interviewer"})
 
 
+_LONG_TEXT = 100  # longer free text is given once, in the INPUT JSON block only
+
+
 def _prose(name: str, value: Any) -> str:
+    """A field as the prose shows it. Lists and long texts are not repeated in the prose (they
+    are in the INPUT JSON block, which every prompt ends with): that halves a prompt's tokens."""
     if value is None:
         return _WHEN_NONE.get(name, "(none)")
     if isinstance(value, list):
-        if not value:
-            return "(none)"
-        if isinstance(value[0], s.NumberedStatement):
-            return "\n".join(_item(v) for v in value)
-        return "\n".join(f"{n}. {_item(v)}" for n, v in enumerate(value, start=1))
+        return f'(see "{name}" in the INPUT JSON)' if value else "(none)"
     if isinstance(value, str):
-        return _one_line(value) if name in _BARE_FIELDS else _quoted(value)
+        if name in _BARE_FIELDS:
+            return _one_line(value)
+        if len(value) > _LONG_TEXT:
+            return f'(see "{name}" in the INPUT JSON)'
+        return _quoted(value)
     if isinstance(value, BaseModel):
         return _item(value)
     return str(value)
