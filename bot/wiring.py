@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -77,6 +78,10 @@ class Services:
     store: Store
     embedder: Embedder
     index: ChromaIndex
+    # one worker thread computes embeddings, so the event loop is not blocked by them
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="bottown-embed")
+    )
     _streams: dict[int, MemoryStream] = field(default_factory=dict)
 
     @classmethod
@@ -104,6 +109,7 @@ class Services:
                 weights=RetrievalWeights(
                     s.recency_weight, s.importance_weight, s.relevance_weight, s.recency_decay
                 ),
+                executor=self.executor,
             )
             self._streams[resident_id] = found
         return found

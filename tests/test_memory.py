@@ -258,3 +258,29 @@ def test_empty_stream_and_kind_filter(store: Store) -> None:
     # a single candidate: every component is the same for all candidates, so each gives 0.5
     assert one[0].score == pytest.approx(1.5)
     assert math.isclose(one[0].recency, 0.5)
+
+
+async def test_record_embeds_off_the_event_loop(store: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    emb = TableEmbedder({"a  b": [1, 0], "a b": [1, 0], "q": [1, 0]})
+    threads: list[str] = []
+    inner = emb.embed
+
+    def spy(texts: Sequence[str]) -> np.ndarray:
+        import threading
+
+        threads.append(threading.current_thread().name)
+        return inner(texts)
+
+    emb.embed = spy  # type: ignore[method-assign]
+    with ThreadPoolExecutor(1, thread_name_prefix="embed-worker") as pool:
+        stream = MemoryStream(
+            resident_id=make_resident(store), embedder=emb, index=InMemoryIndex(), executor=pool
+        )
+        with store.session() as s:
+            (row,) = await stream.record(s, [NewMemory("observation", "a  b", 4)], T0)
+    assert row.text == "a b"  # the text was cleaned the same way before embedding
+    assert threads == ["embed-worker_0"]
+    with store.session() as s:
+        assert [r.memory.id for r in stream.retrieve(s, "q", T0)] == [row.id]

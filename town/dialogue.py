@@ -91,7 +91,7 @@ async def _remember(tick: Tick, first: Resident, second: Resident, history: list
     )
     scores = list(rated.scores) + [3] * (len(lines) - len(rated.scores))
     for person in (first, second):
-        tick.stream(person).add(
+        await tick.stream(person).record(
             tick.session,
             [NewMemory("chat", line, n) for line, n in zip(lines, scores, strict=False)],
             tick.now,

@@ -122,7 +122,7 @@ async def _reply(tick: Tick, resident: Resident, visitor: str, words: str) -> To
         resident=resident.name,
     )
     text = clean_text(reply.text, 1000)
-    tick.stream(resident).add(
+    await tick.stream(resident).record(
         tick.session,
         [NewMemory("chat", f'{resident.name} said to {visitor}: "{text}"', 4)],
         tick.now,

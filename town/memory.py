@@ -16,8 +16,10 @@ the arrays at once, in the store when the caller's unit of work commits).
 
 from __future__ import annotations
 
+import asyncio
 import unicodedata
 from collections.abc import Collection, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -155,20 +157,30 @@ class MemoryStream:
         index: VectorIndex,
         namespace: str = "bottown",
         weights: RetrievalWeights | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.resident_id = resident_id
         self.embedder = embedder
         self.index = index
         self.collection = f"{namespace}-r{resident_id}"
         self.weights = weights or RetrievalWeights()
+        self.executor = executor
         self._matrix: _Matrix | None = None
         self._touch_key = f"bottown_touch_{self.collection}"
         self._index_key = f"bottown_index_{self.collection}"
 
     # -- writing -------------------------------------------------------------------------------
 
-    def add(self, session: Session, items: Sequence[NewMemory], at: datetime) -> list[Memory]:
-        """Store memories in the caller's unit of work; vectors are indexed under their ids."""
+    def add(
+        self,
+        session: Session,
+        items: Sequence[NewMemory],
+        at: datetime,
+        vectors: np.ndarray | None = None,
+    ) -> list[Memory]:
+        """Store memories in the caller's unit of work; vectors are indexed under their ids.
+
+        ``vectors`` may be given when they were computed already (see ``record``)."""
         if not items:
             return []
         matrix = self._load(session)  # before the flush, so the new rows are not loaded twice
@@ -176,7 +188,8 @@ class MemoryStream:
         session.add_all(rows)
         session.flush()
         ids = np.array([r.id for r in rows], dtype=np.int64)
-        vectors = self.embedder.embed([r.text for r in rows])
+        if vectors is None or len(vectors) != len(rows):
+            vectors = self.embedder.embed([r.text for r in rows])
         # The index is written just before the commit, in one upsert per unit of work: a
         # rolled-back id that is reused later is simply overwritten.
         pending: list[tuple[np.ndarray, np.ndarray]] = session.info.setdefault(self._index_key, [])
@@ -192,16 +205,26 @@ class MemoryStream:
         Store.after_rollback(session, self.forget_cache)
         return rows
 
+    async def record(
+        self, session: Session, items: Sequence[NewMemory], at: datetime
+    ) -> list[Memory]:
+        """``add``, with the embedding computed on the stream's executor (a worker thread), so an
+        event loop that awaits the LLM for other residents is not blocked meanwhile."""
+        if self.executor is None or not items:
+            return self.add(session, items, at)
+        texts = [clean_text(item.text) for item in items]
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(self.executor, self.embedder.embed, texts)
+        return self.add(session, items, at, vectors)
+
     def _row(self, item: NewMemory, at: datetime) -> Memory:
         if item.kind not in KIND_CODES:
             raise InvalidMemory(
                 f"unknown memory kind {item.kind!r}; one of {', '.join(MEMORY_KINDS)}"
             )
-        text = " ".join(_printable(item.text).split())
+        text = clean_text(item.text)
         if not text:
             raise InvalidMemory("a memory needs some text")
-        if len(text) > MAX_TEXT:
-            text = text[: MAX_TEXT - 1] + "…"
         importance = min(10, max(1, int(item.importance)))
         return Memory(
             resident_id=self.resident_id,
@@ -355,8 +378,11 @@ class MemoryStream:
         return out
 
 
-def _printable(text: str) -> str:
-    return "".join(ch for ch in text if unicodedata.category(ch) != "Cc" or ch in "\n\t")
+def clean_text(text: str) -> str:
+    """A memory's text: control characters dropped, white space folded, at most MAX_TEXT long."""
+    kept = "".join(ch for ch in text if unicodedata.category(ch) != "Cc" or ch in "\n\t")
+    flat = " ".join(kept.split())
+    return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
 
 
 def _top_k(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:

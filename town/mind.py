@@ -208,7 +208,7 @@ async def _observe_and_react(
     )
     scores = list(rated.scores) + [3] * (len(observed) - len(rated.scores))
     kinds = ["directive" if o.text.startswith("Inner voice:") else "observation" for o in observed]
-    tick.stream(resident).add(
+    await tick.stream(resident).record(
         tick.session,
         [NewMemory(k, o.text, n) for k, o, n in zip(kinds, observed, scores, strict=False)],
         tick.now,
@@ -267,7 +267,9 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
     resident.action = reaction
     resident.emoji = offline_emoji(EmojiInput(action=reaction)).emoji
     _replan_from_now(tick, resident)
-    stream.add(tick.session, [NewMemory("plan", f"{name} stopped to: {reaction}", 5)], tick.now)
+    await stream.record(
+        tick.session, [NewMemory("plan", f"{name} stopped to: {reaction}", 5)], tick.now
+    )
     tick.emit("reacted", resident, f"{name} is {reaction}", emoji=resident.emoji, to=obs.text)
     if obs.key.startswith("object|"):
         await _change_object(tick, resident, obs, reaction)

@@ -65,7 +65,7 @@ async def plan_day(
         ),
         resident=resident.name,
     )
-    return _store(tick, resident, result.chunks, "day", None)
+    return await _store(tick, resident, result.chunks, "day", None)
 
 
 async def current_action(
@@ -130,11 +130,11 @@ async def _decompose(
             resident=resident.name,
         )
         items = list(result.items) or [chunk]
-    rows = _store(tick, resident, items, level, parent)
+    rows = await _store(tick, resident, items, level, parent)
     return _covering(tick, resident, level, parent.id) or (rows[0] if rows else None)
 
 
-def _store(
+async def _store(
     tick: Tick, resident: Resident, items: list[s.PlanItem], level: str, parent: PlanItem | None
 ) -> list[PlanItem]:
     today = tick.now.date()
@@ -175,7 +175,7 @@ def _store(
         where = rows[0].location if rows else resident.location
         texts = [f"{resident.name} plans, at {where}: {steps}"]
         groups = [rows]
-    memories = tick.stream(resident).add(
+    memories = await tick.stream(resident).record(
         tick.session, [NewMemory("plan", t, PLAN_IMPORTANCE) for t in texts], tick.now
     )
     for group, memory in zip(groups, memories, strict=True):

@@ -78,7 +78,7 @@ async def reflect(
         resident=resident,
     )
     scores = list(rated.scores) + [5] * (len(insights) - len(rated.scores))
-    return stream.add(
+    return await stream.record(
         session,
         [
             NewMemory("reflection", i.text, score, cites=i.cites)

@@ -90,7 +90,7 @@ async def found_town(
     for (row, phrases), scores in zip(residents, rated, strict=True):
         assert row.id is not None
         padded = list(scores.scores) + [5] * (len(phrases) - len(scores.scores))
-        streams(row.id).add(
+        await streams(row.id).record(
             session, [NewMemory("seed", p, n) for p, n in zip(phrases, padded, strict=False)], clock
         )
     return town
