@@ -27,7 +27,9 @@ async def converse(tick: Tick, first: Resident, second: Resident) -> list[Uttera
     states = {r.name: ResidentState.of(r) for r in (first, second)}
     memories: dict[str, list[str]] = {}
     for me, other in ((first, second), (second, first)):
-        found = tick.stream(me).retrieve(tick.session, other.name, tick.now, k=4, kinds=TALK_KINDS)
+        found = await tick.stream(me).recall(
+            tick.session, other.name, tick.now, k=4, kinds=TALK_KINDS
+        )
         memories[me.name] = [r.memory.text for r in found]
     for person, other in ((first, second), (second, first)):
         person.action, person.emoji = f"talking with {other.name}", "💬"

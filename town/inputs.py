@@ -107,7 +107,7 @@ async def say(
 
 
 async def _reply(tick: Tick, resident: Resident, visitor: str, words: str) -> TownEvent:
-    found = tick.stream(resident).retrieve(tick.session, f"{visitor}: {words}", tick.now, k=6)
+    found = await tick.stream(resident).recall(tick.session, f"{visitor}: {words}", tick.now, k=6)
     reply = await tick.brain.run(
         UTTER,
         UtterInput(
@@ -181,7 +181,7 @@ async def interview(engine: Engine, resident: str, question: str, asker: str = "
             row = _resident(engine.residents(session), resident)
             now = engine.town(session).clock
             assert row.id is not None
-            found = engine.streams(row.id).retrieve(session, words, now, k=10)
+            found = await engine.streams(row.id).recall(session, words, now, k=10)
             answer = await engine.brain.run(
                 INTERVIEW,
                 InterviewInput(

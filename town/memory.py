@@ -17,9 +17,10 @@ the arrays at once, in the store when the caller's unit of work commits).
 from __future__ import annotations
 
 import asyncio
+import logging
 import unicodedata
 from collections.abc import Collection, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -33,6 +34,8 @@ from town.embedding import Embedder
 from town.store.db import Store
 from town.store.models import MEMORY_KINDS, Memory
 from town.vectors import VectorIndex
+
+log = logging.getLogger(__name__)
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 KIND_CODES = {kind: code for code, kind in enumerate(MEMORY_KINDS)}
@@ -190,11 +193,16 @@ class MemoryStream:
         ids = np.array([r.id for r in rows], dtype=np.int64)
         if vectors is None or len(vectors) != len(rows):
             vectors = self.embedder.embed([r.text for r in rows])
-        # The index is written just before the commit, in one upsert per unit of work: a
-        # rolled-back id that is reused later is simply overwritten.
-        pending: list[tuple[np.ndarray, np.ndarray]] = session.info.setdefault(self._index_key, [])
+        # The index is written once the unit of work has committed, in one upsert, on the
+        # executor when there is one. A vector lost on the way (a crash right after the commit)
+        # is embedded again when the stream is next loaded; a vector left over from a rolled-back
+        # id is overwritten when the id is reused.
+        pending: list[tuple[np.ndarray, np.ndarray]] | None = session.info.get(self._index_key)
+        if pending is None:
+            pending = session.info[self._index_key] = []
+            batch = pending
+            Store.after_commit(session, lambda: self._write_index(batch))
         pending.append((ids, vectors))
-        Store.before_commit(session, self._write_index)
         matrix.append(
             ids,
             vectors,
@@ -216,6 +224,21 @@ class MemoryStream:
         loop = asyncio.get_running_loop()
         vectors = await loop.run_in_executor(self.executor, self.embedder.embed, texts)
         return self.add(session, items, at, vectors)
+
+    async def recall(
+        self,
+        session: Session,
+        query: str,
+        now: datetime,
+        k: int = 10,
+        kinds: Collection[str] | None = None,
+    ) -> list[Retrieved]:
+        """``retrieve``, with the query embedded on the stream's executor (see ``record``)."""
+        if self.executor is None:
+            return self.retrieve(session, query, now, k, kinds)
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(self.executor, self.embedder.embed, [query])
+        return self.retrieve(session, query, now, k, kinds, query_vector=vectors[0])
 
     def _row(self, item: NewMemory, at: datetime) -> Memory:
         if item.kind not in KIND_CODES:
@@ -245,13 +268,16 @@ class MemoryStream:
         now: datetime,
         k: int = 10,
         kinds: Collection[str] | None = None,
+        query_vector: np.ndarray | None = None,
     ) -> list[Retrieved]:
-        """The paper's top-k memories for ``query`` at game time ``now``; updates last access."""
+        """The paper's top-k memories for ``query`` at game time ``now``; updates last access.
+
+        ``query_vector`` may be given when it was computed already (see ``recall``)."""
         matrix = self._load(session)
         n = matrix.size
         if n == 0 or k <= 0:
             return []
-        q = self.embedder.embed([query])[0]
+        q = query_vector if query_vector is not None else self.embedder.embed([query])[0]
         relevance = matrix.vectors[:n] @ q
         if kinds is not None:
             codes = [KIND_CODES[kind] for kind in kinds if kind in KIND_CODES]
@@ -290,13 +316,20 @@ class MemoryStream:
             )
         return out
 
-    def _write_index(self, session: Session) -> None:
-        pending: list[tuple[np.ndarray, np.ndarray]] = session.info.pop(self._index_key, [])
-        if pending:
-            ids = np.concatenate([p[0] for p in pending])
-            self.index.upsert(
-                self.collection, ids.tolist(), np.concatenate([p[1] for p in pending])
-            )
+    def _write_index(self, pending: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        ids = np.concatenate([p[0] for p in pending]).tolist()
+        vectors = np.concatenate([p[1] for p in pending])
+        if self.executor is None:
+            self.index.upsert(self.collection, ids, vectors)
+        else:
+            done = self.executor.submit(self.index.upsert, self.collection, ids, vectors)
+            done.add_done_callback(self._index_write_done)
+
+    def _index_write_done(self, done: Future[None]) -> None:
+        error = done.exception()
+        if error is not None:  # the vectors are embedded again when the stream next loads
+            log.warning("could not write vectors to %s: %s", self.collection, error)
+            self.forget_cache()
 
     def _write_last_access(self, session: Session) -> None:
         """The deferred last-access updates of this unit of work, one statement per game time."""

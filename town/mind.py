@@ -82,7 +82,7 @@ def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Obser
     for name, (location, action, awake) in tick.start.items():
         if name != resident.name and World.area_of(location) == area:
             snapshot[f"@{name}"] = f"{name} is {action if awake else 'asleep'}"
-    usual = {(p, o.name): o.state for p, o in tick.world.spec.objects()}
+    usual = tick.world.usual
     for place, obj, obj_state in tick.world.objects_in(area):
         snapshot[f"object|{place}|{obj}"] = f"the {obj} in {_spoken_place(place)} is {obj_state}"
     before = state.seen.get(area)
@@ -177,7 +177,7 @@ async def _summary(tick: Tick, resident: Resident, stream: MemoryStream) -> str:
         f"{name}'s current daily occupation",
         f"{name}'s feeling about his recent progress in life",
     ):
-        for got in stream.retrieve(tick.session, query, tick.now, k=5):
+        for got in await stream.recall(tick.session, query, tick.now, k=5):
             if got.memory.text not in texts:
                 texts.append(got.memory.text)
     result = await tick.brain.run(
@@ -243,10 +243,10 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
     """The paper's react step: two retrievals as context, then continue or react."""
     name, stream = resident.name, tick.stream(resident)
     subject = obs.key[1:] if obs.key.startswith("@") else obs.text
-    about = stream.retrieve(
+    about = await stream.recall(
         tick.session, f"What is {name}'s relationship with {subject}?", tick.now, k=5
     )
-    context = stream.retrieve(tick.session, obs.text, tick.now, k=3)
+    context = await stream.recall(tick.session, obs.text, tick.now, k=3)
     decision = await tick.brain.run(
         REACT,
         ReactInput(

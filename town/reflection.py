@@ -49,7 +49,7 @@ async def reflect(
     )
     batches = []
     for question in asked.questions[:3]:
-        found = stream.retrieve(session, question, now, k=per_question)
+        found = await stream.recall(session, question, now, k=per_question)
         statements = [
             NumberedStatement(id=r.memory.id, text=r.memory.text)
             for r in found

@@ -27,6 +27,11 @@ class World:
     spec: TownSpec
     town_id: int
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # (sub-area, object) -> state
+    usual: dict[tuple[str, str], str] = field(default_factory=dict)  # the states a town starts with
+
+    def __post_init__(self) -> None:
+        if not self.usual:
+            self.usual = {(place, obj.name): obj.state for place, obj in self.spec.objects()}
 
     @classmethod
     def load(cls, session: Session, town_id: int, spec: TownSpec) -> World:

@@ -7,6 +7,7 @@ inputs exactly, so any model (and the fake server) sees the same data.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import string
@@ -77,12 +78,18 @@ class Task(Generic[I, R]):
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
     def json_schema(self) -> dict[str, Any]:
-        return self.result_model.model_json_schema()
+        return _schema_of(self.result_model)
 
     def parse(self, inputs: I, content: str) -> R:
         """Validate a reply; raises ``ValueError`` (pydantic's ``ValidationError`` included)."""
         result = self.result_model.model_validate_json(strip_fences(content))
         return self.check(inputs, result)
+
+
+@functools.cache
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A result model's JSON schema, computed once (pydantic builds it afresh on every call)."""
+    return model.model_json_schema()
 
 
 def strip_fences(content: str) -> str:
