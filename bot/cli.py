@@ -5,25 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from pathlib import Path
-from typing import Annotated, TypeVar
+from contextlib import suppress
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bot import cli_town
+from bot.cli_common import err, guarded, out, settings_and_logging
 from bot.logs import setup_logging
-from bot.settings import Settings, SettingsError, load_settings, masked_url
-from bot.town_cmds import RunSummary
-from town.embedding import EmbeddingError
-from town.engine import TickReport
-from town.memory import InvalidMemory
-from town.persona import PersonaError
-from town.store.db import StoreError
-from town.vectors import VectorIndexError
+from bot.settings import load_settings, masked_url
 
 app = typer.Typer(
     name="bottown",
@@ -35,49 +27,12 @@ bench_app = typer.Typer(help="Benchmarks that print speed and cost figures.", no
 llm_app = typer.Typer(help="The LLM connection.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(llm_app, name="llm")
-
-out = Console()
-err = Console(stderr=True)
-T = TypeVar("T")
-
-CLEAR_ERRORS = (
-    PersonaError,
-    ValueError,
-    SettingsError,
-    StoreError,
-    VectorIndexError,
-    EmbeddingError,
-    LookupError,
-    InvalidMemory,
-)
-
-
-@contextmanager
-def clear_errors() -> Iterator[None]:
-    """Known failures end the command with one red line and exit code 2, not a traceback."""
-    try:
-        yield
-    except CLEAR_ERRORS as exc:
-        message = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
-        err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-
-
-def settings_and_logging() -> Settings:
-    settings = load_settings()
-    secrets = [settings.llm_api_key.get_secret_value()] if settings.llm_api_key else []
-    setup_logging(settings.log_level, secrets)
-    return settings
-
-
-def guarded(fn: Callable[[], T]) -> T:
-    with clear_errors():
-        return fn()
+cli_town.register(app)
 
 
 @app.command()
 def config() -> None:
-    """Show the effective settings (secrets masked) and where they came from."""
+    """Show the effective settings, secrets masked."""
 
     def show() -> None:
         settings = load_settings()
@@ -234,177 +189,6 @@ def demo(
         asyncio.run(run_demo(settings, out, hours))
 
     guarded(run)
-
-
-def _town_settings(brain: str | None) -> Settings:
-    settings = settings_and_logging()
-    if brain is not None:
-        if brain not in ("offline", "llm"):
-            raise SettingsError("--brain must be offline or llm")
-        settings = settings.model_copy(update={"brain": brain})
-        if brain == "llm" and not settings.uses_llm:
-            raise SettingsError("--brain llm needs BOTTOWN_LLM_BASE_URL or BOTTOWN_LLM_API_KEY")
-    return settings
-
-
-@app.command()
-def simulate(
-    town: Annotated[
-        str, typer.Option(help="Persona folder (personas/<town>) or path.")
-    ] = "smallville",
-    name: Annotated[str | None, typer.Option(help="Name of the town in the store.")] = None,
-    days: Annotated[float, typer.Option(min=0.01, help="Game days to simulate.")] = 1.0,
-    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
-    start: Annotated[str | None, typer.Option(help='Start, e.g. "2023-02-13 07:00".')] = None,
-    replay: Annotated[Path | None, typer.Option(help="Replay file (JSON lines).")] = None,
-) -> None:
-    """Run a town headless for N game days, with a progress bar; a stopped run resumes."""
-    from bot.town_cmds import open_town, target_time
-    from bot.town_cmds import simulate as run_simulation
-    from town.gametime import parse_game_time
-
-    def run() -> None:
-        settings = _town_settings(brain)
-        began = parse_game_time(start) if start else None
-        town_name = name or Path(town).name
-        opened = asyncio.run(open_town(settings, town_name, persona=town, create=True, start=began))
-        until = target_time(opened, days, began)
-        path = replay or settings.data_dir / "replays" / f"{town_name}.jsonl"
-        label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain"
-        clock = opened.town.clock
-        verb = "founded" if opened.founded else "resuming"
-        out.print(
-            f"{verb} {town_name} at {clock:%Y-%m-%d %H:%M} ({label}); "
-            f"running to {until:%Y-%m-%d %H:%M}"
-        )
-        total = max(1, int((until - clock).total_seconds() // 60 // opened.town.minutes_per_tick))
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("ticking", total=total)
-
-            def progress(report: TickReport) -> None:
-                calls, tokens = opened.usage.totals_today()
-                bar.update(
-                    task,
-                    advance=1,
-                    description=(f"{report.clock:%a %H:%M}  calls {calls:,}  tokens {tokens:,}"),
-                )
-
-            try:
-                summary = asyncio.run(run_simulation(opened, until, path, progress))
-            except KeyboardInterrupt:
-                err.print(
-                    "stopped; the last finished tick is saved: run the same command to resume"
-                )
-                raise typer.Exit(130) from None
-        _print_summary(summary, path)
-
-    guarded(run)
-
-
-def _print_summary(summary: RunSummary, replay: Path) -> None:
-    table = Table(
-        "resident",
-        "actions",
-        "moves",
-        "said",
-        "reactions",
-        "reflections",
-        title=f"{summary.start:%a %H:%M} to {summary.end:%a %H:%M}, {summary.ticks} ticks",
-    )
-    for resident, counts in sorted(summary.by_resident.items()):
-        table.add_row(
-            resident,
-            str(counts["action"]),
-            str(counts["moved"] // 2),
-            str(counts["said"]),
-            str(counts["reacted"]),
-            str(counts["reflected"]),
-        )
-    out.print(table)
-    out.print(", ".join(f"{k}: {v}" for k, v in sorted(summary.events.items())))
-    out.print(f"replay: {replay}")
-
-
-@app.command()
-def interview(
-    resident: Annotated[str, typer.Argument(help="Resident's name (or first name).")],
-    question: Annotated[str, typer.Argument(help="The question.")],
-    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
-    asker: Annotated[str, typer.Option(help="Who is asking, e.g. 'a news reporter'.")] = "",
-) -> None:
-    """Ask a resident a private question; the town does not change."""
-    from bot.town_cmds import open_town
-    from town.inputs import interview as ask
-
-    async def go() -> str:
-        opened = await open_town(settings_and_logging(), town)
-        return await ask(opened.engine, resident, question, asker)
-
-    guarded(lambda: out.print(asyncio.run(go())))
-
-
-@app.command()
-def whisper(
-    resident: Annotated[str, typer.Argument(help="Resident's name (or first name).")],
-    text: Annotated[str, typer.Argument(help="What the inner voice says.")],
-    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
-) -> None:
-    """Speak as a resident's inner voice: a directive it acts on at its next tick."""
-    from bot.town_cmds import open_town
-    from town.inputs import whisper as inner_voice
-
-    async def go() -> str:
-        opened = await open_town(settings_and_logging(), town)
-        return await inner_voice(opened.engine, resident, text)
-
-    guarded(lambda: out.print(f"{asyncio.run(go())} hears an inner voice."))
-
-
-@app.command("set-state")
-def set_state(
-    target: Annotated[str, typer.Argument(help="'Area: sub-area: object'.")],
-    state: Annotated[str, typer.Argument(help="The new state in words, e.g. 'burning'.")],
-    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
-) -> None:
-    """Rewrite an object's state; residents there notice it at their next tick."""
-    from bot.town_cmds import open_town
-    from town.inputs import set_object
-
-    async def go() -> str:
-        opened = await open_town(settings_and_logging(), town)
-        return await set_object(opened.engine, target, state)
-
-    guarded(lambda: out.print(f"{asyncio.run(go())} is now {state}"))
-
-
-@app.command()
-def say(
-    location: Annotated[str, typer.Argument(help="Where, e.g. 'Hobbs Cafe'.")],
-    text: Annotated[str, typer.Argument(help="What the visitor says.")],
-    as_name: Annotated[str, typer.Option("--as", help="The visitor's name.")] = "Visitor",
-    role: Annotated[str, typer.Option(help="The visitor's role, e.g. 'a reporter'.")] = "",
-    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
-) -> None:
-    """Speak as a visitor at a location; residents there hear it and may answer."""
-    from bot.town_cmds import open_town
-    from town.inputs import say as speak
-
-    async def go() -> None:
-        opened = await open_town(settings_and_logging(), town)
-        result = await speak(opened.engine, location, as_name, text, role=role)
-        heard = ", ".join(result.heard_by) or "nobody (the place is empty)"
-        out.print(f"at {result.area}, heard by: {heard}")
-        for event in result.replies:
-            out.print(f"[bold]{event.resident}:[/bold] {event.text}")
-
-    guarded(lambda: asyncio.run(go()))
 
 
 @bench_app.command("town")

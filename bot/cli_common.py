@@ -1,0 +1,56 @@
+"""What every ``bottown`` command shares: the consoles, settings with logging, clear errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+
+from bot.logs import setup_logging
+from bot.settings import Settings, SettingsError, load_settings
+from town.embedding import EmbeddingError
+from town.memory import InvalidMemory
+from town.persona import PersonaError
+from town.store.db import StoreError
+from town.vectors import VectorIndexError
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+CLEAR_ERRORS = (
+    PersonaError,
+    ValueError,
+    SettingsError,
+    StoreError,
+    VectorIndexError,
+    EmbeddingError,
+    LookupError,
+    InvalidMemory,
+)
+
+
+@contextmanager
+def clear_errors() -> Iterator[None]:
+    """Known failures end the command with one red line and exit code 2, not a traceback."""
+    try:
+        yield
+    except CLEAR_ERRORS as exc:
+        message = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
+        err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def settings_and_logging() -> Settings:
+    settings = load_settings()
+    secrets = [settings.llm_api_key.get_secret_value()] if settings.llm_api_key else []
+    setup_logging(settings.log_level, secrets)
+    return settings
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    with clear_errors():
+        return fn()

@@ -1,0 +1,177 @@
+"""The commands that run a town from the shell: simulate, say, interview, whisper, set-state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bot.cli_common import err, guarded, out, settings_and_logging
+from bot.settings import Settings, SettingsError
+from bot.town_cmds import RunSummary, open_town, target_time
+from bot.town_cmds import simulate as run_simulation
+from town import inputs
+from town.engine import Engine, TickReport
+from town.gametime import parse_game_time
+
+T = TypeVar("T")
+
+
+def _town_settings(brain: str | None) -> Settings:
+    settings = settings_and_logging()
+    if brain is not None:
+        if brain not in ("offline", "llm"):
+            raise SettingsError("--brain must be offline or llm")
+        settings = settings.model_copy(update={"brain": brain})
+        if brain == "llm" and not settings.uses_llm:
+            raise SettingsError("--brain llm needs BOTTOWN_LLM_BASE_URL or BOTTOWN_LLM_API_KEY")
+    return settings
+
+
+def simulate(
+    town: Annotated[
+        str, typer.Option(help="Persona folder (personas/<town>) or path.")
+    ] = "smallville",
+    name: Annotated[str | None, typer.Option(help="Name of the town in the store.")] = None,
+    days: Annotated[float, typer.Option(min=0.01, help="Game days to simulate.")] = 1.0,
+    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    start: Annotated[str | None, typer.Option(help='Start, e.g. "2023-02-13 07:00".')] = None,
+    replay: Annotated[Path | None, typer.Option(help="Replay file (JSON lines).")] = None,
+) -> None:
+    """Run a town headless for N game days, with a progress bar; a stopped run resumes."""
+
+    def run() -> None:
+        settings = _town_settings(brain)
+        began = parse_game_time(start) if start else None
+        town_name = name or Path(town).name
+        opened = asyncio.run(open_town(settings, town_name, persona=town, create=True, start=began))
+        until = target_time(opened, days, began)
+        path = replay or settings.data_dir / "replays" / f"{town_name}.jsonl"
+        label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain"
+        clock = opened.town.clock
+        verb = "founded" if opened.founded else "resuming"
+        out.print(
+            f"{verb} {town_name} at {clock:%Y-%m-%d %H:%M} ({label}); "
+            f"running to {until:%Y-%m-%d %H:%M}"
+        )
+        total = max(1, int((until - clock).total_seconds() // 60 // opened.town.minutes_per_tick))
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("ticking", total=total)
+
+            def progress(report: TickReport) -> None:
+                calls, tokens = opened.usage.totals_today()
+                bar.update(
+                    task,
+                    advance=1,
+                    description=(f"{report.clock:%a %H:%M}  calls {calls:,}  tokens {tokens:,}"),
+                )
+
+            try:
+                summary = asyncio.run(run_simulation(opened, until, path, progress))
+            except KeyboardInterrupt:
+                err.print(
+                    "stopped; the last finished tick is saved: run the same command to resume"
+                )
+                raise typer.Exit(130) from None
+        _print_summary(summary, path)
+
+    guarded(run)
+
+
+def _print_summary(summary: RunSummary, replay: Path) -> None:
+    table = Table(
+        "resident",
+        "actions",
+        "moves",
+        "said",
+        "reactions",
+        "reflections",
+        title=f"{summary.start:%a %H:%M} to {summary.end:%a %H:%M}, {summary.ticks} ticks",
+    )
+    for resident, counts in sorted(summary.by_resident.items()):
+        table.add_row(
+            resident,
+            str(counts["action"]),
+            str(counts["moved"] // 2),
+            str(counts["said"]),
+            str(counts["reacted"]),
+            str(counts["reflected"]),
+        )
+    out.print(table)
+    out.print(", ".join(f"{k}: {v}" for k, v in sorted(summary.events.items())))
+    out.print(f"replay: {replay}")
+
+
+def _on_town(town: str, act: Callable[[Engine], Awaitable[T]]) -> T:
+    """Open the town, act on it through its engine, and return what the action returns."""
+
+    async def go() -> T:
+        opened = await open_town(settings_and_logging(), town)
+        return await act(opened.engine)
+
+    return guarded(lambda: asyncio.run(go()))
+
+
+def interview(
+    resident: Annotated[str, typer.Argument(help="Resident's name (or first name).")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+    asker: Annotated[str, typer.Option(help="Who is asking, e.g. 'a news reporter'.")] = "",
+) -> None:
+    """Ask a resident a private question; the town does not change."""
+    out.print(_on_town(town, lambda engine: inputs.interview(engine, resident, question, asker)))
+
+
+def whisper(
+    resident: Annotated[str, typer.Argument(help="Resident's name (or first name).")],
+    text: Annotated[str, typer.Argument(help="What the inner voice says.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Speak as a resident's inner voice: a directive it acts on at its next tick."""
+    name = _on_town(town, lambda engine: inputs.whisper(engine, resident, text))
+    out.print(f"{name} hears an inner voice.")
+
+
+def set_state(
+    target: Annotated[str, typer.Argument(help="'Area: sub-area: object'.")],
+    state: Annotated[str, typer.Argument(help="The new state in words, e.g. 'burning'.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Rewrite an object's state; residents there notice it at their next tick."""
+    path = _on_town(town, lambda engine: inputs.set_object(engine, target, state))
+    out.print(f"{path} is now {state}")
+
+
+def say(
+    location: Annotated[str, typer.Argument(help="Where, e.g. 'Hobbs Cafe'.")],
+    text: Annotated[str, typer.Argument(help="What the visitor says.")],
+    as_name: Annotated[str, typer.Option("--as", help="The visitor's name.")] = "Visitor",
+    role: Annotated[str, typer.Option(help="The visitor's role, e.g. 'a reporter'.")] = "",
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Speak as a visitor at a location; residents there hear it and may answer."""
+    result = _on_town(town, lambda engine: inputs.say(engine, location, as_name, text, role=role))
+    heard = ", ".join(result.heard_by) or "nobody (the place is empty)"
+    out.print(f"at {result.area}, heard by: {heard}")
+    for event in result.replies:
+        out.print(f"[bold]{event.resident}:[/bold] {event.text}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(simulate)
+    app.command()(interview)
+    app.command()(whisper)
+    app.command("set-state")(set_state)
+    app.command()(say)
