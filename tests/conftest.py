@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from town.llm.fake_server import running
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -73,3 +77,25 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
     yield
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[str]:
+    """The fake OpenAI-compatible server on loopback, in a thread of its own."""
+    ready: list[str] = []
+    stop = threading.Event()
+
+    async def serve() -> None:
+        async with running() as url:
+            ready.append(url)
+            await asyncio.to_thread(stop.wait)
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    for _ in range(500):
+        if ready:
+            break
+        threading.Event().wait(0.01)
+    yield ready[0]
+    stop.set()
+    thread.join(5)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,33 +11,10 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from bot.cli import app
-from town.llm.fake_server import running
 from town.store.db import Store
 from town.store.models import LlmUsage
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[str]:
-    """The fake OpenAI-compatible server on loopback, in a thread of its own."""
-    ready: list[str] = []
-    stop = threading.Event()
-
-    async def serve() -> None:
-        async with running() as url:
-            ready.append(url)
-            await asyncio.to_thread(stop.wait)
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    for _ in range(500):
-        if ready:
-            break
-        threading.Event().wait(0.01)
-    yield ready[0]
-    stop.set()
-    thread.join(5)
 
 
 def queue_faults(url: str, *faults: str) -> None:

@@ -461,7 +461,7 @@ class OpenAIEmbedder:
                     raise EmbeddingError(
                         f"embedding model {self.model!r} returned vectors of dimension "
                         f"{vec.size}, but OpenAIEmbedder was configured with dim={self.dim}; "
-                        "fix the configured embedding dimension or model name"
+                        "set BOTTOWN_EMBEDDING_DIM (or BOTTOWN_EMBEDDING_MODEL) to match"
                     )
                 out[start + offset] = vec
         return _normalise_rows(out)
