@@ -12,12 +12,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bot.cli_common import err, guarded, out, settings_and_logging
+from bot.commands import Caller, Commands, Reply
 from bot.settings import Settings, SettingsError
 from bot.town_cmds import RunSummary, open_town, target_time
 from bot.town_cmds import simulate as run_simulation
 from town import inputs
 from town.engine import Engine, TickReport
 from town.gametime import parse_game_time
+from town.store.usage import DailyTokenBudget
 
 T = TypeVar("T")
 
@@ -169,7 +171,33 @@ def say(
         out.print(f"[bold]{event.resident}:[/bold] {event.text}")
 
 
+def command(
+    line: Annotated[str, typer.Argument(help='A chat command, e.g. "look" or "speed 5".')],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+    at: Annotated[str | None, typer.Option(help="The place (channel) you type it in.")] = None,
+    as_name: Annotated[str, typer.Option("--as", help="Your name.")] = "shell",
+    admin: Annotated[bool, typer.Option(help="Run as an admin.")] = True,
+) -> None:
+    """Run a chat command (the same words as on Discord, Slack and the web) from the shell."""
+
+    async def go() -> Reply:
+        opened = await open_town(settings_and_logging(), town)
+        commands = Commands(
+            opened.engine,
+            opened.usage,
+            DailyTokenBudget(opened.usage, opened.services.settings.daily_token_budget),
+        )
+        caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
+        return await commands.handle(caller, line)
+
+    reply = guarded(lambda: asyncio.run(go()))
+    (out if reply.ok else err).print(reply.text, highlight=False, markup=False)
+    if not reply.ok:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
+    app.command("cmd")(command)
     app.command()(simulate)
     app.command()(interview)
     app.command()(whisper)

@@ -188,3 +188,17 @@ def test_town_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     assert missing.exit_code == 2 and "no town named 'atlantis'" in missing.output
     broken = runner.invoke(app, ["simulate", "--town", "/nowhere/town", "--days", "0.1"])
     assert broken.exit_code == 2
+
+
+def test_chat_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.02"])
+    assert sim.exit_code == 0, sim.output
+    where = runner.invoke(app, ["cmd", "where", "--town", "mini"])
+    assert where.exit_code == 0 and "Hobbs Cafe: " in where.output
+    look = runner.invoke(app, ["cmd", "look", "--town", "mini", "--at", "Hobbs Cafe"])
+    assert look.exit_code == 0 and "the stove is off" in look.output
+    paused = runner.invoke(app, ["cmd", "pause", "--town", "mini"])
+    assert paused.exit_code == 0 and "The clock stops" in paused.output
+    member = runner.invoke(app, ["cmd", "resume", "--town", "mini", "--no-admin"])
+    assert member.exit_code == 1 and "Only admins" in member.output

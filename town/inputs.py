@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass, field
+from datetime import datetime
 from uuid import uuid4
 
 from sqlmodel import Session, select
@@ -226,3 +227,84 @@ def _remember_visitor(
     else:
         row.display_name, row.role = name[:80], role[:200] or row.role
     session.add(row)
+
+
+@dataclass(frozen=True)
+class Whereabouts:
+    clock: datetime
+    paused: bool
+    minutes_per_tick: int
+    by_area: dict[str, list[tuple[str, str, bool]]]  # area -> [(resident, action, awake)]
+
+
+async def whereabouts(engine: Engine) -> Whereabouts:
+    """Who is where and doing what, with the town's clock."""
+    async with engine.lock:
+        with engine.store.session() as session:
+            town = engine.town(session)
+            by_area: dict[str, list[tuple[str, str, bool]]] = {}
+            for row in engine.residents(session).values():
+                awake = ResidentState.of(row).awake
+                by_area.setdefault(World.area_of(row.location), []).append(
+                    (row.name, row.action, awake)
+                )
+            return Whereabouts(town.clock, town.paused, town.minutes_per_tick, by_area)
+
+
+async def look(engine: Engine, location: str) -> str:
+    """A place as a visitor sees it now: what it is, if it is open, its objects, who is there."""
+    async with engine.lock:
+        with engine.store.session() as session:
+            world = World.load(session, engine.town_id, engine.spec)
+            area = _area(world, location)
+            clock = engine.town(session).clock
+            spec = world.spec.area(area)
+            lines = [f"{area}: {spec.description}" if spec.description else area]
+            if spec.opens and spec.closes:
+                state = "open" if world.is_open(area, clock) else "closed"
+                lines.append(f"Open {spec.opens}-{spec.closes}; now ({clock:%H:%M}) it is {state}.")
+            for place, name, obj_state in world.objects_in(area):
+                lines.append(f"- {place.split(': ', 1)[-1]}: the {name} is {obj_state}")
+            here = [
+                (r.name, r.action, ResidentState.of(r).awake)
+                for r in engine.residents(session).values()
+                if World.area_of(r.location) == area
+            ]
+            if not here:
+                lines.append("Nobody is here.")
+            for name, action, awake in here:
+                lines.append(f"{name} is {action if awake else 'asleep'}.")
+            return "\n".join(lines)
+
+
+async def set_paused(engine: Engine, paused: bool) -> datetime:
+    async with engine.lock:
+        with engine.store.session() as session:
+            town = engine.town(session)
+            town.paused = paused
+            session.add(town)
+            return town.clock
+
+
+async def set_speed(engine: Engine, minutes_per_tick: int) -> int:
+    if not 1 <= minutes_per_tick <= 24 * 60:
+        raise ValueError("minutes per tick must be 1 to 1440")
+    async with engine.lock:
+        with engine.store.session() as session:
+            town = engine.town(session)
+            town.minutes_per_tick = minutes_per_tick
+            session.add(town)
+            return minutes_per_tick
+
+
+async def join(
+    engine: Engine, platform: str, user_id: str, name: str, role: str = ""
+) -> tuple[str, str]:
+    """A visitor takes a name and a role; returns them as stored."""
+    who, what = clean_text(name, 80), clean_text(role, 200)
+    if not who:
+        raise ValueError("join as whom? give a name")
+    async with engine.lock:
+        with engine.store.session() as session:
+            _remember_visitor(session, engine.town_id, platform, user_id, who, what)
+    return who, what

@@ -1,0 +1,243 @@
+"""The chat commands, the same words on every platform (Discord, Slack, the web, the shell).
+
+An adapter turns a slash command or a message into ``Commands.handle(caller, line)`` and posts the
+``Reply`` it gets back: publicly, or only to the caller when ``private`` is set. Every command has
+a help text; bad input gets a clear reply, never an exception.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from town import inputs
+from town.engine import Engine
+from town.llm.port import Brain
+from town.store.usage import DailyTokenBudget, StoredUsage
+
+MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who typed the command, and where."""
+
+    platform: str
+    user_id: str
+    display_name: str
+    is_admin: bool = False
+    location: str | None = None  # the area whose channel the command came from
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    private: bool = False
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class Command:
+    usage: str
+    help: str
+    admin: bool
+    run: Callable[[Caller, list[str]], Awaitable[Reply]]
+
+
+@dataclass
+class Commands:
+    engine: Engine
+    usage: StoredUsage | None = None
+    budget: DailyTokenBudget | None = None
+    extra_status: Callable[[], str] | None = None  # e.g. the adapter's intents
+    table: dict[str, Command] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        add = self.table.__setitem__
+        add(
+            "help",
+            Command("help [command]", "list the commands, or explain one", False, self._help),
+        )
+        add(
+            "join",
+            Command("join [name] [role]", "take a name and a role as a visitor", False, self._join),
+        )
+        add("look", Command("look", "this place: its objects and who is here", False, self._look))
+        add("where", Command("where", "who is where", False, self._where))
+        add("time", Command("time", "the town's clock", False, self._time))
+        add(
+            "interview",
+            Command(
+                "interview <resident> <question>",
+                "ask a resident privately; the town does not change",
+                False,
+                self._interview,
+            ),
+        )
+        add(
+            "whisper",
+            Command(
+                "whisper <resident> <text>",
+                "speak as the resident's inner voice",
+                True,
+                self._whisper,
+            ),
+        )
+        add(
+            "set",
+            Command(
+                'set "<area: sub-area: object>" <state>',
+                "rewrite an object's state in words",
+                True,
+                self._set,
+            ),
+        )
+        add("pause", Command("pause", "stop the clock", True, self._pause))
+        add("resume", Command("resume", "start the clock again", True, self._resume))
+        add(
+            "speed",
+            Command(
+                "speed <minutes-per-tick | realtime>",
+                "how much game time a tick is",
+                True,
+                self._speed,
+            ),
+        )
+        add("status", Command("status", "clock, who is awake, LLM use today", True, self._status))
+
+    async def handle(self, caller: Caller, line: str) -> Reply:
+        """Run one command line such as ``interview Isabella "what is new?"``."""
+        try:
+            words = shlex.split(line.strip().removeprefix("/"))
+        except ValueError as exc:
+            return Reply(f"I could not read that: {exc}. Use quotes in pairs.", True, False)
+        if not words:
+            return await self._help(caller, [])
+        name, args = words[0].lower(), words[1:]
+        if name == "town" and args:  # "/town look" as well as "look"
+            name, args = args[0].lower(), args[1:]
+        command = self.table.get(name)
+        if command is None:
+            return Reply(f"There is no command {name!r}. " + self._names(), True, False)
+        if command.admin and not caller.is_admin:
+            return Reply(f"Only admins may use {name}.", True, False)
+        try:
+            return await command.run(caller, args)
+        except (LookupError, ValueError) as exc:
+            message = exc.args[0] if exc.args else str(exc)
+            return Reply(f"{message}\nUsage: {command.usage}", True, False)
+
+    def _names(self) -> str:
+        return "Commands: " + ", ".join(self.table) + ". Try: help <command>."
+
+    async def _help(self, caller: Caller, args: list[str]) -> Reply:
+        if args and args[0].lower() in self.table:
+            c = self.table[args[0].lower()]
+            return Reply(f"{c.usage}: {c.help}" + (" (admins only)" if c.admin else ""), True)
+        lines = [
+            f"{c.usage} - {c.help}" for c in self.table.values() if caller.is_admin or not c.admin
+        ]
+        return Reply("\n".join(lines), True)
+
+    async def _join(self, caller: Caller, args: list[str]) -> Reply:
+        name = args[0] if args else caller.display_name
+        role = " ".join(args[1:])
+        who, what = await inputs.join(self.engine, caller.platform, caller.user_id, name, role)
+        suffix = f", {what}" if what else ""
+        return Reply(f"Welcome, {who}{suffix}. Residents here will notice what you write.")
+
+    async def _look(self, caller: Caller, args: list[str]) -> Reply:
+        place = " ".join(args) or caller.location
+        if not place:
+            raise ValueError("look where? use this in a place's channel, or name a place")
+        return Reply(await inputs.look(self.engine, place), True)
+
+    async def _where(self, caller: Caller, args: list[str]) -> Reply:
+        seen = await inputs.whereabouts(self.engine)
+        lines = [f"{seen.clock:%A %H:%M}" + (" (paused)" if seen.paused else "")]
+        for area, people in sorted(seen.by_area.items()):
+            names = ", ".join(n + ("" if awake else " (asleep)") for n, _, awake in people)
+            lines.append(f"{area}: {names}")
+        return Reply("\n".join(lines), True)
+
+    async def _time(self, caller: Caller, args: list[str]) -> Reply:
+        seen = await inputs.whereabouts(self.engine)
+        state = "paused" if seen.paused else f"{seen.minutes_per_tick} game minutes a tick"
+        return Reply(f"It is {seen.clock:%A, %B %d, %H:%M} in town ({state}).", True)
+
+    async def _interview(self, caller: Caller, args: list[str]) -> Reply:
+        if len(args) < 2:
+            raise ValueError("name a resident and ask a question")
+        answer = await inputs.interview(
+            self.engine, args[0], " ".join(args[1:]), caller.display_name
+        )
+        return Reply(answer, True)
+
+    async def _whisper(self, caller: Caller, args: list[str]) -> Reply:
+        if len(args) < 2:
+            raise ValueError("name a resident and what the inner voice says")
+        name = await inputs.whisper(self.engine, args[0], " ".join(args[1:]))
+        return Reply(f"{name} hears an inner voice.", True)
+
+    async def _set(self, caller: Caller, args: list[str]) -> Reply:
+        text = " ".join(args)
+        if " = " in text:
+            target, state = (part.strip() for part in text.split(" = ", 1))
+        elif len(args) >= 2:
+            target, state = args[0], " ".join(args[1:])
+        else:
+            raise ValueError("name an object and its new state")
+        path = await inputs.set_object(self.engine, target, state)
+        return Reply(f"{path} is now {state}.")
+
+    async def _pause(self, caller: Caller, args: list[str]) -> Reply:
+        clock = await inputs.set_paused(self.engine, True)
+        return Reply(f"The clock stops at {clock:%A %H:%M}.")
+
+    async def _resume(self, caller: Caller, args: list[str]) -> Reply:
+        clock = await inputs.set_paused(self.engine, False)
+        return Reply(f"The clock runs again from {clock:%A %H:%M}.")
+
+    async def _speed(self, caller: Caller, args: list[str]) -> Reply:
+        if len(args) != 1:
+            raise ValueError("give minutes per tick, or realtime")
+        word = args[0].lower()
+        if word == "realtime":
+            minutes = MINUTES_REALTIME
+        elif word.isdigit():
+            minutes = int(word)
+        else:
+            raise ValueError(f"{args[0]!r} is neither a number of minutes nor realtime")
+        await inputs.set_speed(self.engine, minutes)
+        return Reply(f"A tick is now {minutes} game minute{'s' if minutes != 1 else ''}.")
+
+    async def _status(self, caller: Caller, args: list[str]) -> Reply:
+        seen = await inputs.whereabouts(self.engine)
+        people = [p for group in seen.by_area.values() for p in group]
+        awake = sum(1 for _, _, is_awake in people if is_awake)
+        lines = [
+            f"Clock: {seen.clock:%A %Y-%m-%d %H:%M}"
+            + (" (paused)" if seen.paused else f", {seen.minutes_per_tick} min a tick"),
+            f"Residents awake: {awake} of {len(people)}",
+            f"Brain: {_brain_label(self.engine.brain)}",
+        ]
+        if self.usage is not None:
+            calls, tokens = self.usage.totals_today()
+            lines.append(f"LLM today: {calls:,} calls, {tokens:,} tokens")
+        if self.budget is not None:
+            left = self.budget.left()
+            lines.append("Budget: no daily limit" if left is None else f"Budget left: {left:,}")
+        if self.extra_status is not None:
+            lines.append(self.extra_status())
+        return Reply("\n".join(lines), True)
+
+
+def _brain_label(brain: Brain) -> str:
+    mode = getattr(brain, "mode", None)
+    inner = getattr(brain, "inner", None)
+    if inner is not None:
+        return _brain_label(inner)
+    if brain.name == "offline":
+        return "offline brain (deterministic, no LLM)"
+    return f"{brain.name} ({mode})" if mode else brain.name

@@ -1,0 +1,104 @@
+"""The platform-neutral chat commands on the three-resident town."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from bot.commands import Caller, Commands
+from tests.test_engine import make_engine, ticks
+from town.llm.offline import OfflineBrain
+from town.store.db import Store
+from town.store.models import Town, Visitor
+from town.store.usage import DailyTokenBudget, StoredUsage
+
+MEMBER = Caller("web", "u1", "Alice", is_admin=False, location="Hobbs Cafe")
+ADMIN = Caller("web", "u2", "Ada", is_admin=True, location="Hobbs Cafe")
+
+
+@pytest.fixture
+async def commands(tmp_path: Path) -> Commands:
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    engine = await make_engine(store)
+    await ticks(engine, 3)
+    usage = StoredUsage(store, engine.town_id)
+    return Commands(engine, usage, DailyTokenBudget(usage, 1000))
+
+
+async def test_help_and_unknown_commands(commands: Commands) -> None:
+    member_help = await commands.handle(MEMBER, "help")
+    assert "look" in member_help.text and "whisper" not in member_help.text
+    assert "whisper" in (await commands.handle(ADMIN, "/help")).text
+    assert "admins only" in (await commands.handle(MEMBER, "help pause")).text
+    unknown = await commands.handle(MEMBER, "dance wildly")
+    assert not unknown.ok and "no command 'dance'" in unknown.text and "look" in unknown.text
+    broken = await commands.handle(MEMBER, 'interview "Isabella')
+    assert not broken.ok and "quotes" in broken.text
+
+
+async def test_look_where_and_time(commands: Commands) -> None:
+    look = await commands.handle(MEMBER, "look")
+    assert look.private and look.text.startswith("Hobbs Cafe: a small cafe")
+    assert "the stove is off" in look.text and "Isabella Rodriguez is" in look.text
+    assert "it is open" in look.text
+    elsewhere = await commands.handle(MEMBER, "look Mueller home")
+    assert "Maria Lopez is asleep" in elsewhere.text
+    nowhere = await commands.handle(Caller("web", "u3", "Bob"), "look")
+    assert not nowhere.ok and "look where?" in nowhere.text
+    where = await commands.handle(MEMBER, "/town where")
+    assert "Hobbs Cafe: " in where.text and "Maria Lopez (asleep)" in where.text
+    assert "07:20" in (await commands.handle(MEMBER, "time")).text
+
+
+async def test_admin_commands_are_refused_to_members(commands: Commands) -> None:
+    for line in ("pause", "resume", "speed 5", "status", "whisper Klaus hi", "set x y"):
+        reply = await commands.handle(MEMBER, line)
+        assert not reply.ok and reply.text.startswith("Only admins"), line
+
+
+async def test_pause_resume_and_speed(commands: Commands) -> None:
+    engine = commands.engine
+    assert "stops at Monday 07:20" in (await commands.handle(ADMIN, "pause")).text
+    assert (await engine.tick()).skipped
+    assert "(paused)" in (await commands.handle(MEMBER, "time")).text
+    await commands.handle(ADMIN, "resume")
+    assert "15 game minutes" in (await commands.handle(ADMIN, "speed 15")).text
+    assert "1 game minute." in (await commands.handle(ADMIN, "speed realtime")).text
+    bad = await commands.handle(ADMIN, "speed fast")
+    assert not bad.ok and "neither a number" in bad.text and "Usage: speed" in bad.text
+    report = await engine.tick()
+    assert not report.skipped and report.clock.minute == 21
+    with engine.store.session() as s:
+        assert s.exec(select(Town)).one().minutes_per_tick == 1  # stored, so a restart keeps it
+
+
+async def test_interview_whisper_set_and_join(commands: Commands) -> None:
+    answer = await commands.handle(MEMBER, 'interview Isabella "Are you an AI?"')
+    assert answer.private and "AI" in answer.text
+    missing = await commands.handle(MEMBER, "interview Nobody hello")
+    assert not missing.ok and "no resident named 'Nobody'" in missing.text
+    assert "hears an inner voice" in (await commands.handle(ADMIN, "whisper Klaus go home")).text
+    done = await commands.handle(ADMIN, "set Hobbs Cafe: kitchen: stove = burning")
+    assert done.text == "Hobbs Cafe: kitchen: stove is now burning."
+    quoted = await commands.handle(ADMIN, 'set "Hobbs Cafe: counter: coffee machine" brewing')
+    assert quoted.ok
+    wrong = await commands.handle(ADMIN, "set Hobbs Cafe: attic: box = open")
+    assert not wrong.ok and "no object" in wrong.text
+    joined = await commands.handle(MEMBER, 'join Alice "a news reporter"')
+    assert joined.text.startswith("Welcome, Alice, a news reporter")
+    with commands.engine.store.session() as s:
+        visitor = s.exec(select(Visitor)).one()
+    assert (visitor.display_name, visitor.role, visitor.platform) == (
+        "Alice",
+        "a news reporter",
+        "web",
+    )
+
+
+async def test_status_shows_clock_brain_and_budget(commands: Commands) -> None:
+    commands.engine.brain = OfflineBrain()
+    status = await commands.handle(ADMIN, "status")
+    assert "Residents awake: 2 of 3" in status.text
+    assert "offline brain" in status.text and "Budget left: 1,000" in status.text
