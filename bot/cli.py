@@ -9,11 +9,10 @@ from contextlib import suppress
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bot import cli_town
-from bot.cli_common import err, guarded, out, settings_and_logging
+from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
 from bot.logs import setup_logging
 from bot.settings import load_settings, masked_url
 
@@ -204,14 +203,7 @@ def bench_town(
 
     def run() -> None:
         settings = settings_and_logging()
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
+        with progress_bar() as bar:
             task = bar.add_task("ticks", total=1)
 
             def progress(done: int, total: int) -> None:
@@ -268,14 +260,7 @@ def bench_retrieval(
     def run() -> None:
         settings = settings_and_logging()
         counts = [int(s.replace("_", "")) for s in sizes.split(",") if s.strip()]
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
+        with progress_bar() as bar:
             task = bar.add_task("starting", total=1)
 
             def progress(what: str, done: int, total: int) -> None:

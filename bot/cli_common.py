@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bot.logs import setup_logging
 from bot.settings import Settings, SettingsError, load_settings
@@ -54,3 +55,15 @@ def settings_and_logging() -> Settings:
 def guarded(fn: Callable[[], T]) -> T:
     with clear_errors():
         return fn()
+
+
+def progress_bar() -> Progress:
+    """The progress bar of long commands, on stderr, gone when done."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )

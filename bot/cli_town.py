@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, settings_and_logging
+from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
 from bot.commands import Caller, Commands, Reply
 from bot.settings import Settings, SettingsError
 from bot.town_cmds import RunSummary, open_town, target_time
@@ -62,14 +61,7 @@ def simulate(
             f"running to {until:%Y-%m-%d %H:%M}"
         )
         total = max(1, int((until - clock).total_seconds() // 60 // opened.town.minutes_per_tick))
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
+        with progress_bar() as bar:
             task = bar.add_task("ticking", total=total)
 
             def progress(report: TickReport) -> None:
