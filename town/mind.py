@@ -328,7 +328,7 @@ async def _follow_plan(
         and tick.now < datetime.fromisoformat(state.item_until)
     ):
         return  # the current action goes on: no need to look at the plan
-    item = await current_action(tick, resident, spec, state)
+    item = await current_action(tick, resident)
     if item is None or item.id == state.item:
         return
     state.item = item.id

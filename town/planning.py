@@ -68,21 +68,19 @@ async def plan_day(
     return await _store(tick, resident, result.chunks, "day", None)
 
 
-async def current_action(
-    tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
-) -> PlanItem | None:
+async def current_action(tick: Tick, resident: Resident) -> PlanItem | None:
     """The action item in force now, decomposing the day chunk and the hour item if due."""
     day = _covering(tick, resident, "day", None)
     if day is None:
         return None
     hour = _covering(tick, resident, "hour", day.id)
     if hour is None:
-        hour = await _decompose(tick, resident, state, day, "hour")
+        hour = await _decompose(tick, resident, day, "hour")
         if hour is None:
             return None
     action = _covering(tick, resident, "action", hour.id)
     if action is None:
-        action = await _decompose(tick, resident, state, hour, "action")
+        action = await _decompose(tick, resident, hour, "action")
     return action
 
 
@@ -102,7 +100,7 @@ def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) ->
 
 
 async def _decompose(
-    tick: Tick, resident: Resident, state: ResidentState, parent: PlanItem, level: str
+    tick: Tick, resident: Resident, parent: PlanItem, level: str
 ) -> PlanItem | None:
     """Break ``parent`` into ``level`` items, from now (or its start) to its end."""
     begin = max(parent.start, tick.now.replace(second=0, microsecond=0))
