@@ -111,7 +111,7 @@ def remember(
     text: Annotated[str, typer.Argument(help="What the resident remembers.")],
     town: Annotated[str, typer.Option(help="Town name; created if missing.")] = "demo",
     kind: Annotated[
-        str, typer.Option(help="seed, observation, chat, plan, reflection.")
+        str, typer.Option(help="seed, observation, chat, plan, reflection, directive.")
     ] = "observation",
     importance: Annotated[
         int | None, typer.Option(min=1, max=10, help="1-10; default: ask the brain.")
