@@ -47,8 +47,7 @@ def clear_errors() -> Iterator[None]:
 
 def settings_and_logging() -> Settings:
     settings = load_settings()
-    secrets = [settings.llm_api_key.get_secret_value()] if settings.llm_api_key else []
-    setup_logging(settings.log_level, secrets)
+    setup_logging(settings.log_level, settings.secrets())
     return settings
 
 

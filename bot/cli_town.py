@@ -10,8 +10,9 @@ from typing import Annotated, TypeVar
 import typer
 from rich.table import Table
 
+from adapters.base import Caller, Reply
 from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
-from bot.commands import Caller, Commands, Reply
+from bot.commands import Commands
 from bot.settings import Settings, SettingsError
 from bot.town_cmds import RunSummary, open_town, target_time
 from bot.town_cmds import simulate as run_simulation

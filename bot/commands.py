@@ -11,30 +11,13 @@ import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from adapters.base import Caller, Reply
 from town import inputs
 from town.engine import Engine
 from town.llm.port import Brain
 from town.store.usage import DailyTokenBudget, StoredUsage
 
 MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who typed the command, and where."""
-
-    platform: str
-    user_id: str
-    display_name: str
-    is_admin: bool = False
-    location: str | None = None  # the area whose channel the command came from
-
-
-@dataclass(frozen=True)
-class Reply:
-    text: str
-    private: bool = False
-    ok: bool = True
 
 
 @dataclass(frozen=True)

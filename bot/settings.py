@@ -69,6 +69,40 @@ class Settings(BaseSettings):
     relevance_weight: float = Field(1.0, ge=0, description="Retrieval weight of relevance.")
     recency_decay: float = Field(0.99, gt=0, le=1, description="Recency factor per game hour.")
 
+    town: str = Field("smallville", description="The town `bottown run` serves.")
+    tick_seconds: float = Field(
+        10.0, gt=0, le=3600, description="Real seconds between two ticks while a town runs."
+    )
+    admins: list[str] = Field(
+        default_factory=list,
+        description='Extra admins as "platform:user_id" (e.g. "discord:1234", "web:alice").',
+    )
+
+    web_host: str = Field("127.0.0.1", description="Address the local web adapter listens on.")
+    web_port: int = Field(8765, ge=0, le=65535, description="Port of the web adapter (0: any).")
+
+    discord_token: SecretStr | None = Field(None, description="Discord bot token.")
+    discord_guild_id: int | None = Field(
+        None, description="Discord server (guild) the town lives in; default: the first joined."
+    )
+    discord_message_content: bool = Field(
+        True,
+        description="Ask for the privileged message_content intent (off: mentions and slash "
+        "commands only).",
+    )
+
+    slack_bot_token: SecretStr | None = Field(None, description="Slack bot token (xoxb-...).")
+    slack_app_token: SecretStr | None = Field(
+        None, description="Slack app-level token (xapp-...) for Socket Mode."
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        None, description="Slack signing secret, for the HTTP Events API."
+    )
+    slack_mode: Literal["socket", "http"] = Field(
+        "socket", description="socket: Socket Mode (no public URL); http: the Events API."
+    )
+    slack_port: int = Field(3000, ge=0, le=65535, description="Port for slack_mode = http.")
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 
     @classmethod
@@ -92,6 +126,11 @@ class Settings(BaseSettings):
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'bottown.db'}"
+
+    def secrets(self) -> list[str]:
+        """Every secret's value, for the log filter that masks them."""
+        values = [getattr(self, name) for name in type(self).model_fields]
+        return [v.get_secret_value() for v in values if isinstance(v, SecretStr)]
 
     @property
     def uses_llm(self) -> bool:

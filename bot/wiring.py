@@ -97,6 +97,11 @@ class Services:
         )
         return cls(settings, store, embedder, index)
 
+    def close(self) -> None:
+        """Finish pending index writes and release the database."""
+        self.executor.shutdown(wait=True)
+        self.store.dispose()
+
     def stream(self, resident_id: int) -> MemoryStream:
         found = self._streams.get(resident_id)
         if found is None:

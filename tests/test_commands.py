@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from bot.commands import Caller, Commands
+from adapters.base import Caller
+from bot.commands import Commands
 from tests.test_engine import make_engine, ticks
 from town.llm.offline import OfflineBrain
 from town.store.db import Store

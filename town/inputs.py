@@ -77,7 +77,11 @@ async def say(
             town = engine.town(session)
             tick = engine.new_tick(session, town.clock)
             area = _area(tick.world, location)
-            _remember_visitor(session, engine.town_id, platform, user_id or who, who, role)
+            visitor = _known_visitor(session, engine.town_id, platform, user_id or who)
+            if visitor is None or role:
+                _remember_visitor(session, engine.town_id, platform, user_id or who, who, role)
+            else:  # a visitor who joined keeps the name and role they chose
+                who, role = visitor.display_name, visitor.role
             quoted = f'{who}{f" ({clean_text(role, 200)})" if role else ""} said: "{words}"'
             present = [r for r in tick.residents.values() if World.area_of(r.location) == area]
             result = SayResult(area, [r.name for r in present])
@@ -206,16 +210,20 @@ def _area(world: World, location: str) -> str:
     return World.area_of(resolved)
 
 
-def _remember_visitor(
-    session: Session, town_id: int, platform: str, user_id: str, name: str, role: str
-) -> None:
-    row = session.exec(
+def _known_visitor(session: Session, town_id: int, platform: str, user_id: str) -> Visitor | None:
+    return session.exec(
         select(Visitor).where(
             Visitor.town_id == town_id,
             Visitor.platform == platform,
             Visitor.platform_user_id == user_id[:100],
         )
     ).first()
+
+
+def _remember_visitor(
+    session: Session, town_id: int, platform: str, user_id: str, name: str, role: str
+) -> None:
+    row = _known_visitor(session, town_id, platform, user_id)
     if row is None:
         row = Visitor(
             town_id=town_id,

@@ -142,3 +142,33 @@ class LlmUsage(SQLModel, table=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     fallbacks: int = 0
+
+
+class ChannelLink(SQLModel, table=True):
+    """A town location's channel on one platform, found or created once and then reused.
+
+    ``extra`` holds what the platform needs besides the id (a Discord webhook's id and token)."""
+
+    __table_args__ = (UniqueConstraint("town_id", "platform", "area"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    platform: str = Field(max_length=20)
+    area: str = Field(max_length=300)
+    channel_id: str = Field(max_length=100)
+    extra: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
+
+
+class Delivery(SQLModel, table=True):
+    """One outbox event's delivery to one platform. The row is written ("sending") before the
+    post and marked "sent" after it, so a restart never posts a message twice: a row left in
+    "sending" by a crash is not sent again (at most once), and is counted as "unknown"."""
+
+    __table_args__ = (UniqueConstraint("outbox_id", "platform"),)
+    id: int | None = Field(default=None, primary_key=True)
+    outbox_id: int = Field(foreign_key="outboxevent.id", index=True)
+    platform: str = Field(max_length=20)
+    status: str = Field(max_length=10)  # sending, sent, digested, failed, unknown, skipped
+    message_id: str = Field(default="", max_length=200)
+    attempts: int = 0
+    error: str = Field(default="", max_length=500)
+    updated_at: datetime = Field(default_factory=utcnow)

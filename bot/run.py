@@ -1,0 +1,211 @@
+"""``bottown run``: one town, live, on one or more platforms.
+
+``TownRuntime`` is the town as adapters see it (``adapters.base.TownPort``): visitors' messages
+and commands go in through it; the town's events come out through one ``OutboxPump`` per
+adapter. A tick runs every ``tick_seconds`` real seconds unless the town is paused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from adapters.base import Adapter, Caller, Reply
+from adapters.delivery import OutboxPump
+from bot.commands import Commands
+from bot.settings import Settings
+from bot.town_cmds import OpenTown, open_town
+from town import inputs
+from town.store.db import Store
+from town.store.usage import DailyTokenBudget
+from town.world import World
+
+log = logging.getLogger(__name__)
+
+PLATFORMS = ("web", "discord", "slack")
+
+
+@dataclass
+class TownRuntime:
+    """A running town: the ``TownPort`` every adapter talks to."""
+
+    opened: OpenTown
+    settings: Settings
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # the outbox has news
+    adapters: list[Adapter] = field(default_factory=list)
+    commands: Commands = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.commands = Commands(
+            self.opened.engine,
+            usage=self.opened.usage,
+            budget=DailyTokenBudget(self.opened.usage, self.settings.daily_token_budget),
+            extra_status=self._adapter_status,
+        )
+
+    @property
+    def town_name(self) -> str:
+        return self.opened.town.name
+
+    @property
+    def store(self) -> Store:
+        return self.opened.services.store
+
+    @property
+    def town_id(self) -> int:
+        assert self.opened.town.id is not None
+        return self.opened.town.id
+
+    def areas(self) -> list[str]:
+        return [area.name for area in self.opened.engine.spec.areas]
+
+    async def visitor_says(
+        self, platform: str, user_id: str, display_name: str, area: str, text: str
+    ) -> None:
+        try:
+            await inputs.say(
+                self.opened.engine,
+                area,
+                display_name,
+                text,
+                platform=platform,
+                user_id=user_id,
+            )
+        except ValueError as exc:  # an empty message, an unknown place: nothing to remember
+            log.info("ignored a %s message in %s: %s", platform, area, exc)
+        self.wake.set()
+
+    async def command(self, caller: Caller, line: str) -> Reply:
+        if not caller.is_admin and f"{caller.platform}:{caller.user_id}" in self.settings.admins:
+            caller = Caller(
+                caller.platform, caller.user_id, caller.display_name, True, caller.location
+            )
+        reply = await self.commands.handle(caller, line)
+        self.wake.set()  # set, say and whisper change the town
+        return reply
+
+    def _adapter_status(self) -> str:
+        return "\n".join(a.status_line() for a in self.adapters)
+
+    async def tick_forever(self) -> None:
+        """A tick every ``tick_seconds``; a failed tick rolls back whole and the next one tries
+        again from the same clock."""
+        while True:
+            await asyncio.sleep(self.settings.tick_seconds)
+            try:
+                report = await self.opened.engine.tick()
+            except Exception:
+                log.exception("a tick failed and was rolled back; the clock did not move")
+                continue
+            if report.events:
+                self.wake.set()
+
+
+def known_area(runtime: TownRuntime, name: str) -> str | None:
+    """The area a channel name stands for, if any (case and punctuation aside)."""
+    wanted = _slug(name)
+    for area in runtime.areas():
+        if _slug(area) == wanted or _slug(World.area_of(area)) == wanted:
+            return area
+    return None
+
+
+def _slug(text: str) -> str:
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
+    """The adapter called ``name``, configured from the settings."""
+    settings = runtime.settings
+    if name == "web":
+        from adapters.web import WebAdapter
+
+        return WebAdapter(
+            runtime,
+            runtime.store,
+            runtime.town_id,
+            host=settings.web_host,
+            port=settings.web_port,
+        )
+    if name == "discord":
+        if settings.discord_token is None:
+            raise ValueError("--platform discord needs BOTTOWN_DISCORD_TOKEN (see the README)")
+        from adapters.discord import DiscordAdapter
+
+        return DiscordAdapter(
+            runtime,
+            runtime.store,
+            runtime.town_id,
+            token=settings.discord_token.get_secret_value(),
+            guild_id=settings.discord_guild_id,
+            message_content=settings.discord_message_content,
+        )
+    if name == "slack":
+        if settings.slack_bot_token is None:
+            raise ValueError("--platform slack needs BOTTOWN_SLACK_BOT_TOKEN (see the README)")
+        from adapters.slack import SlackAdapter
+
+        return SlackAdapter(
+            runtime,
+            runtime.store,
+            runtime.town_id,
+            bot_token=settings.slack_bot_token.get_secret_value(),
+            app_token=_secret(settings.slack_app_token),
+            signing_secret=_secret(settings.slack_signing_secret),
+            mode=settings.slack_mode,
+            port=settings.slack_port,
+        )
+    raise ValueError(f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}")
+
+
+def _secret(value: object) -> str | None:
+    getter = getattr(value, "get_secret_value", None)
+    return getter() if getter else None
+
+
+def default_platforms(settings: Settings) -> list[str]:
+    """The platforms whose tokens are set; the local web adapter when none is."""
+    found = []
+    if settings.discord_token is not None:
+        found.append("discord")
+    if settings.slack_bot_token is not None:
+        found.append("slack")
+    return found or ["web"]
+
+
+async def serve(
+    settings: Settings,
+    platforms: list[str],
+    *,
+    town: str | None = None,
+    persona: str | None = None,
+    ready: Callable[[TownRuntime], None] | None = None,
+) -> None:
+    """Run a town on ``platforms`` until cancelled: ticks, inputs, outbox delivery."""
+    opened = await open_town(settings, town or settings.town, persona=persona, create=True)
+    runtime = TownRuntime(opened, settings)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for name in platforms:
+            adapter = build_adapter(name, runtime)
+            await adapter.start()
+            runtime.adapters.append(adapter)
+            pump = OutboxPump(runtime.store, runtime.town_id, adapter)
+            tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))
+        tasks.append(asyncio.create_task(runtime.tick_forever(), name="ticks"))
+        if ready:
+            ready(runtime)
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for adapter in reversed(runtime.adapters):
+            with contextlib.suppress(Exception):
+                await adapter.stop()
+        opened.services.close()
