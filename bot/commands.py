@@ -211,8 +211,9 @@ class Commands:
         if self.budget is not None:
             left = self.budget.left()
             lines.append("Budget: no daily limit" if left is None else f"Budget left: {left:,}")
-        if self.extra_status is not None:
-            lines.append(self.extra_status())
+        extra = self.extra_status() if self.extra_status is not None else ""
+        if extra:
+            lines.append(extra)
         return Reply("\n".join(lines), True)
 
 

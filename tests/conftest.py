@@ -6,7 +6,7 @@ import asyncio
 import ipaddress
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +99,25 @@ def fake_llm() -> Iterator[str]:
     yield ready[0]
     stop.set()
     thread.join(5)
+
+
+MINITOWN = Path(__file__).parent / "data" / "minitown"
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
+    """A live three-resident town (offline brain, hash embedder) as the adapters see it: a
+    ``bot.run.TownRuntime``. Nothing ticks unless the test ticks ``runtime.opened.engine``."""
+    from bot.run import TownRuntime
+    from bot.settings import load_settings
+    from bot.town_cmds import open_town
+    from town.vectors import ChromaIndex
+
+    ChromaIndex.release_all()
+    settings = load_settings(
+        data_dir=tmp_path / "data", embedder="hash", brain="offline", admins=["web:root"]
+    )
+    opened = await open_town(settings, "mini", persona=str(MINITOWN), create=True)
+    town = TownRuntime(opened, settings)
+    yield town
+    opened.services.close()
