@@ -189,7 +189,63 @@ def command(
         raise typer.Exit(1)
 
 
+def run(
+    platform: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--platform",
+            "-p",
+            help="web, discord or slack; repeat for several. Default: the platforms whose "
+            "tokens are set, else web.",
+        ),
+    ] = None,
+    town: Annotated[str | None, typer.Option(help="Town name (default: settings.town).")] = None,
+    persona: Annotated[
+        str | None, typer.Option(help="Persona folder or path, when the town is new.")
+    ] = None,
+    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    tick_seconds: Annotated[
+        float | None, typer.Option(min=0.05, help="Real seconds between ticks.")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port of the web adapter.")] = None,
+) -> None:
+    """Run a town live on Discord, Slack or the local web page, until Ctrl-C."""
+    from bot.run import PLATFORMS, TownRuntime, default_platforms, serve
+
+    def go() -> None:
+        settings = _town_settings(brain)
+        changes: dict[str, object] = {}
+        if tick_seconds is not None:
+            changes["tick_seconds"] = tick_seconds
+        if port is not None:
+            changes["web_port"] = port
+        settings = settings.model_copy(update=changes)
+        chosen = platform or default_platforms(settings)
+        for name in chosen:
+            if name not in PLATFORMS:
+                raise SettingsError(
+                    f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}"
+                )
+        label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain (no LLM)"
+
+        def ready(runtime: TownRuntime) -> None:
+            out.print(
+                f"{runtime.town_name} is running ({label}), a tick every "
+                f"{settings.tick_seconds:g} s. Ctrl-C stops it; everything is saved."
+            )
+            for adapter in runtime.adapters:
+                out.print("  " + adapter.status_line(), highlight=False)
+
+        try:
+            asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
+        except KeyboardInterrupt:
+            err.print("stopped; the town resumes from its clock on the next run")
+
+    guarded(go)
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(run)
     app.command("cmd")(command)
     app.command()(simulate)
     app.command()(interview)
