@@ -178,14 +178,31 @@ def recall(
 
 @app.command()
 def demo(
-    hours: Annotated[float, typer.Option(min=0.5, max=48, help="Game hours to run.")] = 5.0,
+    headless: Annotated[
+        bool, typer.Option(help="Run a morning in the terminal instead of serving the page.")
+    ] = False,
+    hours: Annotated[
+        float, typer.Option(min=0.5, max=48, help="With --headless: game hours to run.")
+    ] = 5.0,
+    tick_seconds: Annotated[
+        float, typer.Option(min=0.1, help="Real seconds between ticks while served.")
+    ] = 4.0,
+    port: Annotated[int | None, typer.Option(help="Port of the page (default: settings).")] = None,
 ) -> None:
-    """A Smallville morning, headless, shown as the chat channels would show it."""
-    from bot.demo import run_demo
+    """Smallville afresh: served in the browser (make demo), or a morning headless."""
+    from bot.demo import run_demo, serve_demo
 
     def run() -> None:
         settings = settings_and_logging()
-        asyncio.run(run_demo(settings, out, hours))
+        if port is not None:
+            settings = settings.model_copy(update={"web_port": port})
+        try:
+            if headless:
+                asyncio.run(run_demo(settings, out, hours))
+            else:
+                asyncio.run(serve_demo(settings, out, tick_seconds=tick_seconds))
+        except KeyboardInterrupt:
+            err.print("stopped")
 
     guarded(run)
 

@@ -1,4 +1,8 @@
-"""``bottown demo``: a Smallville morning, headless, shown as the chat channels would show it.
+"""``bottown demo``: Smallville in the browser (``make demo``), or a morning headless.
+
+By default the demo town wakes up (a short headless warm-up from 07:00) and is then served by
+the local web adapter, a tick every few seconds, until Ctrl-C. With ``--headless`` a whole
+morning runs in the terminal, shown as the chat channels would show it.
 
 The demo town lives in its own folder (``<data_dir>/demo``), started afresh on every run: 25
 residents wake, plan, move, talk, react and reflect from 07:00 to ``--hours`` later; a visitor
@@ -13,6 +17,7 @@ from datetime import timedelta
 
 from rich.console import Console
 
+from bot.run import TownRuntime, serve
 from bot.settings import Settings
 from bot.town_cmds import open_town, simulate
 from town.engine import TickReport
@@ -24,17 +29,52 @@ SHOWN = {"said", "reacted", "reflected", "object", "conversation"}
 QUESTIONS = ("What are you planning for Valentine's Day?", "Are you an AI?")
 
 
-async def run_demo(settings: Settings, out: Console, hours: float = 5.0) -> None:
+def _fresh(settings: Settings, out: Console) -> Settings:
+    """Settings for a demo town started afresh in ``<data_dir>/demo``, announced with its brain."""
     folder = settings.data_dir / "demo"
     ChromaIndex.release_all()  # a demo run earlier in this process may hold the old folder
     shutil.rmtree(folder, ignore_errors=True)
-    demo_settings = settings.model_copy(update={"data_dir": folder, "database_url": None})
     label = (
         f"LLM {settings.llm_model} via the gateway"
         if settings.uses_llm
         else "OFFLINE BRAIN (deterministic, no LLM configured)"
     )
     out.rule(f"bottown demo — Smallville — brain: {label}")
+    return settings.model_copy(update={"data_dir": folder, "database_url": None})
+
+
+async def serve_demo(
+    settings: Settings, out: Console, warmup_hours: float = 1.0, tick_seconds: float = 4.0
+) -> None:
+    """Wake the demo town headless, then serve it in the browser until cancelled."""
+    demo_settings = _fresh(settings, out).model_copy(update={"tick_seconds": tick_seconds})
+    opened = await open_town(demo_settings, "demo", persona="smallville", create=True)
+    start = opened.town.clock
+    out.print(
+        f"waking 25 residents: {start:%H:%M} to {start + timedelta(hours=warmup_hours):%H:%M}"
+    )
+    replay = demo_settings.data_dir / "replay.jsonl"
+    await simulate(opened, start + timedelta(hours=warmup_hours), replay)
+    opened.services.close()
+    ChromaIndex.release_all()
+
+    def ready(runtime: TownRuntime) -> None:
+        out.print(f"[bold green]The town is alive: open {_url(runtime)}[/bold green]")
+        out.print(
+            f"a tick ({runtime.opened.town.minutes_per_tick} game minutes) every "
+            f"{tick_seconds:g} s; write in a place's channel as a visitor, or /help. Ctrl-C stops."
+        )
+
+    await serve(demo_settings, ["web"], town="demo", persona="smallville", ready=ready)
+
+
+def _url(runtime: TownRuntime) -> str:
+    return next((str(getattr(a, "url", "")) for a in runtime.adapters if a.name == "web"), "")
+
+
+async def run_demo(settings: Settings, out: Console, hours: float = 5.0) -> None:
+    demo_settings = _fresh(settings, out)
+    folder = demo_settings.data_dir
     opened = await open_town(demo_settings, "demo", persona="smallville", create=True)
     start = opened.town.clock
     out.print(f"25 residents asleep at home, {start:%A %H:%M}. Running {hours:g} game hours.\n")

@@ -39,13 +39,13 @@ def test_help_lists_the_commands() -> None:
 
 
 def test_demo_runs_offline_and_says_so() -> None:
-    result = runner.invoke(app, ["demo", "--hours", "2"])
+    result = runner.invoke(app, ["demo", "--headless", "--hours", "2"])
     assert result.exit_code == 0, result.output
     assert "OFFLINE BRAIN" in result.output
     assert "12 ticks" in result.output and "#" in result.output
     assert "AI" in result.output  # asked whether she is an AI, Isabella says so
     assert Path("data/demo/replay.jsonl").stat().st_size > 0
-    again = runner.invoke(app, ["demo", "--hours", "2"])  # each run starts afresh
+    again = runner.invoke(app, ["demo", "--headless", "--hours", "2"])  # each run starts afresh
     assert again.exit_code == 0
     assert "12 ticks" in again.output
 
@@ -56,7 +56,7 @@ def test_demo_through_the_gateway_records_usage(
     monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", fake_llm)
     monkeypatch.setenv("BOTTOWN_LLM_MODEL", "bottown-fake")
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    result = runner.invoke(app, ["demo", "--hours", "1"])
+    result = runner.invoke(app, ["demo", "--headless", "--hours", "1"])
     assert result.exit_code == 0, result.output
     assert "LLM bottown-fake via the gateway" in result.output
     stats = fake_stats(fake_llm)
@@ -164,7 +164,7 @@ def test_simulate_writes_a_replay_and_resumes(monkeypatch: pytest.MonkeyPatch) -
 
 def test_town_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.02"])
+    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.06"])
     assert sim.exit_code == 0, sim.output
     said = runner.invoke(
         app,
@@ -192,7 +192,7 @@ def test_town_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_chat_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.02"])
+    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.06"])
     assert sim.exit_code == 0, sim.output
     where = runner.invoke(app, ["cmd", "where", "--town", "mini"])
     assert where.exit_code == 0 and "Hobbs Cafe: " in where.output

@@ -9,7 +9,7 @@ from sqlmodel import select
 
 from adapters.base import Caller
 from bot.commands import Commands
-from tests.test_engine import make_engine, ticks
+from tests.test_engine import CAFE_PAIR, at_cafe, make_engine, until
 from town.llm.offline import OfflineBrain
 from town.store.db import Store
 from town.store.models import Town, Visitor
@@ -23,7 +23,7 @@ ADMIN = Caller("web", "u2", "Ada", is_admin=True, location="Hobbs Cafe")
 async def commands(tmp_path: Path) -> Commands:
     store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
     engine = await make_engine(store)
-    await ticks(engine, 3)
+    await until(engine, at_cafe(store, *CAFE_PAIR))  # 07:30
     usage = StoredUsage(store, engine.town_id)
     return Commands(engine, usage, DailyTokenBudget(usage, 1000))
 
@@ -50,7 +50,7 @@ async def test_look_where_and_time(commands: Commands) -> None:
     assert not nowhere.ok and "look where?" in nowhere.text
     where = await commands.handle(MEMBER, "/town where")
     assert "Hobbs Cafe: " in where.text and "Maria Lopez (asleep)" in where.text
-    assert "07:20" in (await commands.handle(MEMBER, "time")).text
+    assert "07:30" in (await commands.handle(MEMBER, "time")).text
 
 
 async def test_admin_commands_are_refused_to_members(commands: Commands) -> None:
@@ -61,7 +61,7 @@ async def test_admin_commands_are_refused_to_members(commands: Commands) -> None
 
 async def test_pause_resume_and_speed(commands: Commands) -> None:
     engine = commands.engine
-    assert "stops at Monday 07:20" in (await commands.handle(ADMIN, "pause")).text
+    assert "stops at Monday 07:30" in (await commands.handle(ADMIN, "pause")).text
     assert (await engine.tick()).skipped
     assert "(paused)" in (await commands.handle(MEMBER, "time")).text
     await commands.handle(ADMIN, "resume")
@@ -70,7 +70,7 @@ async def test_pause_resume_and_speed(commands: Commands) -> None:
     bad = await commands.handle(ADMIN, "speed fast")
     assert not bad.ok and "neither a number" in bad.text and "Usage: speed" in bad.text
     report = await engine.tick()
-    assert not report.skipped and report.clock.minute == 21
+    assert not report.skipped and report.clock.minute == 31
     with engine.store.session() as s:
         assert s.exec(select(Town)).one().minutes_per_tick == 1  # stored, so a restart keeps it
 

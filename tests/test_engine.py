@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +11,7 @@ import pytest
 from sqlmodel import col, select
 
 from town.embedding import HashEmbedder
-from town.engine import Engine
+from town.engine import Engine, TickReport
 from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
@@ -73,24 +73,35 @@ async def ticks(engine: Engine, n: int) -> list[Any]:
     return [await engine.tick() for _ in range(n)]
 
 
+async def until(engine: Engine, done: Callable[[], bool], limit: int = 30) -> list[TickReport]:
+    """Tick until ``done()`` holds (at most ``limit`` ticks); the reports of those ticks."""
+    reports = []
+    while not done():
+        assert len(reports) < limit, "the town never got there"
+        reports.append(await engine.tick())
+    return reports
+
+
+def at_cafe(store: Store, *names: str) -> Callable[[], bool]:
+    return lambda: all(resident(store, n).location.startswith("Hobbs Cafe") for n in names)
+
+
+CAFE_PAIR = ("Isabella Rodriguez", "Klaus Mueller")
+
+
 async def test_burning_stove_is_noticed_next_tick_and_put_out(store: Store) -> None:
     engine = await make_engine(store)
-    await ticks(engine, 3)  # 07:20: Isabella and Klaus are up and at the cafe
-    assert resident(store, "Isabella Rodriguez").location.startswith("Hobbs Cafe")
-    before = {
-        n: _plan(store, n, ("hour", "action")) for n in ("Isabella Rodriguez", "Klaus Mueller")
-    }
+    await until(engine, at_cafe(store, *CAFE_PAIR))  # Isabella and Klaus are up, at the cafe
+    before = {n: _plan(store, n, ("hour", "action")) for n in CAFE_PAIR}
     assert await set_object(engine, "hobbs cafe: KITCHEN: stove", "burning") == (
         "Hobbs Cafe: kitchen: stove"
     )
-    report = await engine.tick()
+    await engine.tick()  # noticed on the next tick: a rated observation of each one there
+    for name in CAFE_PAIR:
+        assert any("stove" in m.text and "burning" in m.text for m in memories(store, name))
+    report = await engine.tick()  # the reaction, from the paper's two retrievals
     reacted = [e for e in report.events if e.kind == "reacted"]
     assert reacted and all("stove" in e.text for e in reacted)
-    changed = [e for e in report.events if e.kind == "object"]
-    assert changed and changed[-1].data["state"] == "off"
-    with store.session() as s:
-        stove = s.exec(select(WorldObject).where(WorldObject.name == "stove")).one()
-    assert stove.state == "off"
     reactor = reacted[0].resident
     assert any("stopped to" in m.text for m in memories(store, reactor))
     assert "stove" in ResidentState.of(resident(store, reactor)).reaction
@@ -99,6 +110,12 @@ async def test_burning_stove_is_noticed_next_tick_and_put_out(store: Store) -> N
         p.id for p in before[reactor] if p.start + timedelta(minutes=p.duration_min) > report.clock
     }
     assert not pending & {p.id for p in _plan(store, reactor, ("hour", "action"))}
+    report = await engine.tick()  # and what the reaction does to the stove
+    changed = [e for e in report.events if e.kind == "object"]
+    assert changed and changed[-1].data["state"] == "off"
+    with store.session() as s:
+        stove = s.exec(select(WorldObject).where(WorldObject.name == "stove")).one()
+    assert stove.state == "off"
 
 
 def _plan(store: Store, name: str, levels: tuple[str, ...]) -> list[PlanItem]:
@@ -114,7 +131,7 @@ def _plan(store: Store, name: str, levels: tuple[str, ...]) -> list[PlanItem]:
 async def test_inner_voice_changes_the_plan_and_comes_up_in_conversation(store: Store) -> None:
     brain = ScriptedBrain()
     engine = await make_engine(store, brain)
-    await ticks(engine, 4)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
     with pytest.raises(UnknownResident, match="residents: Isabella Rodriguez"):
         await whisper(engine, "Nobody", "hello")
     assert await whisper(engine, "Klaus", "You should tell Isabella about your research") == (
@@ -123,14 +140,22 @@ async def test_inner_voice_changes_the_plan_and_comes_up_in_conversation(store: 
     brain.enqueue(
         "react",
         {"react": True, "reaction": "going to talk to Isabella", "talk_to": "Isabella Rodriguez"},
+        resident="Klaus Mueller",
     )
-    report = await engine.tick()
+    await engine.tick()  # the inner voice is perceived: a directive memory
     klaus_mem = memories(store, "Klaus Mueller")
     assert any(m.kind == "directive" and "research" in m.text for m in klaus_mem)
+    await engine.tick()  # he reacts: his plan changes, and he goes to talk to Isabella
+    klaus_mem = memories(store, "Klaus Mueller")
     assert any("stopped to: going to talk to Isabella" in m.text for m in klaus_mem)
-    said = [e for e in report.events if e.kind == "said"]
+    assert ResidentState.of(resident(store, "Klaus Mueller")).talk is not None
+    reports = await until(
+        engine, lambda: ResidentState.of(resident(store, "Klaus Mueller")).talk is None
+    )
+    said = [e for r in reports for e in r.events if e.kind == "said"]
     assert said and said[0].resident == "Klaus Mueller"
     assert "research" in said[0].text  # the inner voice is what he brings up
+    assert all(sum(e.kind == "said" for e in r.events) <= 1 for r in reports)  # a turn a tick
     with store.session() as s:
         talk = s.exec(select(Conversation).order_by(col(Conversation.id).desc())).first()
     assert talk is not None and talk.participants == ["Klaus Mueller", "Isabella Rodriguez"]
@@ -138,7 +163,7 @@ async def test_inner_voice_changes_the_plan_and_comes_up_in_conversation(store: 
     assert speakers == [
         ("Klaus Mueller", "Isabella Rodriguez")[i % 2] for i in range(len(speakers))
     ]
-    assert 2 <= len(speakers) < 8  # it ended before the maximum
+    assert 2 <= len(speakers) < 8 and talk.ended is not None  # it ended before the maximum
     assert ResidentState.of(resident(store, "Klaus Mueller")).directive == ""
     # both remember the talk, and they will not talk again at once
     assert any(m.kind == "chat" for m in memories(store, "Isabella Rodriguez"))
@@ -146,10 +171,23 @@ async def test_inner_voice_changes_the_plan_and_comes_up_in_conversation(store: 
 
 
 async def test_reflection_fires_past_the_threshold_and_cites(store: Store) -> None:
-    engine = await make_engine(store)
+    brain = ScriptedBrain()
+    engine = await make_engine(store, brain)
     engine.reflect_threshold = 5
-    events = [e for r in await ticks(engine, 4) for e in r.events if e.kind == "reflected"]
+    steps: list[list[str]] = []  # each tick's tasks: questions, insights, storing a tick apart
+    events = []
+    for _ in range(30):
+        seen = len(brain.history)
+        report = await engine.tick()
+        steps.append([c.task for c in brain.history[seen:]])
+        events = [e for e in report.events if e.kind == "reflected"]
+        if events:
+            break
     assert events
+    tasks = [t for step in steps for t in step if t.startswith("reflect")]
+    asked = next(i for i, step in enumerate(steps) if "reflect_questions" in step)
+    assert "reflect_insights" in steps[asked + 1] and "reflect_insights" not in steps[asked]
+    assert tasks.count("reflect_questions") >= 1
     name = events[0].resident
     stored = [m for m in memories(store, name) if m.kind == "reflection"]
     own_ids = {m.id for m in memories(store, name)}
@@ -169,8 +207,8 @@ class CalmBrain(ScriptedBrain):
 async def test_only_the_current_chunk_is_decomposed(store: Store) -> None:
     brain = CalmBrain()
     engine = await make_engine(store, brain)
-    await ticks(engine, 3)
-    for name in ("Isabella Rodriguez", "Klaus Mueller"):
+    await until(engine, lambda: all(_plan(store, n, ("action",)) for n in CAFE_PAIR))
+    for name in CAFE_PAIR:
         days = _plan(store, name, ("day",))
         hours = _plan(store, name, ("hour",))
         actions = _plan(store, name, ("action",))
@@ -185,7 +223,7 @@ async def test_only_the_current_chunk_is_decomposed(store: Store) -> None:
 
 async def test_visitor_is_heard_by_everyone_present_and_no_one_else(store: Store) -> None:
     engine = await make_engine(store)
-    await ticks(engine, 3)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
     with pytest.raises(UnknownPlace):
         await say(engine, "the moon", "Alice", "hello")
     result = await say(
@@ -200,7 +238,7 @@ async def test_visitor_is_heard_by_everyone_present_and_no_one_else(store: Store
 
 async def test_huge_and_hostile_visitor_text_is_cut_not_crashing(store: Store) -> None:
     engine = await make_engine(store)
-    await ticks(engine, 3)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
     result = await say(engine, "Hobbs Cafe", "@everyone", "x" * 100_000 + "\u202e\x07")
     assert len(result.heard_by) == 2
     longest = max(len(m.text) for m in memories(store, "Klaus Mueller"))

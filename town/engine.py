@@ -23,17 +23,17 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from town import dialogue, reflection
 from town.depth import chained
-from town.dialogue import converse
 from town.events import TownEvent, write_outbox
 from town.llm.port import Brain
+from town.llm.schemas import Insight
 from town.memory import MemoryStream
-from town.mind import Tick, perceive, think
+from town.mind import Observation, Tick, perceive, think
 from town.persona import ResidentSpec, TownSpec
-from town.reflection import reflect
 from town.state import ResidentState
 from town.store.db import Store
-from town.store.models import Resident, Town
+from town.store.models import Conversation, Resident, Town
 from town.world import World
 
 REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
@@ -111,37 +111,57 @@ class Engine:
         return tick
 
     async def _run(self, tick: Tick) -> int:
-        """The tick's phases; returns its longest chain of dependent LLM calls."""
-        observed = {}
+        """The tick's work, every unit concurrent: each resident's one step (beside rating what
+        it perceived), one turn of each conversation, one step of each reflection. Returns the
+        longest chain of dependent LLM calls, which is one unless an input made more."""
+        observed: dict[str, list[Observation]] = {}
         for name, row in tick.residents.items():
-            state = ResidentState.of(row)
+            state = tick.state(row)
             observed[name] = perceive(tick, row, state) if state.awake else []
-            state.save(row)
-        chain = await _longest(think(tick, r, observed[n]) for n, r in tick.residents.items())
-        busy: set[str] = set()
-        pairs = []
+        units: list[Coroutine[Any, Any, object]] = [
+            think(tick, r, observed[n]) for n, r in tick.residents.items()
+        ]
+        units += [dialogue.step(tick, talk) for talk in self._talks(tick)]
+        units += [self._reflect_step(tick, r) for r in tick.residents.values()]
+        chain = await _longest(units)
+        busy = {n for n, r in tick.residents.items() if tick.state(r).talk is not None}
         for a, b in tick.talks:
-            if a not in busy and b not in busy:
+            if not busy & {a, b}:
                 busy |= {a, b}
-                pairs.append((tick.residents[a], tick.residents[b]))
-        chain += await _longest(converse(tick, a, b) for a, b in pairs)
-        chain += await _longest(self._maybe_reflect(tick, r) for r in tick.residents.values())
-        for row in tick.residents.values():
-            tick.session.add(row)
+                await dialogue.begin(tick, tick.residents[a], tick.residents[b])
+        tick.save_states()
         return chain
 
-    async def _maybe_reflect(self, tick: Tick, resident: Resident) -> None:
-        state = ResidentState.of(resident)
-        if not state.awake or state.since_reflection < self.reflect_threshold:
-            return
-        stored = await reflect(
-            tick.brain, tick.stream(resident), tick.session, resident.name, tick.now
-        )
-        state.since_reflection = 0
-        state.save(resident)
-        tick.emit(
-            "reflected", resident, f"{resident.name} reflected", insights=[m.text for m in stored]
-        )
+    def _talks(self, tick: Tick) -> list[Conversation]:
+        ids = {s.talk for s in (tick.state(r) for r in tick.residents.values()) if s.talk}
+        found = {c.id: c for c in (tick.session.get(Conversation, i) for i in ids) if c}
+        for row in tick.residents.values():
+            state = tick.state(row)
+            if state.talk is not None and state.talk not in found:
+                state.talk = None  # a conversation that is gone: back to the plan
+        return list(found.values())
+
+    async def _reflect_step(self, tick: Tick, resident: Resident) -> None:
+        """A reflection in three steps, a tick apart: questions, insights, storing them."""
+        state = tick.state(resident)
+        stream, name = tick.stream(resident), resident.name
+        if state.reflect_insights:
+            found = [Insight.model_validate(i) for i in state.reflect_insights]
+            state.reflect_insights = []
+            stored = await reflection.store(tick.brain, stream, tick.session, name, found, tick.now)
+            if stored:
+                tick.emit(
+                    "reflected", resident, f"{name} reflected", insights=[m.text for m in stored]
+                )
+        elif state.reflect_questions:
+            questions, state.reflect_questions = state.reflect_questions, []
+            found = await reflection.insights(
+                tick.brain, stream, tick.session, name, questions, tick.now
+            )
+            state.reflect_insights = [i.model_dump() for i in found]
+        elif state.awake and state.since_reflection >= self.reflect_threshold:
+            state.since_reflection = 0
+            state.reflect_questions = await reflection.ask(tick.brain, stream, tick.session, name)
 
 
 async def _longest(units: Iterable[Coroutine[Any, Any, object]]) -> int:

@@ -87,24 +87,19 @@ async def say(
             result = SayResult(area, [r.name for r in present])
             responders: list[Resident] = []
             for row in present:
-                state = ResidentState.of(row)
+                state = tick.state(row)
                 state.inbox.append(quoted)
-                if state.awake:
-                    observed = perceive(tick, row, state)
-                    state.save(row)
-                    if await react_to(tick, row, observed) == who:
-                        responders.append(row)
-                else:
-                    state.save(row)
-                session.add(row)
+                if state.awake and await react_to(tick, row, perceive(tick, row, state)) == who:
+                    responders.append(row)
             addressed = [r for r in present if r.name.split()[0].casefold() in words.casefold()]
             ordered = [r for r in addressed if r in responders] + [
                 r for r in responders if r not in addressed
             ]
             if not ordered and ("?" in words or addressed):
-                ordered = [r for r in addressed or present if ResidentState.of(r).awake][:1]
+                ordered = [r for r in addressed or present if tick.state(r).awake][:1]
             for row in ordered[:MAX_REPLIES]:
                 result.replies.append(await _reply(tick, row, who, words))
+            tick.save_states()
             write_outbox(session, engine.town_id, f"say:{uuid4().hex}", tick.events)
         if engine.after_commit:
             engine.after_commit()

@@ -7,9 +7,11 @@ a resident with nothing new follows its plan, and a plan chunk is decomposed onl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete
 from sqlmodel import Session, col, select
@@ -60,6 +62,21 @@ class Tick:
     events: list[TownEvent] = field(default_factory=list)
     talks: list[tuple[str, str]] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
+    states: dict[str, ResidentState] = field(default_factory=dict)
+
+    def state(self, resident: Resident) -> ResidentState:
+        """The resident's state for this tick: one object shared by every unit of work that
+        touches the resident, written back to the row by ``save_states``."""
+        found = self.states.get(resident.name)
+        if found is None:
+            found = self.states[resident.name] = ResidentState.of(resident)
+        return found
+
+    def save_states(self) -> None:
+        for name, state in self.states.items():
+            row = self.residents[name]
+            state.save(row)
+            self.session.add(row)
 
     def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
         channel = World.area_of(resident.location)
@@ -112,33 +129,51 @@ def _spoken_place(place: str) -> str:
 
 
 async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> None:
-    """The resident's decisions for this tick; its state is saved on the row at the end."""
-    state = ResidentState.of(resident)
+    """The resident's part of the tick. At most one LLM call deep: rating what is new runs beside
+    the one next step (day plan, reaction, object change or plan decomposition); whatever follows
+    from that step waits for the next tick (``ResidentState`` carries it)."""
+    state = tick.state(resident)
     spec = tick.specs[resident.name]
     if not state.awake:
         if _time_to_wake(tick.now, spec, state):
             await _wake(tick, resident, spec, state)
-        state.save(resident)
         return
     if state.sleep_at and tick.now >= datetime.fromisoformat(state.sleep_at):
         _go_to_sleep(tick, resident, spec, state)
-        state.save(resident)
         return
-    reacted = False
+    work: list[Coroutine[Any, Any, object]] = []
     if observed:
-        reacted = await _observe_and_react(tick, resident, state, observed)
-    if not reacted and not state.reacting(tick.now):
-        await _follow_plan(tick, resident, spec, state)
-    state.save(resident)
+        work.append(_observe(tick, resident, state, observed))
+    step = _next_step(tick, resident, spec, state)
+    if step is not None:
+        work.append(step)
+    await asyncio.gather(*work)
+
+
+def _next_step(
+    tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
+) -> Coroutine[Any, Any, object] | None:
+    if state.talk is not None:
+        return None  # the conversation speaks for the resident (town/dialogue.py)
+    if state.plan_next:
+        return _plan(tick, resident, spec, state)
+    if state.object_next:
+        return _change_object(tick, resident, state)
+    if state.noticed:
+        return _react(tick, resident, state)
+    if state.reacting(tick.now):
+        return None
+    return _follow_plan(tick, resident, spec, state)
 
 
 async def react_to(tick: Tick, resident: Resident, observed: list[Observation]) -> str | None:
     """Perceive-and-react at once, outside a tick (a visitor spoke): returns whom the resident
     wants to answer, if anyone who is not a resident."""
-    state = ResidentState.of(resident)
+    state = tick.state(resident)
     if observed:
-        await _observe_and_react(tick, resident, state, observed)
-    state.save(resident)
+        await _observe(tick, resident, state, observed)
+        if state.noticed.get("key") == "inbox":
+            await _react(tick, resident, state)
     return tick.answers.get(resident.name)
 
 
@@ -147,23 +182,31 @@ def _time_to_wake(now: datetime, spec: ResidentSpec, state: ResidentState) -> bo
 
 
 async def _wake(tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState) -> None:
+    """Wake up; the summary description first when it is a day old, and the day plan after it
+    (on the next tick, when the summary took this tick's call)."""
     today = tick.now.date()
     state.awake, state.day, state.item = True, today.isoformat(), None
     sleep_at = at_clock(today, spec.sleep_time)
     if sleep_at <= at_clock(today, spec.wake_time):
         sleep_at += timedelta(days=1)
     state.sleep_at = sleep_at.isoformat()
-    stream = tick.stream(resident)
-    if resident.summary_day != today:
-        resident.summary = await _summary(tick, resident, stream)
-        resident.summary_day = today
     resident.action, resident.emoji = "waking up", "🌅"
     tick.emit("woke", resident, f"{resident.name} is waking up", emoji="🌅")
+    if resident.summary_day != today:
+        resident.summary = await _summary(tick, resident, tick.stream(resident))
+        resident.summary_day = today
+        state.plan_next = True
+    else:
+        await _plan(tick, resident, spec, state)
+
+
+async def _plan(tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState) -> None:
+    state.plan_next = False
     items = await plan_day(tick, resident, spec, state)
     tick.emit(
         "planned",
         resident,
-        f"{resident.name}'s plan for {spoken_day(today)}",
+        f"{resident.name}'s plan for {spoken_day(tick.now.date())}",
         plan=[f"{hhmm(i.start)} {i.description} ({i.location})" for i in items],
     )
 
@@ -195,11 +238,11 @@ def _go_to_sleep(tick: Tick, resident: Resident, spec: ResidentSpec, state: Resi
     tick.emit("slept", resident, f"{resident.name} is going to sleep", emoji="😴")
 
 
-async def _observe_and_react(
+async def _observe(
     tick: Tick, resident: Resident, state: ResidentState, observed: list[Observation]
-) -> bool:
-    """Store what was observed (importance rated in one call), then maybe react to the most
-    salient of it. Returns True if the resident reacted."""
+) -> None:
+    """Store what was observed, its importance rated in one call; the most salient of it, if
+    anything, is what the resident reacts to on the next tick (not while it is talking)."""
     name = resident.name
     rated = await tick.brain.run(
         RATE_IMPORTANCE,
@@ -215,9 +258,8 @@ async def _observe_and_react(
     )
     state.since_reflection += sum(scores)
     chosen = _most_salient(tick, state, observed, scores)
-    if chosen is None:
-        return False
-    return await _react(tick, resident, state, chosen)
+    if chosen is not None and (state.talk is None or chosen.key == "inbox"):
+        state.noticed = {"key": chosen.key, "text": chosen.text}
 
 
 def _most_salient(
@@ -239,8 +281,11 @@ def _most_salient(
     return best[1] if best else None
 
 
-async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Observation) -> bool:
-    """The paper's react step: two retrievals as context, then continue or react."""
+async def _react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
+    """The paper's react step on what was noticed: two retrievals as context, then continue or
+    react. Returns True if the resident reacted."""
+    obs = Observation(state.noticed["key"], state.noticed["text"])
+    state.noticed = {}
     name, stream = resident.name, tick.stream(resident)
     subject = obs.key[1:] if obs.key.startswith("@") else obs.text
     about = await stream.recall(
@@ -272,7 +317,7 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
     )
     tick.emit("reacted", resident, f"{name} is {reaction}", emoji=resident.emoji, to=obs.text)
     if obs.key.startswith("object|"):
-        await _change_object(tick, resident, obs, reaction)
+        state.object_next = {"key": obs.key, "reaction": reaction}
     other = (decision.talk_to or "").strip()
     if other and other not in tick.residents:
         tick.answers[name] = other  # a visitor: answered by the input that brought the words
@@ -281,13 +326,16 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState, obs: Obse
         same_area = World.area_of(loc[0]) == World.area_of(resident.location)
         urged = obs.key == "inbox"  # an inner voice or a visitor overrides the cooldown
         cooled = urged or not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN)
-        if same_area and loc[2] and cooled:
-            tick.talks.append((name, other))
+        if same_area and loc[2] and cooled:  # urged talks first: they have something to say
+            tick.talks.insert(0 if urged else len(tick.talks), (name, other))
     return True
 
 
-async def _change_object(tick: Tick, resident: Resident, obs: Observation, action: str) -> None:
-    _, place, obj = obs.key.split("|", 2)
+async def _change_object(tick: Tick, resident: Resident, state: ResidentState) -> None:
+    """The object the resident reacted to, changed by its reaction (the tick after)."""
+    key, action = state.object_next["key"], state.object_next["reaction"]
+    state.object_next = {}
+    _, place, obj = key.split("|", 2)
     old = tick.world.states.get((place, obj), "")
     new = await tick.brain.run(
         OBJECT_STATE, ObjectStateInput(object=obj, state=old, action=action), resident=resident.name

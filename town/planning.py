@@ -59,7 +59,7 @@ async def plan_day(
             summary=resident.summary,
             yesterday=state.yesterday,
             date=spoken_day(today),
-            wake_time=hhmm(tick.now),
+            wake_time=hhmm(min(tick.now, at_clock(today, spec.wake_time))),
             routine=list(spec.routine),
             places=_day_places(state, spec),
         ),
@@ -69,18 +69,21 @@ async def plan_day(
 
 
 async def current_action(tick: Tick, resident: Resident) -> PlanItem | None:
-    """The action item in force now, decomposing the day chunk and the hour item if due."""
+    """The action item in force now, decomposing the day chunk or the hour item if due.
+
+    At most one decomposition call a tick: when the day chunk needed one, its hour's actions
+    are decomposed on the next tick (and None is returned meanwhile)."""
     day = _covering(tick, resident, "day", None)
     if day is None:
         return None
     hour = _covering(tick, resident, "hour", day.id)
     if hour is None:
-        hour = await _decompose(tick, resident, day, "hour")
-        if hour is None:
+        hour, called = await _decompose(tick, resident, day, "hour")
+        if hour is None or called:
             return None
     action = _covering(tick, resident, "action", hour.id)
     if action is None:
-        action = await _decompose(tick, resident, hour, "action")
+        action, _ = await _decompose(tick, resident, hour, "action")
     return action
 
 
@@ -101,19 +104,21 @@ def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) ->
 
 async def _decompose(
     tick: Tick, resident: Resident, parent: PlanItem, level: str
-) -> PlanItem | None:
-    """Break ``parent`` into ``level`` items, from now (or its start) to its end."""
+) -> tuple[PlanItem | None, bool]:
+    """Break ``parent`` into ``level`` items, from now (or its start) to its end; returns the
+    item in force now and whether that took an LLM call."""
     begin = max(parent.start, tick.now.replace(second=0, microsecond=0))
     minutes = int((_end(parent) - begin).total_seconds() // 60)
     if minutes <= 0:
-        return None
+        return None, False
     chunk = s.PlanItem(
         start=hhmm(begin),
         duration_min=minutes,
         location=parent.location,
         description=parent.description,
     )
-    if level == "hour" and minutes <= 60:
+    called = not (level == "hour" and minutes <= 60)
+    if not called:
         items = [chunk]  # already an hour or less: no call needed
     else:
         result = await tick.brain.run(
@@ -129,7 +134,7 @@ async def _decompose(
         )
         items = list(result.items) or [chunk]
     rows = await _store(tick, resident, items, level, parent)
-    return _covering(tick, resident, level, parent.id) or (rows[0] if rows else None)
+    return _covering(tick, resident, level, parent.id) or (rows[0] if rows else None), called
 
 
 async def _store(

@@ -38,7 +38,19 @@ async def reflect(
     recent: int = 100,
     per_question: int = 10,
 ) -> list[Memory]:
-    """Run one reflection for ``resident``; returns the stored reflection memories."""
+    """Run one whole reflection for ``resident``; returns the stored reflection memories.
+
+    The engine runs the same three steps one tick apart (``ask``, ``insights``, ``store``), so a
+    reflection never adds more than one LLM call to a tick's chain."""
+    questions = await ask(brain, stream, session, resident, recent=recent)
+    found = await insights(brain, stream, session, resident, questions, now, recent, per_question)
+    return await store(brain, stream, session, resident, found, now)
+
+
+async def ask(
+    brain: Brain, stream: MemoryStream, session: Session, resident: str, *, recent: int = 100
+) -> list[str]:
+    """Step 1: the three most salient questions about the latest memories."""
     latest = stream.recent(session, recent)
     if not latest:
         return []
@@ -47,8 +59,23 @@ async def reflect(
         ReflectQuestionsInput(resident=resident, statements=[m.text for m in latest]),
         resident=resident,
     )
+    return list(asked.questions[:3])
+
+
+async def insights(
+    brain: Brain,
+    stream: MemoryStream,
+    session: Session,
+    resident: str,
+    questions: list[str],
+    now: datetime,
+    recent: int = 100,
+    per_question: int = 10,
+) -> list[Insight]:
+    """Step 2: for each question (concurrently), insights citing the memories retrieved for it;
+    insights that repeat each other or a recent memory are dropped."""
     batches = []
-    for question in asked.questions[:3]:
+    for question in questions:
         found = await stream.recall(session, question, now, k=per_question)
         statements = [
             NumberedStatement(id=r.memory.id, text=r.memory.text)
@@ -62,27 +89,38 @@ async def reflect(
     answers = await asyncio.gather(
         *(brain.run(REFLECT_INSIGHTS, batch, resident=resident) for batch in batches)
     )
-    known = {_key(m.text) for m in latest}
+    known = {_key(m.text) for m in stream.recent(session, recent)}
     unique: dict[str, Insight] = {}
     for answer in answers:
         for insight in answer.insights:
             key = _key(insight.text)
             if key and key not in known and key not in unique:
                 unique[key] = insight
-    insights = list(unique.values())
-    if not insights:
+    return list(unique.values())
+
+
+async def store(
+    brain: Brain,
+    stream: MemoryStream,
+    session: Session,
+    resident: str,
+    found: list[Insight],
+    now: datetime,
+) -> list[Memory]:
+    """Step 3: rate the insights' importance in one call and store them as reflections."""
+    if not found:
         return []
     rated = await brain.run(
         RATE_IMPORTANCE,
-        RateImportanceInput(resident=resident, observations=[i.text for i in insights]),
+        RateImportanceInput(resident=resident, observations=[i.text for i in found]),
         resident=resident,
     )
-    scores = list(rated.scores) + [5] * (len(insights) - len(rated.scores))
+    scores = list(rated.scores) + [5] * (len(found) - len(rated.scores))
     return await stream.record(
         session,
         [
             NewMemory("reflection", i.text, score, cites=i.cites)
-            for i, score in zip(insights, scores, strict=False)
+            for i, score in zip(found, scores, strict=False)
         ],
         now,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +25,16 @@ class ResidentState(BaseModel):
     reaction_until: str = ""
     directive: str = ""  # inner voice not yet acted on in conversation
     yesterday: str = ""  # how the previous day went, for planning
+    # Work carried to the next tick, so that a tick asks at most one LLM call of a resident
+    # (see the engine's docstring): the day plan after the summary, a reaction after the rating,
+    # an object's new state after the reaction, the steps of a reflection.
+    plan_next: bool = False
+    noticed: dict[str, str] = Field(default_factory=dict)  # {"key", "text"} to react to
+    object_next: dict[str, str] = Field(default_factory=dict)  # {"key", "reaction"}
+    talk: int | None = None  # the conversation the resident is in
+    talk_memories: list[str] = Field(default_factory=list)  # what it recalls of the other
+    reflect_questions: list[str] = Field(default_factory=list)
+    reflect_insights: list[dict[str, Any]] = Field(default_factory=list)
 
     @classmethod
     def of(cls, resident: Resident) -> ResidentState:

@@ -48,9 +48,13 @@ class ScriptedBrain:
         self._fallback: Brain = fallback if fallback is not None else OfflineBrain()
         self._queues: dict[str, deque[BaseModel | Mapping[str, Any]]] = {}
 
-    def enqueue(self, task_name: str, result: BaseModel | Mapping[str, Any]) -> None:
-        """Queue the next answer to ``task_name`` (a result model or a dict of its fields)."""
-        self._queues.setdefault(task_name, deque()).append(result)
+    def enqueue(
+        self, task_name: str, result: BaseModel | Mapping[str, Any], *, resident: str = ""
+    ) -> None:
+        """Queue the next answer to ``task_name`` (a result model or a dict of its fields),
+        for any resident or only for ``resident``'s call."""
+        key = f"{task_name}|{resident}" if resident else task_name
+        self._queues.setdefault(key, deque()).append(result)
 
     def pending(self, task_name: str) -> int:
         return len(self._queues.get(task_name, ()))
@@ -59,7 +63,7 @@ class ScriptedBrain:
         return [call for call in self.history if call.task == task_name]
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
-        queue = self._queues.get(task.name)
+        queue = self._queues.get(f"{task.name}|{resident}") or self._queues.get(task.name)
         if queue:
             result = self._as_result(task, queue.popleft())
             scripted = True
