@@ -1,0 +1,281 @@
+"""A stand-in for Slack on 127.0.0.1: the Web API methods the town uses, response URLs and the
+Socket Mode websocket, speaking Slack's wire format and recording everything it was asked.
+
+Web API: ``POST /api/<method>`` with a form or JSON body (or query parameters), the bot token in
+``Authorization: Bearer``, answers ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}`` as
+Slack does. ``fail(method, ...)`` queues a fault for the next call of a method: a status (429 with
+``Retry-After``, 500) or an API error code. Socket Mode: ``apps.connections.open`` (app-level
+token) hands out ``ws://127.0.0.1:<port>/link``; the websocket says hello, sends every queued
+envelope and records the acks it gets back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+BOT_TOKEN = "xoxb-test-bot-token"
+APP_TOKEN = "xapp-test-app-token"
+TEAM_ID = "T0TOWN"
+TEAM_NAME = "Town Workspace"
+BOT_USER_ID = "U0BOT"
+BOT_ID = "B0BOT"
+
+_CHANNEL_NAME = re.compile(r"^[a-z0-9_-]{1,80}$")
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    params: dict[str, Any]
+    token: str
+
+
+@dataclass(frozen=True)
+class Fault:
+    status: int = 200
+    error: str = ""
+    retry_after: int | None = None
+
+
+@dataclass
+class FakeSlack:
+    """The workspace's state and the log of every request."""
+
+    base: str = ""
+    calls: list[Call] = field(default_factory=list)
+    channels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ephemerals: list[dict[str, Any]] = field(default_factory=list)
+    responses: list[dict[str, Any]] = field(default_factory=list)  # posts to response URLs
+    envelopes: list[dict[str, Any]] = field(default_factory=list)  # for the next websocket
+    acks: list[dict[str, Any]] = field(default_factory=list)
+    sockets: int = 0
+    page_size: int = 2  # conversations.list pages are small, so paging is exercised
+    faults: dict[str, deque[Fault]] = field(default_factory=dict)
+    news: asyncio.Event = field(default_factory=asyncio.Event)  # set on every request or ack
+    _seq: int = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base}/api/"
+
+    def response_url(self, name: str) -> str:
+        return f"{self.base}/respond/{name}"
+
+    def fail(
+        self, method: str, *, status: int = 200, error: str = "", retry_after: int | None = None
+    ) -> None:
+        self.faults.setdefault(method, deque()).append(Fault(status, error, retry_after))
+
+    def add_user(
+        self, user_id: str, name: str, *, admin: bool = False, owner: bool = False
+    ) -> None:
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": TEAM_ID,
+            "name": name.lower().replace(" ", "."),
+            "real_name": name,
+            "is_admin": admin,
+            "is_owner": owner,
+            "is_bot": False,
+            "profile": {"display_name": name.split()[0], "real_name": name},
+        }
+
+    def add_channel(self, name: str, *, archived: bool = False, member: bool = False) -> str:
+        return str(self._new_channel(name, archived=archived, member=member)["id"])
+
+    def called(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def messages_in(self, channel_name: str) -> list[dict[str, Any]]:
+        ids = {cid for cid, c in self.channels.items() if c["name"] == channel_name}
+        return [m for m in self.messages if m["channel"] in ids]
+
+    def channel_id(self, name: str) -> str:
+        live = [c for c in self.channels.values() if c["name"] == name and not c["is_archived"]]
+        assert len(live) == 1, f"{len(live)} live channels named {name!r}"
+        return str(live[0]["id"])
+
+    # -- the Web API --------------------------------------------------------------------
+
+    def _new_channel(self, name: str, *, archived: bool, member: bool) -> dict[str, Any]:
+        self._seq += 1
+        channel = {
+            "id": f"C{self._seq:06d}",
+            "name": name,
+            "is_channel": True,
+            "is_private": False,
+            "is_archived": archived,
+            "is_member": member,
+            "created": 1700000000 + self._seq,
+        }
+        self.channels[str(channel["id"])] = channel
+        return channel
+
+    def _next_ts(self) -> str:
+        self._seq += 1
+        return f"{1700000000 + self._seq}.{self._seq:06d}"
+
+    def answer(self, method: str, p: dict[str, Any], token: str) -> dict[str, Any]:
+        if method == "apps.connections.open":
+            if not token.startswith("xapp-"):
+                return {"ok": False, "error": "not_allowed_token_type"}
+            return {"ok": True, "url": self.base.replace("http://", "ws://") + "/link"}
+        if token != BOT_TOKEN:
+            return {"ok": False, "error": "invalid_auth"}
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "url": "https://town.slack.example/",
+                "team": TEAM_NAME,
+                "team_id": TEAM_ID,
+                "user": "bottown",
+                "user_id": BOT_USER_ID,
+                "bot_id": BOT_ID,
+            }
+        if method == "users.info":
+            user = self.users.get(str(p.get("user")))
+            return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
+        if method == "conversations.list":
+            return self._list(p)
+        if method == "conversations.create":
+            return self._create(p)
+        channel = self.channels.get(str(p.get("channel")))
+        if channel is None:
+            return {"ok": False, "error": "channel_not_found"}
+        if method == "conversations.info":
+            return {"ok": True, "channel": channel}
+        if method == "conversations.join":
+            if channel["is_archived"]:
+                return {"ok": False, "error": "is_archived"}
+            channel["is_member"] = True
+            return {"ok": True, "channel": channel}
+        if method in ("chat.postMessage", "chat.postEphemeral"):
+            return self._post(method, channel, p)
+        return {"ok": False, "error": "unknown_method"}
+
+    def _list(self, p: dict[str, Any]) -> dict[str, Any]:
+        everything = [
+            c
+            for c in self.channels.values()
+            if not (_truthy(p.get("exclude_archived")) and c["is_archived"])
+        ]
+        start = int(p.get("cursor") or 0)
+        page = everything[start : start + self.page_size]
+        more = start + self.page_size < len(everything)
+        next_cursor = str(start + self.page_size) if more else ""
+        return {"ok": True, "channels": page, "response_metadata": {"next_cursor": next_cursor}}
+
+    def _create(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = str(p.get("name", ""))
+        if not _CHANNEL_NAME.match(name):
+            return {"ok": False, "error": "invalid_name_specials"}
+        if any(c["name"] == name for c in self.channels.values()):
+            return {"ok": False, "error": "name_taken"}
+        return {"ok": True, "channel": self._new_channel(name, archived=False, member=True)}
+
+    def _post(self, method: str, channel: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+        if channel["is_archived"]:
+            return {"ok": False, "error": "is_archived"}
+        if not channel["is_member"]:
+            return {"ok": False, "error": "not_in_channel"}
+        if not p.get("text"):
+            return {"ok": False, "error": "no_text"}
+        ts = self._next_ts()
+        record = {"channel": channel["id"], "ts": ts, **p}
+        if method == "chat.postEphemeral":
+            self.ephemerals.append(record)
+            return {"ok": True, "message_ts": ts}
+        self.messages.append(record)
+        return {"ok": True, "channel": channel["id"], "ts": ts, "message": {"text": p["text"]}}
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("1", "true")
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        params.update(await request.json())
+    elif request.can_read_body:
+        params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+    return params
+
+
+def _app(fake: FakeSlack) -> web.Application:
+    async def api(request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        params = await _params(request)
+        fake.calls.append(Call(method, params, token))
+        fake.news.set()
+        queued = fake.faults.get(method)
+        if queued:
+            fault = queued.popleft()
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
+            if fault.status >= 500:
+                return web.Response(status=fault.status, text="upstream trouble", headers=headers)
+            body = {"ok": False, "error": fault.error or "ratelimited"}
+            return web.json_response(body, status=fault.status, headers=headers)
+        return web.json_response(fake.answer(method, params, token))
+
+    async def respond(request: web.Request) -> web.Response:
+        fake.responses.append({"name": request.match_info["name"], **await request.json()})
+        return web.Response(text="ok")
+
+    async def link(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        fake.sockets += 1
+        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {"host": "x"}})
+        while fake.envelopes:
+            await ws.send_json(fake.envelopes.pop(0))
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                fake.acks.append(json.loads(message.data))
+                fake.news.set()
+        return ws
+
+    app = web.Application()
+    app.router.add_route("*", "/api/{method}", api)
+    app.router.add_post("/respond/{name}", respond)
+    app.router.add_get("/link", link)
+    return app
+
+
+@asynccontextmanager
+async def running_fake_slack() -> AsyncIterator[FakeSlack]:
+    """The fake Slack, served on a free loopback port for the duration of the block."""
+    fake = FakeSlack()
+    runner = web.AppRunner(_app(fake), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    fake.base = f"http://{host}:{port}"
+    try:
+        yield fake
+    finally:
+        await runner.cleanup()
+
+
+async def wait_for(fake: FakeSlack, condition: Callable[[], object], seconds: float = 5.0) -> None:
+    """Wait until ``condition()`` holds, checking whenever the fake records something."""
+    try:
+        async with asyncio.timeout(seconds):
+            while not condition():
+                fake.news.clear()
+                await fake.news.wait()
+    except TimeoutError:
+        raise AssertionError("timed out waiting for the fake Slack") from None
