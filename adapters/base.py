@@ -71,6 +71,10 @@ class TownPort(Protocol):
         """A chat command (``look``, ``interview Isabella "..."``, ...)."""
         ...
 
+    def command_names(self) -> list[str]:
+        """The chat commands' names (``help``, ``look``, ...)."""
+        ...
+
 
 class DeliveryError(Exception):
     """A send that did not happen. ``retry_after`` is set when the platform said when to retry

@@ -87,6 +87,9 @@ class TownRuntime:
         self.wake.set()  # set, say and whisper change the town
         return reply
 
+    def command_names(self) -> list[str]:
+        return list(self.commands.table)
+
     def _adapter_status(self) -> str:
         return "\n".join(a.status_line() for a in self.adapters)
 
