@@ -242,7 +242,7 @@ async def _observe(
     tick: Tick, resident: Resident, state: ResidentState, observed: list[Observation]
 ) -> None:
     """Store what was observed, its importance rated in one call; the most salient of it, if
-    anything, is what the resident reacts to on the next tick (not while it is talking)."""
+    anything, is what the resident reacts to on the next tick it is free."""
     name = resident.name
     rated = await tick.brain.run(
         RATE_IMPORTANCE,
@@ -258,7 +258,7 @@ async def _observe(
     )
     state.since_reflection += sum(scores)
     chosen = _most_salient(tick, state, observed, scores)
-    if chosen is not None and (state.talk is None or chosen.key == "inbox"):
+    if chosen is not None:  # while talking, it waits for the end of the talk
         state.noticed = {"key": chosen.key, "text": chosen.text}
 
 
