@@ -34,7 +34,17 @@ def fake_stats(url: str) -> dict[str, object]:
 def test_help_lists_the_commands() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("demo", "remember", "recall", "fake-llm", "bench", "llm", "config"):
+    for command in (
+        "demo",
+        "remember",
+        "recall",
+        "fake-llm",
+        "bench",
+        "llm",
+        "config",
+        "experiment",
+        "run",
+    ):
         assert command in result.output
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from town.llm.tasks import INPUT_MARKER, TASK_LINE, TASKS, Task
+from town.llm.tasks import ALL_TASKS, INPUT_MARKER, TASK_LINE, Task
 
 FAULTS = ("429", "500", "hang", "malformed", "wrong_shape", "reject_json_schema", "401", "404")
 """Every fault kind that can be queued through ``POST /_fake/faults``."""
@@ -51,13 +51,13 @@ def task_of(body: dict[str, Any]) -> Task[Any, Any] | None:
     if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
         schema = response_format.get("json_schema")
         name = schema.get("name") if isinstance(schema, dict) else None
-        if isinstance(name, str) and name in TASKS:
-            return TASKS[name]
+        if isinstance(name, str) and name in ALL_TASKS:
+            return ALL_TASKS[name]
     for message in _messages(body):
         if isinstance(message, dict) and message.get("role") in ("system", "developer"):
             found = _TASK_LINE.search(message_text(message))
-            if found and found.group(1) in TASKS:
-                return TASKS[found.group(1)]
+            if found and found.group(1) in ALL_TASKS:
+                return ALL_TASKS[found.group(1)]
     return None
 
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from town.llm import offline_day, offline_social
+from town.llm import offline_day, offline_gather, offline_social
 from town.llm import schemas as s
 from town.llm.lexicon import EMOJI, IMPORTANCE, STATE_CHANGES
 from town.llm.tasks import Task
@@ -76,6 +76,10 @@ class OfflineBrain:
             "object_state": object_state,
             "summarize": offline_social.summarize,
             "interview": offline_social.interview,
+            "gather_message": offline_gather.gather_message,
+            "gather_move": offline_gather.gather_move,
+            "gather_message_memory": offline_gather.gather_message,
+            "gather_move_memory": offline_gather.gather_move,
         }
     )
 
