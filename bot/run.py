@@ -21,7 +21,6 @@ from bot.town_cmds import OpenTown, open_town
 from town import inputs
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget
-from town.world import World
 
 log = logging.getLogger(__name__)
 
@@ -105,19 +104,6 @@ class TownRuntime:
                 continue
             if report.events:
                 self.wake.set()
-
-
-def known_area(runtime: TownRuntime, name: str) -> str | None:
-    """The area a channel name stands for, if any (case and punctuation aside)."""
-    wanted = _slug(name)
-    for area in runtime.areas():
-        if _slug(area) == wanted or _slug(World.area_of(area)) == wanted:
-            return area
-    return None
-
-
-def _slug(text: str) -> str:
-    return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
 def build_adapter(name: str, runtime: TownRuntime) -> Adapter:

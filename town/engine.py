@@ -2,11 +2,12 @@
 
 1. The clock moves on by ``minutes_per_tick``.
 2. Every awake resident perceives its area from the tick's starting snapshot (no LLM call).
-3. All residents think concurrently: wake and plan, sleep, rate and react to what is new, or
-   follow the plan (decomposing only what is due). Residents with nothing new make no call.
-4. The conversations started in step 3 run concurrently, turn by turn.
-5. Residents whose summed importance passed the threshold reflect, concurrently.
-6. State, memories, plans, object states and the tick's town events (the outbox) commit together;
+3. One concurrent gather of every unit of work, each at most one LLM call deep: each resident's
+   next step (wake, plan, react, change an object, or follow the plan, decomposing only what is
+   due) beside rating what it perceived; one turn of each conversation; one step of each
+   reflection. What follows from a step waits for the next tick, in ``ResidentState``.
+4. The conversations asked for in step 3 begin (their first words come next tick).
+5. State, memories, plans, object states and the tick's town events (the outbox) commit together;
    an exception anywhere rolls the whole tick back, clock included.
 
 Every change to a town goes through one engine at a time (its lock), so a tick's transaction is
