@@ -172,7 +172,7 @@ async def run_town_bench(
                     progress(done + 1, total)
             wall = time.perf_counter() - began
             await client.close()
-            services.store.dispose()
+            services.close()  # pending index writes finish before the folder goes
             ChromaIndex.release_all()
     finally:
         proc.terminate()
