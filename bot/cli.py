@@ -13,6 +13,7 @@ from rich.table import Table
 
 from bot import cli_town
 from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
+from bot.eval_society import society
 from bot.experiment_cmds import experiment_app
 from bot.logs import setup_logging
 from bot.settings import load_settings, masked_url
@@ -28,6 +29,9 @@ llm_app = typer.Typer(help="The LLM connection.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(llm_app, name="llm")
 app.add_typer(experiment_app, name="experiment")
+eval_app = typer.Typer(help="The papers' evaluations of a simulated town.", no_args_is_help=True)
+eval_app.command("society")(society)
+app.add_typer(eval_app, name="eval")
 cli_town.register(app)
 
 

@@ -223,3 +223,22 @@ class GatherMessageResult(_Model):
 
 class GatherMoveResult(_Model):
     move: str = Field(min_length=1, description="The move command, in the agent's own words.")
+
+
+# -- the society measures (Park et al., section 7) -------------------------------------------
+
+
+class JudgeKnowsInput(_Model):
+    """A resident's answer to "do you know ...?", to be judged yes or no."""
+
+    question: str
+    answer: str
+    subject: str = Field(description="What the question asks about: a fact or a resident.")
+    keywords: list[str] = Field(
+        default_factory=list, description="Words an answer that knows the subject would name."
+    )
+
+
+class JudgeKnowsResult(_Model):
+    verdict: str = Field(min_length=1, description='"yes" or "no".')
+    reason: str = ""

@@ -352,8 +352,24 @@ GATHER_MOVE_MEMORY = _free_text_task(
     "gather_move_memory", s.GatherMemoryInput, s.GatherMoveResult, _MOVE, "move"
 )
 
+JUDGE_KNOWS = _task(
+    "judge_knows",
+    s.JudgeKnowsInput,
+    s.JudgeKnowsResult,
+    "You judge whether an answer claims to know about something: yes or no.",
+)
+
 EXPERIMENT_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
-    {t.name: t for t in (GATHER_MESSAGE, GATHER_MOVE, GATHER_MESSAGE_MEMORY, GATHER_MOVE_MEMORY)}
+    {
+        t.name: t
+        for t in (
+            GATHER_MESSAGE,
+            GATHER_MOVE,
+            GATHER_MESSAGE_MEMORY,
+            GATHER_MOVE_MEMORY,
+            JUDGE_KNOWS,
+        )
+    }
 )
 """The experiments' tasks by name (read-only)."""
 
