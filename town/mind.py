@@ -30,7 +30,7 @@ from town.llm.schemas import (
 from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT, SUMMARIZE
 from town.memory import MemoryStream, NewMemory
 from town.persona import ResidentSpec
-from town.planning import current_action, plan_day
+from town.planning import current_action, forget_plan, plan_day
 from town.state import ResidentState
 from town.store.models import PlanItem, Resident
 from town.world import World
@@ -63,6 +63,7 @@ class Tick:
     talks: list[tuple[str, str]] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
     states: dict[str, ResidentState] = field(default_factory=dict)
+    plans: dict[int, list[PlanItem]] = field(default_factory=dict)  # today's, per resident id
 
     def state(self, resident: Resident) -> ResidentState:
         """The resident's state for this tick: one object shared by every unit of work that
@@ -362,6 +363,7 @@ def _replan_from_now(tick: Tick, resident: Resident) -> None:
         )
     ).all()
     stale = [r.id for r in rows if r.start + timedelta(minutes=r.duration_min) > tick.now]
+    forget_plan(tick, resident)
     if stale:
         tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
         tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlmodel import col, select
+from sqlmodel import select
 
 from town.gametime import at_clock, hhmm, spoken_day
 from town.llm import schemas as s
@@ -88,18 +88,36 @@ async def current_action(tick: Tick, resident: Resident) -> PlanItem | None:
 
 
 def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) -> PlanItem | None:
-    stmt = select(PlanItem).where(
-        PlanItem.resident_id == resident.id,
-        PlanItem.level == level,
-        PlanItem.day == tick.now.date(),
-        PlanItem.start <= tick.now,
-    )
-    if parent is not None:
-        stmt = stmt.where(PlanItem.parent_id == parent)
-    for item in tick.session.exec(stmt.order_by(col(PlanItem.start).desc())).all():
-        if _end(item) > tick.now:
-            return item
-    return None
+    """The ``level`` item (under ``parent``) in force now: the latest started one not yet over."""
+    found = [
+        item
+        for item in _today(tick, resident)
+        if item.level == level
+        and item.start <= tick.now < _end(item)
+        and (parent is None or item.parent_id == parent)
+    ]
+    return max(found, key=lambda item: (item.start, item.id or 0), default=None)
+
+
+def _today(tick: Tick, resident: Resident) -> list[PlanItem]:
+    """Today's plan items of the resident, read once a tick (``_store`` adds to the list, and a
+    reaction that drops items forgets it: see ``forget_plan``)."""
+    assert resident.id is not None
+    cached = tick.plans.get(resident.id)
+    if cached is None:
+        cached = tick.plans[resident.id] = list(
+            tick.session.exec(
+                select(PlanItem).where(
+                    PlanItem.resident_id == resident.id, PlanItem.day == tick.now.date()
+                )
+            ).all()
+        )
+    return cached
+
+
+def forget_plan(tick: Tick, resident: Resident) -> None:
+    if resident.id is not None:
+        tick.plans.pop(resident.id, None)
 
 
 async def _decompose(
@@ -166,6 +184,8 @@ async def _store(
     for row in rows:
         tick.session.add(row)
     tick.session.flush()
+    if resident.id in tick.plans:
+        tick.plans[resident.id].extend(rows)
     if level == "day":  # each chunk of the day plan is a memory of its own
         texts = [
             f"{resident.name} plans to be {r.description} at {r.location} from "
