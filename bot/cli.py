@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from bot import cli_town
+from bot import cli_town, eval_interview
 from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
 from bot.eval_society import society
 from bot.experiment_cmds import experiment_app
@@ -31,6 +31,8 @@ app.add_typer(llm_app, name="llm")
 app.add_typer(experiment_app, name="experiment")
 eval_app = typer.Typer(help="The papers' evaluations of a simulated town.", no_args_is_help=True)
 eval_app.command("society")(society)
+eval_app.command("interview")(eval_interview.interview)
+eval_app.command("rate")(eval_interview.rate)
 app.add_typer(eval_app, name="eval")
 cli_town.register(app)
 

@@ -9,6 +9,7 @@ admin's inner voice is a directive.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import uuid4
@@ -170,9 +171,16 @@ async def set_object(engine: Engine, path: str, new_state: str) -> str:
             return f"{place}: {name}"
 
 
-async def interview(engine: Engine, resident: str, question: str, asker: str = "") -> str:
+async def interview(
+    engine: Engine,
+    resident: str,
+    question: str,
+    asker: str = "",
+    kinds: Collection[str] | None = None,
+) -> str:
     """A private question: answered from retrieved memories; nothing changes in the town but the
-    memories' last-access times."""
+    memories' last-access times. ``kinds`` limits the memory kinds retrieval may see (the paper's
+    ablations; ``None`` is all of them, an empty collection none)."""
     words = clean_text(question)
     if not words:
         raise ValueError("ask what? the question is empty")
@@ -181,7 +189,7 @@ async def interview(engine: Engine, resident: str, question: str, asker: str = "
             row = _resident(engine.residents(session), resident)
             now = engine.town(session).clock
             assert row.id is not None
-            found = await engine.streams(row.id).recall(session, words, now, k=10)
+            found = await engine.streams(row.id).recall(session, words, now, k=10, kinds=kinds)
             answer = await engine.brain.run(
                 INTERVIEW,
                 InterviewInput(
