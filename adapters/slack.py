@@ -22,7 +22,6 @@ import contextlib
 import logging
 import re
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +41,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlmodel import select
 
 from adapters.base import Caller, DeliveryError, Outgoing, TownPort
+from adapters.slack_text import (
+    MARKUP,
+    NAME_LIMIT,
+    TOWN_ICON,
+    channel_name,
+    escape,
+    icon_emoji,
+    numbered,
+    unescape,
+)
 from town.store.db import Store
 from town.store.models import ChannelLink
 
@@ -50,102 +59,13 @@ log = logging.getLogger(__name__)
 SLACK_API = "https://slack.com/api/"
 EVENTS_PATH = "/slack/events"
 PLATFORM = "slack"
-NAME_LIMIT = 80  # Slack's longest channel name and username
 USER_TTL_S = 300.0  # how long a member's name and admin flag are trusted
 SOCKET_CONNECT_S = 30.0
 SEEN_EVENTS = 1000  # event ids remembered, so a redelivered event is not heard twice
-RESIDENT_ICON = ":bust_in_silhouette:"
-TOWN_ICON = ":house_with_garden:"
 
 # Slack answers that mean the channel itself is gone or was left: provision it again, retry once.
 _REPAIRABLE = ("channel_not_found", "is_archived", "not_in_channel")
 _NETWORK_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, SlackClientError)
-
-
-# -- text ---------------------------------------------------------------------------------------
-
-_BROADCAST = re.compile(r"@(?=(?:here|channel|everyone)\b)", re.IGNORECASE)
-_MARKUP = re.compile(r"<([^<>]*)>")
-
-
-def escape(text: str) -> str:
-    """``text`` as Slack shows it literally: ``&``, ``<`` and ``>`` escaped (so ``<!channel>``,
-    ``<@U1>`` and ``<!subteam^S1>`` stay text), and a zero-width joiner after the ``@`` of
-    ``@here``, ``@channel`` and ``@everyone`` in case a workspace links names."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _BROADCAST.sub("@\u200d", text)
-
-
-def unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
-def channel_name(town: str, area: str) -> str:
-    """Slack's rules: lowercase letters, digits, ``-`` and ``_``, at most 80 characters."""
-    ascii_text = unicodedata.normalize("NFKD", f"{town} {area}").encode("ascii", "ignore")
-    slug = re.sub(r"[^a-z0-9_]+", "-", ascii_text.decode().lower()).strip("-_")
-    return slug[:NAME_LIMIT].rstrip("-_") or "town"
-
-
-def _numbered(base: str, n: int) -> str:
-    if n == 1:
-        return base
-    suffix = f"-{n}"
-    return base[: NAME_LIMIT - len(suffix)].rstrip("-_") + suffix
-
-
-_SHORTCODES = {
-    "😴": "sleeping",
-    "🛏": "bed",
-    "⏰": "alarm_clock",
-    "☕": "coffee",
-    "🍵": "tea",
-    "🍳": "fried_egg",
-    "🥪": "sandwich",
-    "🍝": "spaghetti",
-    "🍽": "knife_fork_plate",
-    "🧁": "cupcake",
-    "📖": "book",
-    "📚": "books",
-    "🔬": "microscope",
-    "🔭": "telescope",
-    "✍": "writing_hand",
-    "📓": "notebook",
-    "📝": "memo",
-    "💼": "briefcase",
-    "💻": "computer",
-    "📧": "email",
-    "🚶": "walking",
-    "🏃": "runner",
-    "🏋": "weight_lifter",
-    "💬": "speech_balloon",
-    "📞": "telephone_receiver",
-    "🎉": "tada",
-    "🎨": "art",
-    "🎵": "musical_note",
-    "🎹": "musical_keyboard",
-    "🎸": "guitar",
-    "🎤": "microphone",
-    "🚿": "shower",
-    "💭": "thought_balloon",
-    "🏠": "house",
-    "🌳": "deciduous_tree",
-    "🛒": "shopping_trolley",
-    "🧹": "broom",
-    "🍺": "beer",
-    "🍷": "wine_glass",
-}
-
-
-def icon_emoji(author: str, emoji: str) -> str:
-    """A ``:shortcode:`` for the poster's face: the author's current emoji where Slack knows it."""
-    if not author:
-        return TOWN_ICON
-    for char in emoji:
-        code = _SHORTCODES.get(char)
-        if code:
-            return f":{code}:"
-    return RESIDENT_ICON
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -364,7 +284,7 @@ class SlackAdapter:
 
     async def _find_or_create(self, base: str, listing: list[dict[str, Any]]) -> dict[str, Any]:
         for n in range(1, 50):
-            name = _numbered(base, n)
+            name = numbered(base, n)
             found = next((c for c in listing if c.get("name") == name), None)
             if found is not None:
                 if not found.get("is_archived"):
@@ -608,4 +528,4 @@ class SlackAdapter:
                 return label or "@" + target[1:].split("^")[0]
             return label or target
 
-        return unescape(_MARKUP.sub(plain, text))
+        return unescape(MARKUP.sub(plain, text))
