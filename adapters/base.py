@@ -44,12 +44,6 @@ class Outgoing:
     emoji: str = ""  # the author's current emoji, for avatars where the platform has none
 
 
-class Visitor(Protocol):
-    platform: str
-    user_id: str
-    display_name: str
-
-
 class TownPort(Protocol):
     """What an adapter may do to a town. ``bot.run.TownRuntime`` implements it."""
 

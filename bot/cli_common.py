@@ -51,6 +51,18 @@ def settings_and_logging() -> Settings:
     return settings
 
 
+def settings_with_brain(brain: str | None) -> Settings:
+    """The settings, with ``--brain offline|llm`` applied and checked."""
+    settings = settings_and_logging()
+    if brain is not None:
+        if brain not in ("offline", "llm"):
+            raise SettingsError("--brain must be offline or llm")
+        settings = settings.model_copy(update={"brain": brain})
+        if brain == "llm" and not (settings.llm_base_url or settings.llm_api_key):
+            raise SettingsError("--brain llm needs BOTTOWN_LLM_BASE_URL or BOTTOWN_LLM_API_KEY")
+    return settings
+
+
 def guarded(fn: Callable[[], T]) -> T:
     with clear_errors():
         return fn()

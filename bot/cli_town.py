@@ -11,9 +11,16 @@ import typer
 from rich.table import Table
 
 from adapters.base import Caller, Reply
-from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
+from bot.cli_common import (
+    err,
+    guarded,
+    out,
+    progress_bar,
+    settings_and_logging,
+    settings_with_brain,
+)
 from bot.commands import Commands
-from bot.settings import Settings, SettingsError
+from bot.settings import SettingsError
 from bot.town_cmds import RunSummary, open_town, target_time
 from bot.town_cmds import simulate as run_simulation
 from town import inputs
@@ -22,17 +29,6 @@ from town.gametime import parse_game_time
 from town.store.usage import DailyTokenBudget
 
 T = TypeVar("T")
-
-
-def _town_settings(brain: str | None) -> Settings:
-    settings = settings_and_logging()
-    if brain is not None:
-        if brain not in ("offline", "llm"):
-            raise SettingsError("--brain must be offline or llm")
-        settings = settings.model_copy(update={"brain": brain})
-        if brain == "llm" and not settings.uses_llm:
-            raise SettingsError("--brain llm needs BOTTOWN_LLM_BASE_URL or BOTTOWN_LLM_API_KEY")
-    return settings
 
 
 def simulate(
@@ -48,7 +44,7 @@ def simulate(
     """Run a town headless for N game days, with a progress bar; a stopped run resumes."""
 
     def run() -> None:
-        settings = _town_settings(brain)
+        settings = settings_with_brain(brain)
         began = parse_game_time(start) if start else None
         town_name = name or Path(town).name
         opened = asyncio.run(open_town(settings, town_name, persona=town, create=True, start=began))
@@ -213,7 +209,7 @@ def run(
     from bot.run import PLATFORMS, TownRuntime, default_platforms, serve
 
     def go() -> None:
-        settings = _town_settings(brain)
+        settings = settings_with_brain(brain)
         changes: dict[str, object] = {}
         if tick_seconds is not None:
             changes["tick_seconds"] = tick_seconds

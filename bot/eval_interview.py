@@ -13,9 +13,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
+from bot.cli_common import (
+    err,
+    guarded,
+    out,
+    progress_bar,
+    settings_and_logging,
+    settings_with_brain,
+)
 from bot.rating_page import RatingSession, start
-from bot.settings import SettingsError
 from bot.town_cmds import open_town
 from town.experiments.believability import (
     CONDITIONS,
@@ -49,11 +55,7 @@ def interview(
     the answers (JSONL and CSV) for `bottown eval rate`."""
 
     def go() -> None:
-        settings = settings_and_logging()
-        if brain is not None:
-            if brain not in ("offline", "llm"):
-                raise SettingsError("--brain must be offline or llm")
-            settings = settings.model_copy(update={"brain": brain})
+        settings = settings_with_brain(brain)
         chosen = parse_conditions(conditions)
         questions = load_questions()
         opened = asyncio.run(open_town(settings, town))

@@ -11,8 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
-from bot.settings import SettingsError
+from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain
 from bot.town_cmds import open_town
 from town.experiments.society import (
     PAPER_ATTENDANCE,
@@ -48,11 +47,7 @@ def society(
     diffusion, relationship density, party attendance and hallucinations."""
 
     def go() -> None:
-        settings = settings_and_logging()
-        if brain is not None:
-            if brain not in ("offline", "llm"):
-                raise SettingsError("--brain must be offline or llm")
-            settings = settings.model_copy(update={"brain": brain})
+        settings = settings_with_brain(brain)
         replay_path = run or settings.data_dir / "replays" / f"{town}.jsonl"
         if run is not None and not run.is_file():
             raise LookupError(f"no run file {str(run)!r}: give the replay written by simulate")

@@ -15,8 +15,8 @@ import openai
 import typer
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
-from bot.settings import Settings, SettingsError
+from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain
+from bot.settings import Settings
 from bot.wiring import build_embedder
 from town.embedding import CachedEmbedder, Embedder, HashEmbedder, MiniLMEmbedder
 from town.experiments.gather import (
@@ -85,16 +85,6 @@ class Thinker:
     model: str | None = None
     ledger: CallLedger | None = None
     client: openai.AsyncOpenAI | None = None
-
-
-def wants_llm(settings: Settings, choice: str | None) -> bool:
-    """Whether to think with the LLM: ``--brain`` if given, else whether one is configured."""
-    if choice is not None and choice not in ("offline", "llm"):
-        raise SettingsError("--brain must be offline or llm")
-    uses_llm = settings.uses_llm if choice is None else choice == "llm"
-    if uses_llm and not (settings.llm_base_url or settings.llm_api_key):
-        raise SettingsError("--brain llm needs BOTTOWN_LLM_BASE_URL or BOTTOWN_LLM_API_KEY")
-    return uses_llm
 
 
 def build_thinker(settings: Settings, uses_llm: bool) -> Thinker:
@@ -286,8 +276,8 @@ def gather(
         counts = parse_agent_counts(agents)
         if diversity not in DIVERSITY:
             raise ValueError(f"--diversity must be one of {', '.join(DIVERSITY)}")
-        settings = settings_and_logging()
-        uses_llm = wants_llm(settings, brain)
+        settings = settings_with_brain(brain)
+        uses_llm = settings.uses_llm
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         target = prepare_out(out_dir or settings.data_dir / "experiments" / f"gather-{stamp}")
         thinker = build_thinker(settings, uses_llm)

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pydantic import SecretStr
+
 from adapters.base import Adapter, Caller, Reply
 from adapters.delivery import OutboxPump
 from bot.commands import Commands
@@ -150,9 +152,8 @@ def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
     raise ValueError(f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}")
 
 
-def _secret(value: object) -> str | None:
-    getter = getattr(value, "get_secret_value", None)
-    return getter() if getter else None
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def default_platforms(settings: Settings) -> list[str]:

@@ -105,6 +105,16 @@ MINITOWN = Path(__file__).parent / "data" / "minitown"
 
 
 @pytest.fixture
+def store(tmp_path: Path) -> Iterator[Any]:
+    """A fresh SQLite store (migrated) in the test's folder."""
+    from town.store.db import Store
+
+    opened = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    yield opened
+    opened.dispose()
+
+
+@pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
     """A live three-resident town (offline brain, hash embedder) as the adapters see it: a
     ``bot.run.TownRuntime``. Nothing ticks unless the test ticks ``runtime.opened.engine``."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 from bot.eval_interview import interview as interview_cmd
 from bot.eval_interview import rate as rate_cmd
 from bot.rating_page import RatingSession, start
+from tests.browser import chromium_page
 from town.experiments.believability import (
     CONDITIONS,
     Ranking,
@@ -34,16 +34,6 @@ from town.store.db import Store
 
 from .test_engine import MINITOWN, make_engine
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ORDER = ["full", "no-reflection", "no-planning", "no-memory"]
 
 
@@ -221,57 +211,36 @@ async def test_rating_page_api_keeps_partial_rankings(tmp_path: Path) -> None:
     assert bad == 1 and [r.rater for r in kept] == ["ann", "bob"]
 
 
-def find_chromium() -> str:
-    for candidate in (
-        "/usr/bin/chromium",
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-    ):
-        if candidate and Path(candidate).exists():
-            return candidate
-    pytest.skip("no Chromium on this machine (apt install chromium); the rating page is untested")
-
-
 async def test_a_rater_in_the_browser_ranks_and_sees_ratings_change(tmp_path: Path) -> None:
-    pytest.importorskip("playwright")
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import expect
 
-    executable = find_chromium()
     small_run(tmp_path / "run")
     runner, url = await start(RatingSession.open(tmp_path / "run"))
     try:
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(
-                executable_path=executable, args=CHROMIUM_ARGS, headless=True
-            )
-            try:
-                page = await browser.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                await page.goto(url)
-                await expect(page.locator("#question")).to_have_text("Who is Maria?")
-                await expect(page.locator("#count")).to_have_text("0 ranking(s) stored")
-                cells = page.locator("#ratings tbody tr td:nth-child(2)")
-                await expect(cells).to_have_text(["25.00"] * 4)
-                items = page.locator("#answers li")
-                await expect(items).to_have_count(4)
-                # the answers' text is shown as text, never as markup
-                assert await page.locator("#answers b").count() == 0
-                # put the full architecture's answer on top, then submit
-                full = page.locator("#answers li", has_text="<b>full</b>")
-                for _ in range(3):
-                    await full.locator("button", has_text="↑").click()
-                await expect(items.first).to_contain_text("<b>full</b>")
-                await page.locator("#submit").click()
-                await expect(page.locator("#count")).to_have_text("1 ranking(s) stored")
-                top = page.locator("#ratings tbody tr").first
-                await expect(top.locator("td").first).to_have_text("full")
-                mu = float(await top.locator("td").nth(1).text_content() or "0")
-                assert mu > 25
-                await expect(page.locator("#question")).to_have_text("Who runs?")
-                assert errors == []
-            finally:
-                await browser.close()
+        async with chromium_page() as browser:
+            page = browser.page
+            await page.goto(url)
+            await expect(page.locator("#question")).to_have_text("Who is Maria?")
+            await expect(page.locator("#count")).to_have_text("0 ranking(s) stored")
+            cells = page.locator("#ratings tbody tr td:nth-child(2)")
+            await expect(cells).to_have_text(["25.00"] * 4)
+            items = page.locator("#answers li")
+            await expect(items).to_have_count(4)
+            # the answers' text is shown as text, never as markup
+            assert await page.locator("#answers b").count() == 0
+            # put the full architecture's answer on top, then submit
+            full = page.locator("#answers li", has_text="<b>full</b>")
+            for _ in range(3):
+                await full.locator("button", has_text="↑").click()
+            await expect(items.first).to_contain_text("<b>full</b>")
+            await page.locator("#submit").click()
+            await expect(page.locator("#count")).to_have_text("1 ranking(s) stored")
+            top = page.locator("#ratings tbody tr").first
+            await expect(top.locator("td").first).to_have_text("full")
+            mu = float(await top.locator("td").nth(1).text_content() or "0")
+            assert mu > 25
+            await expect(page.locator("#question")).to_have_text("Who runs?")
+            assert browser.errors == []
     finally:
         await runner.cleanup()
     kept, _ = read_rankings(tmp_path / "run")

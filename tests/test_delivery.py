@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlmodel import select
@@ -42,11 +41,6 @@ class Sleeps:
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
         await asyncio.sleep(0)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store.open(f"sqlite:///{tmp_path / 'town.db'}")
 
 
 def town_with_events(store: Store, events: list[tuple[str, str, str]], tick: str = "t1") -> int:

@@ -1,7 +1,7 @@
 """The Discord adapter: the real discord.py client against a fake Discord on loopback.
 
 ``tests.fakes.discord_server.FakeDiscord`` speaks Discord's REST API and gateway; discord.py is
-pointed at it by its two base URLs and is otherwise exactly what runs against discord.com.
+pointed at it by its two base URLs and is otherwise exactly what runs against the real service.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,13 +39,6 @@ class Streams:
                 resident_id=resident_id, embedder=self.embedder, index=self.index
             )
         return self.cache[resident_id]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    yield store
-    store.dispose()
 
 
 async def make_engine(store: Store, brain: Any = None, streams: Streams | None = None) -> Engine:

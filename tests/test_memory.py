@@ -48,11 +48,6 @@ def make_resident(store: Store) -> int:
         return res.id
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-
-
 def hand_example(store: Store, weights: RetrievalWeights | None = None) -> MemoryStream:
     emb = TableEmbedder({"A": [1, 0, 0], "B": [0, 1, 0], "C": [0.6, 0.8, 0], "query": [1, 0, 0]})
     stream = MemoryStream(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typer.testing import CliRunner
 
 from bot.cli import app as bottown
 from bot.eval_society import society
-from town.embedding import HashEmbedder
+from tests.test_engine import MINITOWN, Streams
 from town.engine import Engine
 from town.experiments.society import (
     density,
@@ -33,14 +32,12 @@ from town.llm.offline import OfflineBrain
 from town.llm.port import ScriptedBrain
 from town.llm.schemas import JudgeKnowsInput
 from town.llm.tasks import JUDGE_KNOWS
-from town.memory import MemoryStream, NewMemory
+from town.memory import NewMemory
 from town.persona import Event, Fact, ScenarioSpec, load_town
 from town.seed import found_town
 from town.store.db import Store
 from town.store.models import Conversation, Resident
-from town.vectors import InMemoryIndex
 
-MINITOWN = Path(__file__).parent / "data" / "minitown"
 ISABELLA, KLAUS, MARIA = "Isabella Rodriguez", "Klaus Mueller", "Maria Lopez"
 MAYOR = Fact(
     id="mayor_election",
@@ -63,27 +60,6 @@ PARTY = Event(
 
 def at(day: int, hour: int, minute: int = 0) -> datetime:
     return datetime(2023, 2, day, hour, minute, tzinfo=UTC)
-
-
-class Streams:
-    def __init__(self) -> None:
-        self.index = InMemoryIndex()
-        self.embedder = HashEmbedder(64)
-        self.cache: dict[int, MemoryStream] = {}
-
-    def __call__(self, resident_id: int) -> MemoryStream:
-        if resident_id not in self.cache:
-            self.cache[resident_id] = MemoryStream(
-                resident_id=resident_id, embedder=self.embedder, index=self.index
-            )
-        return self.cache[resident_id]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    yield store
-    store.dispose()
 
 
 async def mini_engine(store: Store, brain: ScriptedBrain) -> tuple[Engine, ScenarioSpec]:

@@ -7,9 +7,7 @@ import asyncio
 import contextlib
 import json
 import re
-import shutil
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -23,24 +21,15 @@ from adapters.base import Outgoing
 from adapters.delivery import OutboxPump
 from adapters.web import QUEUE, Feed, WebAdapter
 from bot.run import TownRuntime
+from tests.browser import chromium_page
 from town.inputs import whereabouts
 from town.store.models import Delivery, Memory, Resident, Visitor
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page
+    pass
 
 HOBBS = "Hobbs Cafe"
 CONFTEST_TOWN = Path(__file__).parent / "data" / "minitown"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -320,17 +309,6 @@ def test_a_channel_keeps_its_newest_and_a_stuck_page_is_dropped() -> None:
 # -- the page in a browser ------------------------------------------------------------------------
 
 
-def find_chromium() -> str:
-    for candidate in (
-        "/usr/bin/chromium",
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-    ):
-        if candidate and Path(candidate).exists():
-            return candidate
-    pytest.skip("no Chromium on this machine (apt install chromium); the web page is untested")
-
-
 @contextlib.asynccontextmanager
 async def running_town(tmp_path: Path) -> AsyncIterator[TownRuntime]:
     """``bottown run`` on the web, as ``serve`` runs it; ticks only when the test ticks."""
@@ -361,36 +339,6 @@ async def running_town(tmp_path: Path) -> AsyncIterator[TownRuntime]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-@dataclass
-class Browser:
-    page: Page
-    errors: list[str]  # uncaught exceptions in the page
-    console: list[str]  # console errors (a refused reconnection is one)
-
-
-@contextlib.asynccontextmanager
-async def chromium_page() -> AsyncIterator[Browser]:
-    """A page in headless Chromium from this machine (Playwright never downloads one)."""
-    pytest.importorskip("playwright")
-    from playwright.async_api import async_playwright
-
-    executable = find_chromium()
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            page = await browser.new_page(viewport={"width": 1100, "height": 720})
-            found = Browser(page, [], [])
-            page.on("pageerror", lambda error: found.errors.append(str(error)))
-            page.on(
-                "console", lambda m: found.console.append(m.text) if m.type == "error" else None
-            )
-            yield found
-        finally:
-            await browser.close()
 
 
 async def test_a_visitor_in_the_browser_sees_a_resident_answer(tmp_path: Path) -> None:
