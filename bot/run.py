@@ -174,9 +174,22 @@ async def serve(
     persona: str | None = None,
     ready: Callable[[TownRuntime], None] | None = None,
 ) -> None:
-    """Run a town on ``platforms`` until cancelled: ticks, inputs, outbox delivery."""
+    """Open (or found) a town and run it on ``platforms`` until cancelled."""
     opened = await open_town(settings, town or settings.town, persona=persona, create=True)
-    runtime = TownRuntime(opened, settings)
+    try:
+        await run_town(TownRuntime(opened, settings), platforms, ready=ready)
+    finally:
+        opened.services.close()
+
+
+async def run_town(
+    runtime: TownRuntime,
+    platforms: list[str],
+    *,
+    ready: Callable[[TownRuntime], None] | None = None,
+) -> None:
+    """Run an open town until cancelled: its adapters, one outbox pump each, and its ticks.
+    The caller owns ``runtime.opened`` and closes it."""
     tasks: list[asyncio.Task[None]] = []
     try:
         for name in platforms:
@@ -198,4 +211,4 @@ async def serve(
         for adapter in reversed(runtime.adapters):
             with contextlib.suppress(Exception):
                 await adapter.stop()
-        opened.services.close()
+        runtime.adapters.clear()

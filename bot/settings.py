@@ -73,6 +73,29 @@ class Settings(BaseSettings):
     tick_seconds: float = Field(
         10.0, gt=0, le=3600, description="Real seconds between two ticks while a town runs."
     )
+    missed_time: Literal["jump", "catch-up"] = Field(
+        "jump",
+        description="After downtime: jump the clock to now, or catch up at most catch_up_ticks.",
+    )
+    catch_up_ticks: int = Field(12, ge=0, le=10_000, description="Most ticks run to catch up.")
+    daily_call_budget: int = Field(
+        0, ge=0, description="LLM calls per town per day; 0 = no limit. Then: offline brain."
+    )
+    visitor_messages_per_minute: int = Field(
+        6, ge=0, description="Messages one visitor may send a minute; 0 = no limit."
+    )
+    channel_messages_per_minute: int = Field(
+        20, ge=0, description="Town messages posted to one channel a minute; 0 = no limit."
+    )
+    audit_retention_days: int = Field(
+        90, ge=0, description="Days the audit log keeps inputs and outputs; 0 = forever."
+    )
+    worker_name: str | None = Field(
+        None, max_length=100, description="This worker's name (default: host name and pid)."
+    )
+    lease_seconds: float = Field(
+        30.0, gt=0, le=3600, description="How long a worker's lease on a town lasts unrenewed."
+    )
     admins: list[str] = Field(
         default_factory=list,
         description='Extra admins as "platform:user_id" (e.g. "discord:1234", "web:alice").',

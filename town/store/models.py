@@ -31,6 +31,8 @@ class Town(SQLModel, table=True):
     clock: datetime
     minutes_per_tick: int = 10
     paused: bool = False
+    tick_seconds: float | None = None  # real seconds between ticks; None: the settings' default
+    last_tick_at: datetime | None = None  # wall time of the last committed tick
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -172,3 +174,43 @@ class Delivery(SQLModel, table=True):
     attempts: int = 0
     error: str = Field(default="", max_length=500)
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditEntry(SQLModel, table=True):
+    """One input to a town (a visitor's words, a command) or one output (a resident's words),
+    kept for the platform's records: who, where, what, and when in game and wall time."""
+
+    __table_args__ = (Index("ix_auditentry_town_wall", "town_id", "wall_time"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id")
+    direction: str = Field(max_length=3)  # in, out
+    kind: str = Field(max_length=20)  # say, command, whisper, said, reply, ...
+    platform: str = Field(default="", max_length=20)  # '' for the town's own outputs
+    channel: str = Field(default="", max_length=300)  # the town location
+    who: str = Field(max_length=200)  # visitor "name (platform:user_id)" or the resident's name
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    game_time: datetime
+    wall_time: datetime = Field(default_factory=utcnow)
+
+
+class TownLease(SQLModel, table=True):
+    """Which worker runs a town. A lease is renewed while its worker lives; an expired one may be
+    taken over, and every takeover raises ``epoch`` so a stale owner's tick cannot commit."""
+
+    town_id: int = Field(foreign_key="town.id", primary_key=True)
+    worker: str = Field(max_length=100)  # the worker's name
+    instance: str = Field(max_length=64)  # one process of that name (a random id)
+    epoch: int = 0
+    expires_at: datetime
+    renewed_at: datetime = Field(default_factory=utcnow)
+
+
+class WorkerRow(SQLModel, table=True):
+    """A live worker process, so two processes cannot run under one name."""
+
+    __tablename__ = "worker"
+    name: str = Field(primary_key=True, max_length=100)
+    instance: str = Field(max_length=64)
+    host: str = Field(default="", max_length=200)
+    pid: int = 0
+    heartbeat_at: datetime = Field(default_factory=utcnow)
