@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlmodel import Session, select
@@ -61,6 +61,9 @@ class Engine:
     town_id: int
     reflect_threshold: int = REFLECT_THRESHOLD
     after_commit: Callable[[], None] | None = None  # e.g. flush the LLM usage tally
+    # Called inside a tick's transaction just before it commits; raising rolls the tick back
+    # (a worker checks there that it still holds the town's lease).
+    guard: Callable[[Session], None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def specs(self) -> dict[str, ResidentSpec]:
@@ -89,8 +92,11 @@ class Engine:
                 tick = self.new_tick(session, now)
                 chain = await self._run(tick)
                 town.clock = now
+                town.last_tick_at = datetime.now(UTC)
                 session.add(town)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
+                if self.guard is not None:
+                    self.guard(session)
             if self.after_commit:
                 self.after_commit()
             return TickReport(now, tick.events, chain=chain)
