@@ -148,6 +148,7 @@ def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
             signing_secret=_secret(settings.slack_signing_secret),
             mode=settings.slack_mode,
             port=settings.slack_port,
+            api_url=settings.slack_api_url,
         )
     raise ValueError(f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}")
 

@@ -124,6 +124,10 @@ class Settings(BaseSettings):
     slack_mode: Literal["socket", "http"] = Field(
         "socket", description="socket: Socket Mode (no public URL); http: the Events API."
     )
+    slack_api_url: str = Field(
+        "https://slack.com/api/",
+        description="Slack Web API base URL (a proxy, or a local stand-in for tests).",
+    )
     slack_port: int = Field(3000, ge=0, le=65535, description="Port for slack_mode = http.")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
