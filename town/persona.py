@@ -1,13 +1,15 @@
 """The town as data: a location tree, its residents and a scenario, read from TOML.
 
-A town is a folder, `personas/<name>/`, holding three files:
+A town is a folder, `personas/<name>/`, holding three files (and an optional fourth):
 
 - `town.toml`: the areas (one chat channel each, later), their sub-areas and the objects in them,
   each object with a state in words; opening hours, capacities and free-text rules;
 - `residents.toml`: who lives there, each seeded by one paragraph whose semicolon-separated phrases
   become the first memories;
 - `scenario.toml`: the start time, the tick length, the facts that single residents know at the
-  start (with the question that later checks how far each spread) and timed events.
+  start (with the question that later checks how far each spread) and timed events;
+- `interviews.toml` (optional): the residents who run mock interviews, each in an interview room
+  (an area of its own), with the company and role they hire for and a bank of questions by topic.
 
 `load_town` validates every entry on its own, then cross-checks the files against each other, and
 reports every problem at once as `file: field path: reason`. Places are written as paths joined
@@ -31,8 +33,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 SEPARATOR = ": "
 TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE = "town.toml", "residents.toml", "scenario.toml"
+INTERVIEWS_FILE = "interviews.toml"
 MIN_SEED_PHRASES = 3
-_FILE_ORDER = {TOWN_FILE: 0, RESIDENTS_FILE: 1, SCENARIO_FILE: 2}
+_FILE_ORDER = {TOWN_FILE: 0, RESIDENTS_FILE: 1, SCENARIO_FILE: 2, INTERVIEWS_FILE: 3}
 
 
 class PersonaError(ValueError):
@@ -251,12 +254,62 @@ class ScenarioSpec(_ScenarioHead):
         return [fact for fact in self.facts if fact.resident == resident]
 
 
+def _one_question(value: str) -> str:
+    if value.count("?") > 1:
+        raise ValueError(f"asks {value.count('?')} questions; one question at a time")
+    return value
+
+
+class InterviewQuestion(_Spec):
+    """One question of an interviewer's bank; `follow_up` is asked when an answer is thin."""
+
+    id: Slug
+    topic: Name
+    text: Annotated[Text, AfterValidator(_one_question)]
+    follow_up: Annotated[MaybeText, AfterValidator(_one_question)] = ""
+
+
+class InterviewerSpec(_Spec):
+    """A resident who runs mock interviews in a room (an area), for a company and a role."""
+
+    resident: Name
+    room: Name
+    company: Text
+    role: Text
+    about: MaybeText = ""  # what the interviewer knows of the company and the role
+    next_steps: Text  # what comes after the practice, said when a session closes
+    session_minutes: int = Field(default=40, ge=5, le=240)  # game minutes
+    questions_per_session: int = Field(default=4, ge=1, le=20)
+    questions: list[InterviewQuestion] = Field(min_length=3)
+
+    def topics(self) -> list[str]:
+        """The bank's topics, in the order they first appear."""
+        return list(dict.fromkeys(q.topic for q in self.questions))
+
+    def question(self, question_id: str) -> InterviewQuestion | None:
+        return next((q for q in self.questions if q.id == question_id), None)
+
+
 class TownSpec(_Spec):
     name: Text
     description: MaybeText = ""
     areas: list[Area]
     residents: list[ResidentSpec]
     scenario: ScenarioSpec
+    interviewers: list[InterviewerSpec] = []
+
+    def interviewer(self, name: str) -> InterviewerSpec:
+        """The interviewer with this (full or first) name; ``KeyError`` if there is none."""
+        wanted = " ".join(name.split()).casefold()
+        for spec in self.interviewers:
+            if wanted in (spec.resident.casefold(), spec.resident.split()[0].casefold()):
+                return spec
+        raise KeyError(f"no interviewer named {name!r}")
+
+    def interviewer_in(self, location: str) -> InterviewerSpec | None:
+        """The interviewer whose room holds ``location`` (an area or a path inside it)."""
+        area = split_path(location)[0].casefold() if location.strip() else ""
+        return next((i for i in self.interviewers if i.room.casefold() == area), None)
 
     def paths(self) -> list[str]:
         """Every place: `"Area"` and `"Area: sub-area"`, in file order."""
@@ -410,6 +463,8 @@ def load_town(name_or_path: str | Path) -> TownSpec:
         file: _read_toml(folder, file, problems)
         for file in (TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE)
     }
+    optional = (folder / INTERVIEWS_FILE).is_file()
+    raw[INTERVIEWS_FILE] = _read_toml(folder, INTERVIEWS_FILE, problems) if optional else None
 
     town = _validate(_TownFile, raw[TOWN_FILE], TOWN_FILE, "", problems)
     areas = _validate_items(Area, raw[TOWN_FILE], "areas", TOWN_FILE, problems)
@@ -420,6 +475,10 @@ def load_town(name_or_path: str | Path) -> TownSpec:
     scenario = _validate(_ScenarioFile, raw[SCENARIO_FILE], SCENARIO_FILE, "", problems)
     facts = _validate_items(Fact, raw[SCENARIO_FILE], "facts", SCENARIO_FILE, problems)
     events = _validate_items(Event, raw[SCENARIO_FILE], "events", SCENARIO_FILE, problems)
+    _validate(_InterviewsFile, raw[INTERVIEWS_FILE], INTERVIEWS_FILE, "", problems)
+    interviewers = _validate_items(
+        InterviewerSpec, raw[INTERVIEWS_FILE], "interviewers", INTERVIEWS_FILE, problems
+    )
 
     _check_unique_entries(raw, problems)
     area_names = _entry_values(raw[TOWN_FILE], "areas", "name")
@@ -431,6 +490,7 @@ def load_town(name_or_path: str | Path) -> TownSpec:
     _check_facts(facts, names, problems)
     fact_ids = {fact_id for _, fact_id in _entry_values(raw[SCENARIO_FILE], "facts", "id") or []}
     _check_events(events, scenario, names, places, fact_ids, problems)
+    _check_interviewers(interviewers, dict(residents), resident_names, places, problems)
 
     if problems or town is None or scenario is None:
         problems.sort(key=lambda problem: _FILE_ORDER.get(problem.split(":")[0], 3))
@@ -445,6 +505,7 @@ def load_town(name_or_path: str | Path) -> TownSpec:
             facts=[fact for _, fact in facts],
             events=[event for _, event in events],
         ),
+        interviewers=[interviewer for _, interviewer in interviewers],
     )
 
 
@@ -456,6 +517,10 @@ class _TownFile(_Spec):
 
 class _ResidentsFile(_Spec):
     residents: list[dict[str, Any]] = Field(min_length=1)
+
+
+class _InterviewsFile(_Spec):
+    interviewers: list[dict[str, Any]] = Field(min_length=1)
 
 
 class _ScenarioFile(_ScenarioHead):
@@ -584,6 +649,8 @@ def _check_unique_entries(raw: dict[str, _Raw], problems: list[str]) -> None:
         (RESIDENTS_FILE, "residents", "name"),
         (SCENARIO_FILE, "facts", "id"),
         (SCENARIO_FILE, "events", "id"),
+        (INTERVIEWS_FILE, "interviewers", "resident"),
+        (INTERVIEWS_FILE, "interviewers", "room"),
     ]:
         for i, value, j in _duplicates(_entry_values(raw[file], key, field) or []):
             problems.append(f"{file}: {key}[{i}].{field}: {value!r} is already used by {key}[{j}]")
@@ -668,6 +735,39 @@ def _check_events(
             problems.append(f"{where}.end: the event ends when it starts ({event.start})")
         if scenario is not None and event.ends_at <= scenario.start:
             problems.append(f"{where}.date: the event is over before the scenario starts")
+
+
+def _check_interviewers(
+    interviewers: list[tuple[int, InterviewerSpec]],
+    residents: dict[int, ResidentSpec],
+    named: list[tuple[int, str]] | None,
+    places: _Places | None,
+    problems: list[str],
+) -> None:
+    """Each interviewer is a resident who works in its room, an area of town.toml; its bank has
+    unique ids and enough questions for a session."""
+    names = None if named is None else {name for _, name in named}
+    by_name = {spec.name: spec for spec in residents.values()}
+    for i, spec in interviewers:
+        where = f"{INTERVIEWS_FILE}: interviewers[{i}]"
+        if names is not None and spec.resident not in names:
+            problems.append(f"{where}.resident: {_not_resident(spec.resident, names)}")
+        if places is not None and (reason := places.problem(spec.room, depth=1)):
+            problems.append(f"{where}.room: {reason}")
+        person = by_name.get(spec.resident)
+        work = split_path(person.workplace)[0] if person and person.workplace else ""
+        if person is not None and work.casefold() != spec.room.casefold():
+            problems.append(
+                f"{where}.room: {spec.resident} works in {work or 'no workplace'!r} "
+                f"({RESIDENTS_FILE}), not in {spec.room!r}; an interviewer's workplace is its room"
+            )
+        for k, question_id, j in _duplicates(list(enumerate(q.id for q in spec.questions))):
+            problems.append(f"{where}.questions[{k}].id: {question_id!r} is already questions[{j}]")
+        if spec.questions_per_session > len(spec.questions):
+            problems.append(
+                f"{where}.questions_per_session: {spec.questions_per_session} is more than the "
+                f"{len(spec.questions)} questions in the bank"
+            )
 
 
 def _not_resident(name: str, names: set[str]) -> str:

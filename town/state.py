@@ -10,6 +10,54 @@ from pydantic import BaseModel, Field
 from town.store.models import Resident
 
 
+class CoachingTurn(BaseModel):
+    """One question of a mock interview and the candidate's answer to it (when given)."""
+
+    question: str
+    question_id: str = ""  # its id in the interviewer's bank ("" for a question of its own)
+    topic: str = ""
+    follow_up: bool = False
+    answer: str = ""
+    answer_memory: int | None = None  # the memory holding the answer
+
+
+class CoachingSession(BaseModel):
+    """A mock interview in progress."""
+
+    number: int  # 1 for the candidate's first session with this interviewer
+    started: str  # ISO game time
+    ends: str  # ISO game time the session is due to close
+    focus: list[str] = Field(default_factory=list)  # topics planned for it after the last one
+    turns: list[CoachingTurn] = Field(default_factory=list)
+
+    def main_questions(self) -> int:
+        return sum(1 for turn in self.turns if not turn.follow_up)
+
+
+class AnswerNote(BaseModel):
+    """Where one of the candidate's answers is: its memory (the text), and what it answered."""
+
+    memory: int
+    session: int
+    topic: str
+    question: str
+    answer_at: int  # the answer's first character in the memory's text
+
+
+class Candidate(BaseModel):
+    """What an interviewer keeps of one candidate (a visitor) from session to session."""
+
+    name: str  # the visitor's display name, as last seen
+    sessions: int = 0  # sessions closed
+    session: CoachingSession | None = None
+    asked: list[str] = Field(default_factory=list)  # bank ids asked in any session
+    answers: list[AnswerNote] = Field(default_factory=list)  # the latest, oldest first
+    reviews: list[int] = Field(default_factory=list)  # reflection memories on the candidate
+    focus: list[str] = Field(default_factory=list)  # topics planned for the next session
+    plan: str = ""  # the plan in words (also a plan memory)
+    start_from: int | None = None  # the answer (memory id) the next session builds on
+
+
 class ResidentState(BaseModel):
     awake: bool = False
     day: str = ""  # ISO date of the day plan in force
@@ -35,6 +83,8 @@ class ResidentState(BaseModel):
     talk_memories: list[str] = Field(default_factory=list)  # what it recalls of the other
     reflect_questions: list[str] = Field(default_factory=list)
     reflect_insights: list[dict[str, Any]] = Field(default_factory=list)
+    # An interviewer's candidates (town/coaching.py), by visitor key "platform:user id".
+    coaching: dict[str, Candidate] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, resident: Resident) -> ResidentState:

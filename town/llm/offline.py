@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from town.llm import offline_day, offline_gather, offline_judge, offline_social
+from town.llm import offline_coaching, offline_day, offline_gather, offline_judge, offline_social
 from town.llm import schemas as s
 from town.llm.lexicon import EMOJI, IMPORTANCE, STATE_CHANGES
 from town.llm.tasks import Task
@@ -81,6 +81,9 @@ class OfflineBrain:
             "gather_message_memory": offline_gather.gather_message,
             "gather_move_memory": offline_gather.gather_move,
             "judge_knows": offline_judge.judge_knows,
+            "coach_turn": offline_coaching.coach_turn,
+            "coach_review": offline_coaching.coach_review,
+            "coach_feedback": offline_coaching.coach_feedback,
         }
     )
 

@@ -14,7 +14,10 @@ from town.llm.steps import action_steps, gerund
 from town.llm.text import content_words, first_name, stable_rng, stem, stems, words
 
 DAY = 24 * 60
-_TIME = re.compile(r"\b([01]?\d|2[0-3])[:.h]([0-5]\d)\b|\b(1[0-2]|0?\d)\s*([ap])\.?m\.?\b", re.I)
+_TIME = re.compile(
+    r"\b([01]?\d|2[0-3])[:.h]([0-5]\d)(?:\s*([ap])\.?m\b\.?)?|\b(1[0-2]|0?\d)\s*([ap])\.?m\.?\b",
+    re.I,
+)
 # The default day: (description, earliest start in minutes of the day, shortest duration, where).
 _DEFAULT_DAY = (
     ("waking up and getting ready", None, 30, "home"),
@@ -68,10 +71,14 @@ def _routine_time(text: str) -> tuple[int | None, str]:
     if not match:
         return None, text
     if match.group(1) is not None:
-        at = int(match.group(1)) * 60 + int(match.group(2))
+        hour, half = int(match.group(1)), (match.group(3) or "").lower()
+        if half and hour <= 12:  # "1:30 pm", "12:15 am"
+            hour = hour % 12 + (12 if half == "p" else 0)
+        at = hour * 60 + int(match.group(2))
     else:
-        at = int(match.group(3)) % 12 * 60 + (12 * 60 if match.group(4).lower() == "p" else 0)
-    rest = (text[: match.start()] + text[match.end() :]).strip(" -:,;")
+        at = int(match.group(4)) % 12 * 60 + (12 * 60 if match.group(5).lower() == "p" else 0)
+    before = re.sub(r"\b(?:at|from|around|by)\s*$", "", text[: match.start()], flags=re.I)
+    rest = " ".join(f"{before} {text[match.end() :]}".split()).strip(" -:,;")
     rest = re.sub(r"^(?:at|from)\s+|\s+(?:at|from)$", "", rest, flags=re.I)
     return at, rest
 

@@ -112,6 +112,9 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
     last = history[-1] if history else None
     if last is not None and last.speaker != inputs.speaker and set(words(last.text)) & _GOODBYE:
         return s.UtterResult(text=f"Bye, {name}! Take care.", end=True)
+    if last is not None and last.speaker != inputs.speaker and _asks_if_ai(last.text):
+        honest = f"Yes, I'm an AI character, {name}: {inputs.speaker}, a simulated resident here."
+        return s.UtterResult(text=honest, end=False)
     if len(mine) >= 2 or len(history) >= 6:
         farewell = f"Well, I should get going. It was nice talking, {name}!"
         return s.UtterResult(text=farewell, end=True)
