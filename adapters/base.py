@@ -24,6 +24,7 @@ class Caller:
     display_name: str
     is_admin: bool = False
     location: str | None = None  # the area whose channel the command came from
+    automatic: bool = False  # a program asking for itself (the web page's clock): not audited
 
 
 @dataclass(frozen=True)
@@ -150,14 +151,17 @@ def _pieces(text: str, limit: int) -> list[str]:
     return out
 
 
-SHOWN_KINDS = ("said", "action", "moved", "object", "reacted", "woke", "slept")
+SHOWN_KINDS = ("said", "action", "moved", "object", "reacted", "woke", "slept", "notice")
 
 
 def render(kind: str, payload: dict[str, Any]) -> tuple[str, str, str] | None:
     """An outbox event as (author, text, emoji) for its channel, or None when it is not shown
     in channels (plans, reflections and conversation summaries stay in the replay and store).
 
-    Residents speak in their own name; everything else is the town's narration (author "")."""
+    Residents speak in their own name; everything else is the town's narration (author ""),
+    including a ``notice`` to one visitor (addressed by name in its text, never a mention:
+    each platform's poster escapes mentions). A notice carries ``for_platform``: only that
+    platform shows it (``OutboxPump`` skips it elsewhere)."""
     if kind not in SHOWN_KINDS:
         return None
     text = str(payload.get("text", "")).strip()

@@ -2,7 +2,8 @@
 
 For each pending event (an outbox row with no delivery row for this platform yet):
 
-1. It is rendered (``adapters.base.render``); events not shown in channels are marked skipped.
+1. It is rendered (``adapters.base.render``); events not shown in channels are marked skipped,
+   and so is a notice meant for another platform (its ``for_platform``).
 2. Its delivery row is written as "sending" and committed *before* the post. The unique
    (outbox event, platform) pair makes this a claim: two workers never post the same event, and
    a restart never posts it again. A crash between the claim and the platform's answer leaves
@@ -15,6 +16,10 @@ For each pending event (an outbox row with no delivery row for this platform yet
    tried again on the next round and nothing is lost.
 5. A channel that falls behind by more than ``digest_after`` events gets one digest (split if
    long) instead of a flood.
+6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
+   at its limit is left for a later round, its events still pending and in order; while it
+   waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
+   long message wait inside a round, so one busy channel never holds up the others.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from adapters.base import DeliveryError, Outgoing, Platform, render, split_text
+from town.limits import ChannelRate
 from town.store.db import Store
 from town.store.models import Delivery, OutboxEvent, utcnow
 
@@ -60,6 +66,7 @@ class PumpStats:
     digests: int = 0
     retries: int = 0
     released: int = 0  # claims given back after max_attempts, to be tried again
+    deferred: int = 0  # times a channel at its rate limit left its events for a later round
 
 
 @dataclass
@@ -71,9 +78,15 @@ class OutboxPump:
     base_backoff_s: float = 0.5
     max_backoff_s: float = 30.0
     digest_after: int = DIGEST_AFTER
+    channel_per_minute: int = 0  # posts per channel per minute; 0: no limit
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
     stats: PumpStats = field(default_factory=PumpStats)
     _last_post: dict[str, float] = field(default_factory=dict)
+    _rate: ChannelRate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._rate = ChannelRate(self.channel_per_minute, clock=self.clock)
 
     def recover(self) -> int:
         """Rows a crash left in "sending" become "unknown" and are never posted again."""
@@ -137,7 +150,7 @@ class OutboxPump:
             for row in rows:
                 assert row.id is not None
                 shown = render(row.kind, row.payload)
-                if shown is None:
+                if shown is None or row.payload.get("for_platform", name) != name:
                     s.add(Delivery(outbox_id=row.id, platform=name, status="skipped"))
                     continue
                 author, text, emoji = shown
@@ -155,11 +168,17 @@ class OutboxPump:
         return by_area
 
     async def _channel(self, area: str, items: list[Pending]) -> None:
+        if self._rate.room(area) == 0:
+            self.stats.deferred += 1
+            return  # at the channel's rate: everything waits, in order, for a later round
         if len(items) > self.digest_after:
             await self._post(items, self._digest(area, items), "digested")
             self.stats.digests += 1
             return
         for item in items:
+            if self._rate.room(area) == 0:
+                self.stats.deferred += 1
+                return  # the rest waits for a later round (or a digest), still in order
             message = Outgoing(item.key, area, item.author, item.text, item.emoji)
             if not await self._post([item], message, "sent"):
                 return  # keep the channel's order: the rest waits for the next round
@@ -222,12 +241,15 @@ class OutboxPump:
         return error
 
     async def _pace(self, area: str) -> None:
+        """Wait for the platform's interval and the channel's rate (only the later parts of a
+        long message ever wait for the rate: ``_channel`` starts none at the limit)."""
         last = self._last_post.get(area)
-        if last is not None:
-            wait = last + self.platform.min_interval_s - time.monotonic()
-            if wait > 0:
-                await self.sleep(wait)
-        self._last_post[area] = time.monotonic()
+        wait = 0.0 if last is None else last + self.platform.min_interval_s - self.clock()
+        wait = max(wait, self._rate.wait(area))
+        if wait > 0:
+            await self.sleep(wait)
+        self._last_post[area] = self.clock()
+        self._rate.note(area)
 
     def _claim(self, ids: list[int]) -> bool:
         try:

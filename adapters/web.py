@@ -58,7 +58,7 @@ KEEPALIVE_S = 15.0  # an SSE comment this often, so dead pages are noticed
 QUEUE = 1000  # messages waiting for one slow page before it is dropped (it reconnects)
 VISITOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 PART = re.compile(r"#\d+$")  # a split message's part number after the outbox key
-PAGE_CALLER = Caller("web", "page", "the page")  # asks where and time for the page
+PAGE_CALLER = Caller("web", "page", "the page", automatic=True)  # where and time, not audited
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from town.llm.port import Brain
 from town.store.usage import DailyTokenBudget, StoredUsage
 
 MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
+SECONDS_REALTIME = 60.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,16 @@ class Commands:
             ),
         )
         add(
+            "feedback",
+            Command(
+                "feedback [interviewer]",
+                "notes on your mock-interview answers, quoting them (in an interview room, or "
+                "name the interviewer)",
+                False,
+                self._feedback,
+            ),
+        )
+        add(
             "whisper",
             Command(
                 "whisper <resident> <text>",
@@ -81,8 +92,9 @@ class Commands:
         add(
             "speed",
             Command(
-                "speed <minutes-per-tick | realtime>",
-                "how much game time a tick is",
+                "speed <minutes-per-tick> [seconds-between-ticks] | realtime",
+                "how much game time a tick is, and how often ticks come (default: the "
+                "deployment's interval); realtime is one game minute each real minute",
                 True,
                 self._speed,
             ),
@@ -153,14 +165,37 @@ class Commands:
         if len(args) < 2:
             raise ValueError("name a resident and ask a question")
         answer = await inputs.interview(
-            self.engine, args[0], " ".join(args[1:]), caller.display_name
+            self.engine,
+            args[0],
+            " ".join(args[1:]),
+            caller.display_name,
+            platform=caller.platform,
+            user_id=caller.user_id,
         )
         return Reply(answer, True)
+
+    async def _feedback(self, caller: Caller, args: list[str]) -> Reply:
+        text = await inputs.feedback(
+            self.engine,
+            caller.platform,
+            caller.user_id,
+            caller.display_name,
+            interviewer=" ".join(args),
+            location=caller.location or "",
+        )
+        return Reply(text, True)
 
     async def _whisper(self, caller: Caller, args: list[str]) -> Reply:
         if len(args) < 2:
             raise ValueError("name a resident and what the inner voice says")
-        name = await inputs.whisper(self.engine, args[0], " ".join(args[1:]))
+        name = await inputs.whisper(
+            self.engine,
+            args[0],
+            " ".join(args[1:]),
+            by=caller.display_name,
+            platform=caller.platform,
+            user_id=caller.user_id,
+        )
         return Reply(f"{name} hears an inner voice.", True)
 
     async def _set(self, caller: Caller, args: list[str]) -> Reply:
@@ -171,7 +206,14 @@ class Commands:
             target, state = args[0], " ".join(args[1:])
         else:
             raise ValueError("name an object and its new state")
-        path = await inputs.set_object(self.engine, target, state)
+        path = await inputs.set_object(
+            self.engine,
+            target,
+            state,
+            by=caller.display_name,
+            platform=caller.platform,
+            user_id=caller.user_id,
+        )
         return Reply(f"{path} is now {state}.")
 
     async def _pause(self, caller: Caller, args: list[str]) -> Reply:
@@ -183,17 +225,34 @@ class Commands:
         return Reply(f"The clock runs again from {clock:%A %H:%M}.")
 
     async def _speed(self, caller: Caller, args: list[str]) -> Reply:
-        if len(args) != 1:
-            raise ValueError("give minutes per tick, or realtime")
+        if not 1 <= len(args) <= 2:
+            raise ValueError("give minutes per tick (and seconds between ticks), or realtime")
         word = args[0].lower()
+        seconds: float | None = None
         if word == "realtime":
-            minutes = MINUTES_REALTIME
+            if len(args) > 1:
+                raise ValueError("realtime takes no seconds: it is one tick a real minute")
+            minutes, seconds = MINUTES_REALTIME, SECONDS_REALTIME
         elif word.isdigit():
             minutes = int(word)
+            if len(args) > 1:
+                try:
+                    seconds = float(args[1])
+                except ValueError:
+                    raise ValueError(f"{args[1]!r} is not a number of seconds") from None
         else:
             raise ValueError(f"{args[0]!r} is neither a number of minutes nor realtime")
-        await inputs.set_speed(self.engine, minutes)
-        return Reply(f"A tick is now {minutes} game minute{'s' if minutes != 1 else ''}.")
+        minutes, seconds = await inputs.set_speed(self.engine, minutes, seconds)
+        every = (
+            "at the default interval"
+            if seconds is None
+            else f"every {seconds:g} real second{'s' if seconds != 1 else ''}"
+        )
+        suffix = " (real time)" if word == "realtime" else ""
+        return Reply(
+            f"A tick is now {minutes} game minute{'s' if minutes != 1 else ''}. "
+            f"Ticks come {every}{suffix}."
+        )
 
     async def _status(self, caller: Caller, args: list[str]) -> Reply:
         seen = await inputs.whereabouts(self.engine)
@@ -208,9 +267,16 @@ class Commands:
         if self.usage is not None:
             calls, tokens = self.usage.totals_today()
             lines.append(f"LLM today: {calls:,} calls, {tokens:,} tokens")
-        if self.budget is not None:
-            left = self.budget.left()
-            lines.append("Budget: no daily limit" if left is None else f"Budget left: {left:,}")
+        budget = self.budget
+        found: object = self.engine.brain
+        while found is not None:  # the budget the LLM gateway obeys, through any wrapper
+            obeyed = getattr(found, "budget", None)
+            if isinstance(obeyed, DailyTokenBudget):
+                budget = obeyed
+                break
+            found = getattr(found, "inner", None)
+        if budget is not None:
+            lines.append(budget.describe())
         extra = self.extra_status() if self.extra_status is not None else ""
         if extra:
             lines.append(extra)

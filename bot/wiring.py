@@ -63,7 +63,9 @@ def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, 
         client,
         model=settings.llm_model,
         usage=usage,
-        budget=DailyTokenBudget(usage, settings.daily_token_budget),
+        budget=DailyTokenBudget(
+            usage, settings.daily_token_budget, limit_calls=settings.daily_call_budget
+        ),
         concurrency=settings.llm_concurrency,
         max_attempts=settings.llm_max_attempts,
     )

@@ -1,4 +1,5 @@
-"""Town events: what the platforms show. The engine writes them to the outbox with its commit."""
+"""Town events: what the platforms show. The engine writes them to the outbox with its commit,
+and the town's words (``said``, ``notice``) to the audit log in the same transaction."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from town import audit
 from town.store.models import OutboxEvent
 
 KINDS = (
@@ -21,6 +23,7 @@ KINDS = (
     "object",
     "reflected",
     "conversation",
+    "notice",  # the town to one visitor (e.g. over the message rate); payload for_platform
 )
 
 
@@ -38,8 +41,21 @@ class TownEvent:
 
 
 def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
-    """One outbox row per event, keyed so that the same tick can never be written twice."""
+    """One outbox row per event, keyed so that the same tick can never be written twice; the
+    town's words also go to the audit log, in the same unit of work."""
     for seq, event in enumerate(events):
+        if event.kind in audit.OUTPUT_EVENTS:
+            audit.record(
+                session,
+                town_id,
+                audit.OUT,
+                event.kind,
+                event.resident or "town",
+                event.text,
+                game_time=event.at,
+                platform=str(event.data.get("for_platform", "")),
+                channel=event.channel,
+            )
         session.add(
             OutboxEvent(
                 town_id=town_id,

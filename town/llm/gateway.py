@@ -15,7 +15,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
@@ -51,6 +51,13 @@ BASE_URL_SETTING = "BOTTOWN_LLM_BASE_URL"
 
 class _Unusable(Exception):
     """The model gave no usable answer: the offline brain answers instead."""
+
+
+@runtime_checkable
+class ExplainedBudget(Budget, Protocol):
+    """A budget that can say which of its limits is spent (e.g. "500 of 500 calls today")."""
+
+    def spent_reason(self) -> str | None: ...
 
 
 @dataclass
@@ -130,6 +137,11 @@ class LLMGateway:
         return MODE_BUDGET_SPENT if self._budget.exhausted() else MODE_LLM
 
     @property
+    def budget(self) -> Budget:
+        """The budget this gateway respects (for ``status``)."""
+        return self._budget
+
+    @property
     def response_format_kind(self) -> str:
         return "json_schema" if self._json_schema else "json_object"
 
@@ -165,8 +177,18 @@ class LLMGateway:
             return False
         if self._budget.exhausted():
             if not self._budget_noted:
-                log.warning("LLM daily budget spent: residents now use the offline brain")
                 self._budget_noted = True
+                reason = None
+                if isinstance(self._budget, ExplainedBudget):
+                    reason = self._budget.spent_reason()
+                if reason is None:
+                    log.warning("LLM daily budget spent: residents now use the offline brain")
+                else:
+                    log.warning(
+                        "LLM daily budget spent (%s): residents use the offline brain until "
+                        "00:00 UTC",
+                        reason,
+                    )
             return False
         if self._budget_noted:
             log.info("LLM budget available again: residents use the LLM")

@@ -1,7 +1,9 @@
-"""LLM usage in the store (per town, wall-clock day, task and resident) and the daily budget."""
+"""LLM usage in the store (per town, wall-clock day, task and resident) and the daily budget of
+tokens and calls."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 
@@ -22,13 +24,28 @@ class StoredUsage:
     Recording never touches the database, so an LLM call finishing in the middle of a tick's
     transaction never waits for a second writer; the engine flushes after each commit and the
     commands flush before they exit. ``tokens_today`` counts the unflushed calls too.
+
+    The day's stored totals are read at most every ``refresh_s`` seconds (the budget asks before
+    every LLM call); a flush makes the next reading fresh, and another process's calls on the
+    same town (a shell command) show within ``refresh_s``.
     """
 
-    def __init__(self, store: Store, town_id: int, today: Callable[[], date] = today_utc) -> None:
+    def __init__(
+        self,
+        store: Store,
+        town_id: int,
+        today: Callable[[], date] = today_utc,
+        *,
+        refresh_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.town_id = town_id
         self.today = today
+        self.refresh_s = refresh_s
+        self.clock = clock
         self._pending: dict[tuple[date, str, str], list[int]] = {}
+        self._stored: tuple[date, float, int, int] | None = None  # day, read at, calls, tokens
 
     def record(
         self,
@@ -51,6 +68,7 @@ class StoredUsage:
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
+        self._stored = None  # read the totals afresh after this write
         with self.store.session() as s:
             for (day, task, resident), (calls, prompt, completion, fallbacks) in pending.items():
                 row = s.exec(
@@ -74,18 +92,31 @@ class StoredUsage:
         by_task = self.by_task_today().values()
         return sum(c for c, _ in by_task), sum(t for _, t in by_task)
 
-    def _pending_tokens(self, day: date) -> int:
-        return sum(v[1] + v[2] for (d, _, _), v in self._pending.items() if d == day)
+    def spent_today(self) -> tuple[int, int]:
+        """(calls, tokens) today, flushed or not; the stored part read at most every
+        ``refresh_s`` seconds."""
+        day, now = self.today(), self.clock()
+        stored = self._stored
+        if stored is None or stored[0] != day or now - stored[1] >= self.refresh_s:
+            with self.store.session() as s:
+                calls, tokens = s.exec(
+                    select(
+                        func.sum(LlmUsage.calls),
+                        func.sum(LlmUsage.prompt_tokens + LlmUsage.completion_tokens),
+                    ).where(LlmUsage.town_id == self.town_id, LlmUsage.day == day)
+                ).one()
+            stored = self._stored = (day, now, int(calls or 0), int(tokens or 0))
+        pending = [v for (d, _, _), v in self._pending.items() if d == day]
+        return (
+            stored[2] + sum(v[0] for v in pending),
+            stored[3] + sum(v[1] + v[2] for v in pending),
+        )
 
     def tokens_today(self) -> int:
-        day = self.today()
-        with self.store.session() as s:
-            total = s.exec(
-                select(func.sum(LlmUsage.prompt_tokens + LlmUsage.completion_tokens)).where(
-                    LlmUsage.town_id == self.town_id, LlmUsage.day == day
-                )
-            ).one()
-        return int(total or 0) + self._pending_tokens(day)
+        return self.spent_today()[1]
+
+    def calls_today(self) -> int:
+        return self.spent_today()[0]
 
     def by_task_today(self) -> dict[str, tuple[int, int]]:
         """task -> (calls, tokens) for today, flushed or not."""
@@ -109,16 +140,51 @@ class StoredUsage:
 
 
 class DailyTokenBudget:
-    """Spent once the town's tokens today reach the limit; a limit of 0 never runs out."""
+    """A town's LLM allowance for one wall-clock (UTC) day: ``limit_tokens`` tokens and
+    ``limit_calls`` calls (requests, retries included). It is spent once either is reached, and
+    then the gateway lets the offline brain answer until midnight UTC. A limit of 0 never runs
+    out."""
 
-    def __init__(self, usage: StoredUsage, limit_tokens: int) -> None:
+    def __init__(self, usage: StoredUsage, limit_tokens: int, limit_calls: int = 0) -> None:
         self.usage = usage
         self.limit_tokens = limit_tokens
+        self.limit_calls = limit_calls
 
     def exhausted(self) -> bool:
-        return self.limit_tokens > 0 and self.usage.tokens_today() >= self.limit_tokens
+        return self.spent_reason() is not None
+
+    def spent_reason(self) -> str | None:
+        """Which limit is reached, e.g. ``"500 of 500 calls today"``; None while any is left."""
+        if self.limit_tokens <= 0 and self.limit_calls <= 0:
+            return None
+        calls, tokens = self.usage.spent_today()
+        if self.limit_calls > 0 and calls >= self.limit_calls:
+            return f"{calls:,} of {self.limit_calls:,} calls today"
+        if self.limit_tokens > 0 and tokens >= self.limit_tokens:
+            return f"{tokens:,} of {self.limit_tokens:,} tokens today"
+        return None
 
     def left(self) -> int | None:
+        """Tokens left today (None: no token limit)."""
         if self.limit_tokens <= 0:
             return None
         return max(0, self.limit_tokens - self.usage.tokens_today())
+
+    def calls_left(self) -> int | None:
+        """Calls left today (None: no call limit)."""
+        if self.limit_calls <= 0:
+            return None
+        return max(0, self.limit_calls - self.usage.calls_today())
+
+    def describe(self) -> str:
+        """One line for ``status``: what is left today, or which limit is spent and until when."""
+        reason = self.spent_reason()
+        if reason is not None:
+            return f"Budget spent ({reason}): the offline brain answers until 00:00 UTC"
+        parts = []
+        tokens, calls = self.left(), self.calls_left()
+        if tokens is not None:
+            parts.append(f"{tokens:,} tokens")
+        if calls is not None:
+            parts.append(f"{calls:,} calls")
+        return f"Budget left: {', '.join(parts)}" if parts else "Budget: no daily limit"
