@@ -114,7 +114,7 @@ class OutboxPump:
 
     async def deliver_pending(self) -> int:
         """One round: everything pending now, channels concurrently. Returns events delivered."""
-        by_area = self._pending()
+        by_area = await asyncio.to_thread(self._pending)
         before = self.stats.events
         await asyncio.gather(*(self._channel(area, items) for area, items in by_area.items()))
         return self.stats.events - before
@@ -122,7 +122,7 @@ class OutboxPump:
     async def run(self, wake: asyncio.Event, poll_s: float = 2.0) -> None:
         """Deliver until cancelled: a round whenever ``wake`` is set (after a tick or an input),
         and every ``poll_s`` seconds anyway."""
-        self.recover()
+        await asyncio.to_thread(self.recover)
         while True:
             wake.clear()  # before the round: news during the round means another round
             try:
@@ -193,7 +193,7 @@ class OutboxPump:
 
     async def _post(self, items: list[Pending], message: Outgoing, done: str) -> bool:
         ids = [i.outbox_id for i in items]
-        if not self._claim(ids):
+        if not await asyncio.to_thread(self._claim, ids):
             return True  # another worker has them
         parts = split_text(message.text, self.platform.max_chars)
         posted: list[str] = []
@@ -204,12 +204,14 @@ class OutboxPump:
             if isinstance(result, DeliveryError):
                 if result.permanent or posted:
                     # a part already went out, or retrying cannot help: record, never repost
-                    self._finish(ids, "failed", ",".join(posted), str(result))
+                    await asyncio.to_thread(
+                        self._finish, ids, "failed", ",".join(posted), str(result)
+                    )
                 else:
-                    self._release(ids)
+                    await asyncio.to_thread(self._release, ids)
                 return False
             posted.append(result)
-        self._finish(ids, done, ",".join(posted), "")
+        await asyncio.to_thread(self._finish, ids, done, ",".join(posted), "")
         self.stats.sent += len(posted)
         self.stats.events += len(ids)
         return True

@@ -9,7 +9,8 @@ message in a location channel is a visitor speaking there; ``/town <command>`` a
 ``@bot town <command>`` are chat commands.
 
 Outbound, ``send`` is one ``chat.postMessage`` with the resident's name and an emoji face
-(``chat:write.customize``). Every text is escaped so nothing generated can ping anyone.
+(``chat:write.customize``), its outbox idempotency key in the message's metadata. Every text is
+escaped so nothing generated can ping anyone.
 Retries belong to the outbox pump: the posting client has no retry handlers of its own, and
 Slack's answers become ``DeliveryError`` (429 with its Retry-After, 5xx and lost connections
 transient, a vanished channel provisioned again once, the rest permanent).
@@ -62,6 +63,7 @@ PLATFORM = "slack"
 USER_TTL_S = 300.0  # how long a member's name and admin flag are trusted
 SOCKET_CONNECT_S = 30.0
 SEEN_EVENTS = 1000  # event ids remembered, so a redelivered event is not heard twice
+OUTBOX_EVENT = "bottown_outbox"  # metadata event_type of a post carrying an outbox event
 
 # Slack answers that mean the channel itself is gone or was left: provision it again, retry once.
 _REPAIRABLE = ("channel_not_found", "is_archived", "not_in_channel")
@@ -369,6 +371,9 @@ class SlackAdapter:
             link_names=False,
             unfurl_links=False,
             unfurl_media=False,
+            # Slack's message metadata: which outbox event this is, for anyone auditing the
+            # channel (and the crash test, which counts each event's posts)
+            metadata={"event_type": OUTBOX_EVENT, "event_payload": {"key": message.key}},
         )
         return str(response.get("ts", ""))
 

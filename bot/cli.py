@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from bot import cli_town, eval_interview
+from bot.audit_cmds import audit
 from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
 from bot.eval_society import society
 from bot.experiment_cmds import experiment_app
@@ -35,6 +36,7 @@ eval_app.command("interview")(eval_interview.interview)
 eval_app.command("rate")(eval_interview.rate)
 app.add_typer(eval_app, name="eval")
 cli_town.register(app)
+app.command()(audit)
 
 
 @app.command()

@@ -19,11 +19,11 @@ from bot.cli_common import (
     settings_and_logging,
     settings_with_brain,
 )
-from bot.commands import Commands
+from bot.commands import MINUTES_REALTIME, SECONDS_REALTIME, Commands
 from bot.settings import SettingsError
 from bot.town_cmds import RunSummary, open_town, target_time
 from bot.town_cmds import simulate as run_simulation
-from town import inputs
+from town import audit, inputs
 from town.engine import Engine, TickReport
 from town.gametime import parse_game_time
 from town.store.usage import DailyTokenBudget
@@ -122,7 +122,11 @@ def interview(
     asker: Annotated[str, typer.Option(help="Who is asking, e.g. 'a news reporter'.")] = "",
 ) -> None:
     """Ask a resident a private question; the town does not change."""
-    out.print(_on_town(town, lambda engine: inputs.interview(engine, resident, question, asker)))
+    out.print(
+        _on_town(
+            town, lambda engine: inputs.interview(engine, resident, question, asker, platform="cli")
+        )
+    )
 
 
 def whisper(
@@ -131,7 +135,9 @@ def whisper(
     town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
 ) -> None:
     """Speak as a resident's inner voice: a directive it acts on at its next tick."""
-    name = _on_town(town, lambda engine: inputs.whisper(engine, resident, text))
+    name = _on_town(
+        town, lambda engine: inputs.whisper(engine, resident, text, by="shell", platform="cli")
+    )
     out.print(f"{name} hears an inner voice.")
 
 
@@ -141,7 +147,9 @@ def set_state(
     town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
 ) -> None:
     """Rewrite an object's state; residents there notice it at their next tick."""
-    path = _on_town(town, lambda engine: inputs.set_object(engine, target, state))
+    path = _on_town(
+        town, lambda engine: inputs.set_object(engine, target, state, by="shell", platform="cli")
+    )
     out.print(f"{path} is now {state}")
 
 
@@ -177,6 +185,7 @@ def command(
             DailyTokenBudget(opened.usage, opened.services.settings.daily_token_budget),
         )
         caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
+        await audit.record_command(opened.engine, "cli", as_name, as_name, at or "", line)
         return await commands.handle(caller, line)
 
     reply = guarded(lambda: asyncio.run(go()))
@@ -201,7 +210,12 @@ def run(
     ] = None,
     brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
     tick_seconds: Annotated[
-        float | None, typer.Option(min=0.05, help="Real seconds between ticks.")
+        float | None,
+        typer.Option(
+            min=0.05,
+            help="Real seconds between ticks, for a town with no stored interval "
+            "(`bottown speed` stores one).",
+        ),
     ] = None,
     port: Annotated[int | None, typer.Option(help="Port of the web adapter.")] = None,
 ) -> None:
@@ -226,8 +240,8 @@ def run(
 
         def ready(runtime: TownRuntime) -> None:
             out.print(
-                f"{runtime.town_name} is running ({label}), a tick every "
-                f"{settings.tick_seconds:g} s. Ctrl-C stops it; everything is saved."
+                f"{runtime.town_name} is running ({label}): {runtime.pace().describe()}. "
+                "Ctrl-C stops it; everything is saved."
             )
             for adapter in runtime.adapters:
                 out.print("  " + adapter.status_line(), highlight=False)
@@ -240,8 +254,54 @@ def run(
     guarded(go)
 
 
+FOLLOWS = "A running town follows within a second."
+
+
+def pause(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
+    """Stop a town's clock (stored: it stays paused across restarts until resumed)."""
+    clock = _on_town(town, lambda engine: inputs.set_paused(engine, True))
+    out.print(f"{town}: the clock stops at {clock:%A %H:%M}. {FOLLOWS}")
+
+
+def resume(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
+    """Start a paused town's clock again; the pause does not count as missed time."""
+    clock = _on_town(town, lambda engine: inputs.set_paused(engine, False))
+    out.print(f"{town}: the clock runs again from {clock:%A %H:%M}. {FOLLOWS}")
+
+
+def speed(
+    minutes: Annotated[
+        str, typer.Argument(help="Game minutes a tick, or 'realtime' (1 a real minute).")
+    ],
+    seconds: Annotated[
+        float | None,
+        typer.Argument(help="Real seconds between ticks (default: settings.tick_seconds)."),
+    ] = None,
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Set how much game time a tick is and how often ticks come; stored on the town."""
+
+    def parse() -> tuple[int, float | None]:
+        word = minutes.strip().lower()
+        if word == "realtime":
+            if seconds is not None:
+                raise ValueError("realtime takes no seconds: it is one tick a real minute")
+            return MINUTES_REALTIME, SECONDS_REALTIME
+        if word.isdigit():
+            return int(word), seconds
+        raise ValueError(f"{minutes!r} is neither a number of minutes nor realtime")
+
+    chosen, every = guarded(parse)
+    stored, interval = _on_town(town, lambda engine: inputs.set_speed(engine, chosen, every))
+    pace = "the default interval" if interval is None else f"every {interval:g} real seconds"
+    out.print(f"{town}: a tick is {stored} game minute(s), {pace}. {FOLLOWS}")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(run)
+    app.command()(pause)
+    app.command()(resume)
+    app.command()(speed)
     app.command("cmd")(command)
     app.command()(simulate)
     app.command()(interview)

@@ -2,7 +2,8 @@
 
 ``TownRuntime`` is the town as adapters see it (``adapters.base.TownPort``): visitors' messages
 and commands go in through it; the town's events come out through one ``OutboxPump`` per
-adapter. A tick runs every ``tick_seconds`` real seconds unless the town is paused.
+adapter. Its ticks are a job on the process's scheduler (``bot/scheduler.py``), at the pace
+stored on the town; time missed while it was down is made up when it starts.
 """
 
 from __future__ import annotations
@@ -11,16 +12,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import SecretStr
 
 from adapters.base import Adapter, Caller, Reply
 from adapters.delivery import OutboxPump
-from bot.commands import Commands
+from bot.commands import Command, Commands
+from bot.scheduler import Pace, Timekeeper
 from bot.settings import Settings
 from bot.town_cmds import OpenTown, open_town
-from town import inputs
+from town import audit, inputs
+from town.engine import Engine, TickReport
+from town.limits import VisitorRateLimit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget
 
@@ -37,15 +41,48 @@ class TownRuntime:
     settings: Settings
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the outbox has news
     adapters: list[Adapter] = field(default_factory=list)
+    # What a tick may raise to end the run (a worker's LeaseLost); anything else is logged and
+    # the tick rolled back.
+    stop_on: tuple[type[BaseException], ...] = ()
     commands: Commands = field(init=False)
+    keeper: Timekeeper | None = field(default=None, init=False)  # while run_town runs it
+    visitor_rate: VisitorRateLimit = field(init=False)  # each visitor's messages a minute
 
     def __post_init__(self) -> None:
         self.commands = Commands(
             self.opened.engine,
             usage=self.opened.usage,
-            budget=DailyTokenBudget(self.opened.usage, self.settings.daily_token_budget),
+            budget=DailyTokenBudget(
+                self.opened.usage,
+                self.settings.daily_token_budget,
+                limit_calls=self.settings.daily_call_budget,
+            ),
             extra_status=self._adapter_status,
         )
+        self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
+        for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
+            if name in self.commands.table:
+                self.commands.table[name] = self._then_follow(self.commands.table[name])
+
+    def _then_follow(self, command: Command) -> Command:
+        run = command.run
+
+        async def run_then_follow(caller: Caller, args: list[str]) -> Reply:
+            reply = await run(caller, args)
+            if reply.ok and self.keeper is not None:
+                self.keeper.follow(self.town_id)
+            return reply
+
+        return replace(command, run=run_then_follow)
+
+    @property
+    def engine(self) -> Engine:
+        return self.opened.engine
+
+    def pace(self) -> Pace:
+        """The town's stored pace: paused or not, minutes a tick, seconds between ticks."""
+        with self.store.session() as session:
+            return Pace.of(self.engine.town(session), self.settings)
 
     @property
     def town_name(self) -> str:
@@ -67,22 +104,33 @@ class TownRuntime:
         self, platform: str, user_id: str, display_name: str, area: str, text: str
     ) -> None:
         try:
-            await inputs.say(
+            result = await inputs.say(
                 self.opened.engine,
                 area,
                 display_name,
                 text,
                 platform=platform,
                 user_id=user_id,
+                rate=self.visitor_rate,  # over it: audited, but heard by nobody
             )
         except ValueError as exc:  # an empty message, an unknown place: nothing to remember
             log.info("ignored a %s message in %s: %s", platform, area, exc)
+        else:
+            if result.limited:
+                log.debug("a %s visitor in %s is over the message rate: not heard", platform, area)
         self.wake.set()
 
     async def command(self, caller: Caller, line: str) -> Reply:
         if not caller.is_admin and f"{caller.platform}:{caller.user_id}" in self.settings.admins:
-            caller = Caller(
-                caller.platform, caller.user_id, caller.display_name, True, caller.location
+            caller = replace(caller, is_admin=True)
+        if not caller.automatic:  # every command line a person typed, before it runs
+            await audit.record_command(
+                self.opened.engine,
+                caller.platform,
+                caller.user_id,
+                caller.display_name,
+                caller.location or "",
+                line,
             )
         reply = await self.commands.handle(caller, line)
         self.wake.set()  # set, say and whisper change the town
@@ -94,18 +142,21 @@ class TownRuntime:
     def _adapter_status(self) -> str:
         return "\n".join(a.status_line() for a in self.adapters)
 
-    async def tick_forever(self) -> None:
-        """A tick every ``tick_seconds``; a failed tick rolls back whole and the next one tries
-        again from the same clock."""
-        while True:
-            await asyncio.sleep(self.settings.tick_seconds)
-            try:
-                report = await self.opened.engine.tick()
-            except Exception:
-                log.exception("a tick failed and was rolled back; the clock did not move")
-                continue
-            if report.events:
-                self.wake.set()
+    async def tick(self) -> TickReport | None:
+        """One tick. A failed tick rolls back whole (the clock does not move) and returns None;
+        the next one tries again. What ``stop_on`` names is raised, to end the run."""
+        try:
+            report = await self.engine.tick()
+        except self.stop_on:
+            raise
+        except Exception:
+            log.exception(
+                "%s: a tick failed and was rolled back; the clock did not move", self.town_name
+            )
+            return None
+        if report.events:
+            self.wake.set()
+        return report
 
 
 def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
@@ -189,21 +240,39 @@ async def run_town(
     *,
     ready: Callable[[TownRuntime], None] | None = None,
 ) -> None:
-    """Run an open town until cancelled: its adapters, one outbox pump each, and its ticks.
+    """Run an open town until cancelled: its adapters, one outbox pump each, and its tick job on
+    the process's scheduler (made up for missed time first). A tick that raises what
+    ``runtime.stop_on`` names ends the run with that exception. On the way out the town leaves
+    the scheduler (a running tick rolls back); its job stays in the database for the next run.
     The caller owns ``runtime.opened`` and closes it."""
     tasks: list[asyncio.Task[None]] = []
+    keeper: Timekeeper | None = None
     try:
         for name in platforms:
             adapter = build_adapter(name, runtime)
             await adapter.start()
             runtime.adapters.append(adapter)
-            pump = OutboxPump(runtime.store, runtime.town_id, adapter)
+            pump = OutboxPump(
+                runtime.store,
+                runtime.town_id,
+                adapter,
+                channel_per_minute=runtime.settings.channel_messages_per_minute,
+            )
             tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))
-        tasks.append(asyncio.create_task(runtime.tick_forever(), name="ticks"))
+        days = runtime.settings.audit_retention_days
+        tasks.append(
+            asyncio.create_task(audit.keep_pruned(runtime.engine, days), name="audit-retention")
+        )
+        keeper = Timekeeper.shared(runtime.store, runtime.settings)
+        stopped = await keeper.add(runtime)
+        runtime.keeper = keeper
         if ready:
             ready(runtime)
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*tasks, stopped)
     finally:
+        runtime.keeper = None
+        if keeper is not None:
+            await keeper.remove(runtime)
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +102,19 @@ class FakeSlack:
     def messages_in(self, channel_name: str) -> list[dict[str, Any]]:
         ids = {cid for cid, c in self.channels.items() if c["name"] == channel_name}
         return [m for m in self.messages if m["channel"] in ids]
+
+    def outbox_posts(self) -> list[tuple[str, str, str]]:
+        """Each posted message that carries an outbox key in its metadata, in order:
+        (channel id, key, ts)."""
+        found = []
+        for m in list(self.messages):
+            metadata = m.get("metadata")
+            if isinstance(metadata, str):
+                metadata = json.loads(metadata)
+            if isinstance(metadata, dict) and metadata.get("event_type") == "bottown_outbox":
+                key = str((metadata.get("event_payload") or {}).get("key", ""))
+                found.append((str(m["channel"]), key, str(m["ts"])))
+        return found
 
     def channel_id(self, name: str) -> str:
         live = [c for c in self.channels.values() if c["name"] == name and not c["is_archived"]]
@@ -268,6 +283,32 @@ async def running_fake_slack() -> AsyncIterator[FakeSlack]:
         yield fake
     finally:
         await runner.cleanup()
+
+
+@contextmanager
+def fake_slack_in_thread() -> Iterator[FakeSlack]:
+    """The fake Slack served by a thread of its own, for a test that drives another process
+    (its calls are recorded in the returned ``FakeSlack``; read them, do not mutate them)."""
+    ready: list[FakeSlack] = []
+    stop = threading.Event()
+
+    async def serve() -> None:
+        async with running_fake_slack() as fake:
+            ready.append(fake)
+            await asyncio.to_thread(stop.wait)
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not ready:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the fake Slack did not start")
+        time.sleep(0.01)
+    try:
+        yield ready[0]
+    finally:
+        stop.set()
+        thread.join(5)
 
 
 async def wait_for(fake: FakeSlack, condition: Callable[[], object], seconds: float = 5.0) -> None:
