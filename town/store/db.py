@@ -4,8 +4,10 @@
 all. Work that must follow a commit (updating in-memory caches, say) registers with
 ``Store.after_commit(session, fn)`` and runs only once the commit has succeeded; caches that were
 changed ahead of the commit register ``Store.after_rollback`` to be dropped if it fails. Writes
-that can wait (last-access times) register ``Store.before_commit``, so a unit of work that awaits
-the LLM holds no write lock meanwhile: SQLite has one writer at a time.
+that can wait (last-access times) register ``Store.before_commit``. A tick still holds SQLite's one
+write lock from its first flush until it commits, LLM calls included, so other writers in the same
+process (the outbox pump, the scheduler's job store) write from a worker thread, never on the
+event loop, where waiting for the lock would stop the tick that holds it.
 """
 
 from __future__ import annotations
