@@ -13,11 +13,13 @@ from rich.table import Table
 
 from bot import cli_town, eval_interview
 from bot.audit_cmds import audit
+from bot.bench_scale import bench_scale
 from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
 from bot.eval_society import society
 from bot.experiment_cmds import experiment_app
 from bot.logs import setup_logging
 from bot.settings import load_settings, masked_url
+from bot.worker import worker
 
 app = typer.Typer(
     name="bottown",
@@ -37,6 +39,8 @@ eval_app.command("rate")(eval_interview.rate)
 app.add_typer(eval_app, name="eval")
 cli_town.register(app)
 app.command()(audit)
+app.command()(worker)
+bench_app.command("scale")(bench_scale)
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from rich.console import Console
 from rich.logging import RichHandler
 
 MASK = "***"
@@ -30,7 +31,9 @@ class SecretFilter(logging.Filter):
 
 
 def setup_logging(level: str, secrets: Iterable[str] = ()) -> None:
-    handler = RichHandler(show_path=False, rich_tracebacks=False, markup=False)
+    handler = RichHandler(
+        console=Console(stderr=True), show_path=False, rich_tracebacks=False, markup=False
+    )
     handler.addFilter(SecretFilter(secrets))
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -26,6 +26,7 @@ from town import audit, inputs
 from town.engine import Engine, TickReport
 from town.limits import VisitorRateLimit
 from town.store.db import Store
+from town.store.lease import Leases
 from town.store.usage import DailyTokenBudget
 
 log = logging.getLogger(__name__)
@@ -229,9 +230,23 @@ async def serve(
     """Open (or found) a town and run it on ``platforms`` until cancelled."""
     opened = await open_town(settings, town or settings.town, persona=persona, create=True)
     try:
+        _refuse_if_a_worker_runs(opened, settings)
         await run_town(TownRuntime(opened, settings), platforms, ready=ready)
     finally:
         opened.services.close()
+
+
+def _refuse_if_a_worker_runs(opened: OpenTown, settings: Settings) -> None:
+    """``bottown run`` takes no lease: on a database that workers share, it must not tick a town
+    a live worker holds (the town would be ticked twice)."""
+    assert opened.town.id is not None
+    leases = Leases(opened.services.store, "bottown-run", settings.lease_seconds)
+    if not leases.vacant([opened.town.id]):
+        raise ValueError(
+            f"the town {opened.town.name!r} is run by a live `bottown worker` (see "
+            "`bottown worker --status`); stop that worker, or serve the town with "
+            f"`bottown worker --towns {opened.town.name} --platform ...`"
+        )
 
 
 async def run_town(

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -21,6 +15,8 @@ from town.store.db import Store, StoreError
 from town.store.models import LlmUsage, Memory, OutboxEvent, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.vectors import InMemoryIndex
+
+pytest_plugins = ["tests.servers"]  # postgres_url: a fresh database on a real server
 
 T0 = datetime(2023, 2, 13, 7, tzinfo=UTC)
 TABLES = {
@@ -131,77 +127,6 @@ def test_usage_accumulates_and_budget_runs_out(tmp_path: Path) -> None:
 
 
 # -- PostgreSQL -------------------------------------------------------------------------------
-
-
-def _pg_bin() -> Path | None:
-    found = shutil.which("initdb")
-    if found:
-        return Path(found).parent
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    return versions[-1].parent if versions else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on a loopback port."""
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries not found (apt-get install postgresql)")
-    # not under pytest's private temp folder: the postgres user must be able to reach it
-    folder = Path(tempfile.mkdtemp(prefix="bottown-pg-"))
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
-        if runuser is None or subprocess.run(["id", "postgres"], capture_output=True).returncode:
-            pytest.skip("running as root and there is no 'postgres' user for initdb")
-        shutil.chown(folder, "postgres")
-        run_as = [runuser, "-u", "postgres", "--"]
-    data, port = folder / "data", _free_port()
-    subprocess.run(
-        [
-            *run_as,
-            str(bindir / "initdb"),
-            "-D",
-            str(data),
-            "-A",
-            "trust",
-            "-U",
-            "bottown",
-            "--no-sync",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            *run_as,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-w",
-            "-l",
-            str(folder / "log"),
-            "-o",
-            f"-p {port} -h 127.0.0.1 -k {folder}",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"postgresql+psycopg://bottown@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            capture_output=True,
-        )
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_postgresql_migrates_and_keeps_memories(postgres_url: str) -> None:

@@ -17,7 +17,8 @@ the only writer while it awaits the LLM.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -65,6 +66,15 @@ class Engine:
     # (a worker checks there that it still holds the town's lease).
     guard: Callable[[Session], None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @contextmanager
+    def unit(self) -> Iterator[Session]:
+        """A unit of work on this town from outside a tick (an input), checked by ``guard``
+        before it commits like a tick is, so a worker that lost the town commits nothing."""
+        with self.store.session() as session:
+            if self.guard is not None:
+                Store.before_commit(session, self.guard)
+            yield session
 
     def specs(self) -> dict[str, ResidentSpec]:
         return {r.name: r for r in self.spec.residents}

@@ -76,7 +76,7 @@ async def say(
         raise ValueError("say what? the message is empty")
     who = clean_text(speaker, 80) or "a visitor"
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             town = engine.town(session)
             tick = engine.new_tick(session, town.clock)
             area = _area(tick.world, location)
@@ -178,7 +178,7 @@ async def whisper(
     if not words:
         raise ValueError("whisper what? the text is empty")
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             row = _resident(engine.residents(session), resident)
             state = ResidentState.of(row)
             state.inbox.append(f"Inner voice: {words}")
@@ -214,7 +214,7 @@ async def set_object(
     if not words:
         raise ValueError("set it to what? the state is empty")
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             world = World.load(session, engine.town_id, engine.spec)
             place, name = world.find_object(path)
             world.set_state(session, place, name, words)
@@ -260,7 +260,7 @@ async def interview(
     if not words:
         raise ValueError("ask what? the question is empty")
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             row = _resident(engine.residents(session), resident)
             now = engine.town(session).clock
             assert row.id is not None
@@ -343,7 +343,7 @@ class Whereabouts:
 async def whereabouts(engine: Engine) -> Whereabouts:
     """Who is where and doing what, with the town's clock."""
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             town = engine.town(session)
             by_area: dict[str, list[tuple[str, str, bool]]] = {}
             for row in engine.residents(session).values():
@@ -357,7 +357,7 @@ async def whereabouts(engine: Engine) -> Whereabouts:
 async def look(engine: Engine, location: str) -> str:
     """A place as a visitor sees it now: what it is, if it is open, its objects, who is there."""
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             world = World.load(session, engine.town_id, engine.spec)
             area = _area(world, location)
             clock = engine.town(session).clock
@@ -384,7 +384,7 @@ async def set_paused(engine: Engine, paused: bool) -> datetime:
     """Stop or start the town's clock (stored, so a restart keeps it); returns the game time.
     Resuming marks the wall time the clock runs again from, so a pause is never time missed."""
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             town = engine.town(session)
             if town.paused and not paused:
                 town.last_tick_at = datetime.now(UTC)
@@ -408,7 +408,7 @@ async def set_speed(
             f"seconds between ticks must be {MIN_TICK_SECONDS:g} to {MAX_TICK_SECONDS:g}"
         )
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             town = engine.town(session)
             town.minutes_per_tick = minutes_per_tick
             town.tick_seconds = tick_seconds
@@ -424,7 +424,7 @@ async def join(
     if not who:
         raise ValueError("join as whom? give a name")
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             _remember_visitor(session, engine.town_id, platform, user_id, who, what)
     return who, what
 
@@ -489,7 +489,7 @@ async def feedback(
             raise ValueError(f"name an interviewer ({names}), or ask in an interview room")
         found = chosen
     async with engine.lock:
-        with engine.store.session() as session:
+        with engine.unit() as session:
             tick = engine.new_tick(session, engine.town(session).clock)
             row = tick.residents.get(found.resident)
             if row is None:

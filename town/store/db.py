@@ -53,6 +53,7 @@ class Store:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         else:
             kwargs["pool_pre_ping"] = True
+            kwargs["max_overflow"] = -1  # a checkout never waits (and never blocks the loop)
         self.engine: Engine = create_engine(url, **kwargs)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
