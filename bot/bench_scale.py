@@ -31,6 +31,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,10 +42,9 @@ import openai
 import typer
 from sqlmodel import select
 
-from bot.bench_town import _start_fake_llm as start_fake_llm
+from bot.bench_town import start_fake_llm
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
-from bot.worker import EmbeddingBatcher
 from town.depth import ChainCountingBrain
 from town.embedding import Embedder
 from town.engine import Engine
@@ -304,7 +304,7 @@ async def run_scale_bench(
         if remote:
             bench.chroma = settings.chroma_url or ""
             await asyncio.to_thread(seed_server, index, cache, remote, towns)
-        executor = EmbeddingBatcher(embedder)
+        executor = ThreadPoolExecutor(1, thread_name_prefix="bottown-embed")
         client = openai.AsyncOpenAI(
             base_url=url, api_key="bench", max_retries=0, timeout=max(60.0, latency_ms / 50)
         )

@@ -90,7 +90,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -140,7 +140,7 @@ async def run_town_bench(
     if not 1 <= residents <= len(spec.residents):
         raise ValueError(f"--residents must be 1 to {len(spec.residents)} for smallville")
     spec = spec.model_copy(update={"residents": spec.residents[:residents]})
-    proc, url = _start_fake_llm(latency_ms)
+    proc, url = start_fake_llm(latency_ms)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
             local = settings.model_copy(

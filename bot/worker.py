@@ -27,19 +27,14 @@ import logging
 import math
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import uuid4
 
-import numpy as np
 import typer
 from rich.table import Table
-from sqlalchemy import Engine as SqlEngine
-from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import col, select
@@ -49,7 +44,6 @@ from bot.run import PLATFORMS, TownRuntime, run_town
 from bot.settings import Settings
 from bot.town_cmds import OpenTown
 from bot.wiring import Services, build_brain
-from town.embedding import Embedder
 from town.engine import Engine
 from town.persona import PersonaError, load_town
 from town.seed import TownExists, found_town
@@ -105,69 +99,6 @@ def _reason(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     lines = str(orig).strip().splitlines()
     return lines[0] if lines else type(orig).__name__
-
-
-def _roomy_pool(store_engine: SqlEngine, url: str) -> SqlEngine:
-    """A PostgreSQL pool that never makes a checkout wait: every town's tick holds a connection
-    while it awaits the LLM, and a checkout that waited would block the event loop they share."""
-    if store_engine.dialect.name == "sqlite":
-        return store_engine
-    store_engine.dispose()
-    return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=-1)
-
-
-class EmbeddingBatcher(ThreadPoolExecutor):
-    """The embedding thread of many towns: ``embedder.embed`` calls that queue up while it is
-    busy are answered by one batched call (a batch costs a third per sentence of one-by-one
-    calls with MiniLM), before other work queued meanwhile (index writes) runs in order."""
-
-    BATCH = 64
-
-    def __init__(self, embedder: Embedder) -> None:
-        super().__init__(1, thread_name_prefix="bottown-embed")
-        self._embed = embedder.embed
-        self._queued: list[tuple[Callable[..., Any], tuple[Any, ...], Future[Any]]] = []
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if kwargs:
-            return super().submit(fn, *args, **kwargs)
-        done: Future[Any] = Future()
-        with self._lock:
-            self._queued.append((fn, args, done))
-        super().submit(self._drain)
-        return done
-
-    def _drain(self) -> None:
-        with self._lock:
-            items, self._queued = self._queued, []
-        items = [i for i in items if i[2].set_running_or_notify_cancel()]
-        embeds = [(a[0], f) for fn, a, f in items if fn == self._embed and len(a) == 1]
-        if embeds:
-            self._batch(embeds)
-        for fn, args, done in items:
-            if fn == self._embed and len(args) == 1:
-                continue
-            try:
-                done.set_result(fn(*args))
-            except BaseException as exc:
-                done.set_exception(exc)
-
-    def _batch(self, embeds: list[tuple[list[str], Future[Any]]]) -> None:
-        texts = [t for batch, _ in embeds for t in batch]
-        try:
-            parts = [
-                self._embed(texts[i : i + self.BATCH]) for i in range(0, len(texts), self.BATCH)
-            ]
-            vectors = np.concatenate(parts) if parts else np.empty((0, 0), dtype=np.float32)
-        except BaseException as exc:
-            for _, done in embeds:
-                done.set_exception(exc)
-            return
-        start = 0
-        for batch, done in embeds:
-            done.set_result(vectors[start : start + len(batch)])
-            start += len(batch)
 
 
 @dataclass
@@ -289,11 +220,7 @@ class Worker:
 
     def _open_services(self) -> Services:
         url = worker_url(self.settings.resolved_database_url, self.name, self.instance)
-        services = Services.open(self.settings.model_copy(update={"database_url": url}))
-        services.store.engine = _roomy_pool(services.store.engine, url)
-        services.executor.shutdown()
-        services.executor = EmbeddingBatcher(services.embedder)
-        return services
+        return Services.open(self.settings.model_copy(update={"database_url": url}))
 
     async def _round(self) -> None:
         leases = self.leases

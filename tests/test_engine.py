@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlmodel import col, select
 
@@ -28,15 +30,19 @@ MINITOWN = Path(__file__).parent / "data" / "minitown"
 
 
 class Streams:
-    def __init__(self) -> None:
+    def __init__(self, executor: Executor | None = None) -> None:
         self.index = InMemoryIndex()
         self.embedder = HashEmbedder(64)
         self.cache: dict[int, MemoryStream] = {}
+        self.executor = executor
 
     def __call__(self, resident_id: int) -> MemoryStream:
         if resident_id not in self.cache:
             self.cache[resident_id] = MemoryStream(
-                resident_id=resident_id, embedder=self.embedder, index=self.index
+                resident_id=resident_id,
+                embedder=self.embedder,
+                index=self.index,
+                executor=self.executor,
             )
         return self.cache[resident_id]
 
@@ -212,6 +218,55 @@ async def test_only_the_current_chunk_is_decomposed(store: Store) -> None:
         c for c in brain.history if c.resident == "Maria Lopez" and c.task != "rate_importance"
     ]
     assert maria == []  # asleep until 09:00: no thinking at all
+
+
+async def test_plans_are_remembered_once_kept_across_ticks_and_embedded_as_gists(
+    store: Store,
+) -> None:
+    """With the embedding thread in use (memories recorded without waiting for their vectors):
+    a chunk taken as its own hour item (no call) shares the chunk's memory; every decomposition
+    that took a call is one memory, embedded as its gist; the plan the engine keeps from tick to
+    tick is what the store holds."""
+    brain = CalmBrain()
+    with ThreadPoolExecutor(1) as pool:
+        streams = Streams(pool)
+        engine = await make_engine(store, brain, streams)
+        await until(engine, lambda: len(_plan(store, "Isabella Rodriguez", ("action",))) >= 2)
+        await ticks(engine, 6)
+        pool.submit(lambda: None).result(5)
+    name = "Isabella Rodriguez"
+    days = {d.id: d for d in _plan(store, name, ("day",))}
+    hours = _plan(store, name, ("hour",))
+    plans = [m for m in memories(store, name) if m.kind == "plan"]
+    decomposed = [c for c in brain.calls("decompose") if c.resident == name]
+    assert len(plans) == len(days) + len(decomposed)  # nothing remembered twice
+    for hour in hours:
+        parent = days[hour.parent_id or 0]
+        if parent.duration_min <= 60:
+            assert hour.memory_id == parent.memory_id  # the chunk's own memory
+        else:
+            assert hour.memory_id not in {d.memory_id for d in days.values()}
+    steps = [m for m in plans if " plans, at " in m.text]
+    assert steps, "no decomposition was remembered"
+    rid = resident(store, name).id
+    assert rid is not None
+    ids, vectors = streams.index.fetch(streams(rid).collection)
+    by_id = dict(zip(ids.tolist(), vectors, strict=True))
+    for memory in steps:  # "X plans, at P: Q: 09:00 a; 09:15 a; 09:30 b" -> "plans, at P: Q: a; b"
+        assert memory.id is not None
+        where, _, listed = memory.text.partition(" plans, at ")[2].partition(": ")
+        sub, _, listed = listed.partition(": ")
+        what = "; ".join(dict.fromkeys(step.split(" ", 1)[1] for step in listed.split("; ")))
+        gist = f"plans, at {where}: {sub}: {what}"
+        assert np.allclose(by_id[memory.id], streams.embedder.embed([gist])[0])
+    kept = engine._plans[rid]
+    with store.session() as s:
+        today = s.exec(
+            select(PlanItem).where(PlanItem.resident_id == rid, PlanItem.day == hours[0].day)
+        ).all()
+    assert sorted(i.id or 0 for g in kept.groups.values() for i in g) == sorted(
+        i.id or 0 for i in today
+    )
 
 
 async def test_visitor_is_heard_by_everyone_present_and_no_one_else(store: Store) -> None:

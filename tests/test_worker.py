@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -842,63 +842,6 @@ def test_two_pumps_on_postgresql_post_each_event_once(postgres_url: str) -> None
         delivered = s.exec(select(Delivery)).all()
     assert len(delivered) == 60 and {d.status for d in delivered} == {"sent"}
     store.dispose()
-
-
-def test_the_embedding_thread_batches_what_queues_up() -> None:
-    """Embeddings asked for while the thread is busy come back from one batched call, each
-    caller getting exactly its own rows; other work keeps its order; errors reach every caller
-    of the failed batch."""
-    import numpy as np
-
-    from bot.worker import EmbeddingBatcher
-    from town.embedding import HashEmbedder
-
-    inner = HashEmbedder(16)
-    calls: list[int] = []
-
-    class Counting:
-        name, dim = "counting", 16
-
-        def embed(self, texts: Sequence[str]) -> np.ndarray:
-            calls.append(len(texts))
-            if "boom" in texts:
-                raise RuntimeError("the embedder failed")
-            return inner.embed(texts)
-
-    embedder = Counting()
-    batcher = EmbeddingBatcher(embedder)
-
-    def busy() -> threading.Event:
-        """Keep the thread busy until the returned event is set."""
-        started, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            started.set()
-            release.wait(5)
-
-        batcher.submit(hold)
-        assert started.wait(5)
-        return release
-
-    release = busy()
-    asked = [[f"resident {i} line {j}" for j in range(i % 3 + 1)] for i in range(10)]
-    done = [batcher.submit(embedder.embed, texts) for texts in asked]
-    order: list[int] = []
-    others = [batcher.submit(order.append, n) for n in range(3)]
-    release.set()
-    for texts, future in zip(asked, done, strict=True):
-        assert np.allclose(future.result(5), inner.embed(texts))
-    assert calls == [sum(len(t) for t in asked)]  # one call for all ten
-    assert [o.result(5) for o in others] == [None] * 3 and order == [0, 1, 2]
-
-    release = busy()
-    failing = [batcher.submit(embedder.embed, ["boom"]), batcher.submit(embedder.embed, ["ok"])]
-    release.set()
-    for future in failing:
-        with pytest.raises(RuntimeError, match="the embedder failed"):
-            future.result(5)
-    assert batcher.submit(embedder.embed, ["fine"]).result(5).shape == (1, 16)
-    batcher.shutdown(wait=True)
 
 
 async def test_bench_scale_runs_towns_on_their_schedule(tmp_path: Path) -> None:

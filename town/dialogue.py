@@ -8,6 +8,7 @@ talk is remembered by both on the tick after its last words, its importance rate
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
@@ -35,10 +36,14 @@ async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
     )
     tick.session.add(talk)
     tick.session.flush()
-    for me, other in ((first, second), (second, first)):
-        found = await tick.stream(me).recall(
-            tick.session, other.name, tick.now, k=4, kinds=TALK_KINDS
+    pairs = ((first, second), (second, first))
+    recalled = await asyncio.gather(
+        *(
+            tick.stream(me).recall(tick.session, other.name, tick.now, k=4, kinds=TALK_KINDS)
+            for me, other in pairs
         )
+    )
+    for (me, other), found in zip(pairs, recalled, strict=True):
         state = tick.state(me)
         state.talk, state.talk_memories = talk.id, [r.memory.text for r in found]
         state.noticed = {}

@@ -5,6 +5,7 @@
   the network and reproduces sentence-transformers' output to better than 1e-6.
 * :class:`CachedEmbedder` adds an exact-text LRU cache in front of any embedder.
 * :class:`OpenAIEmbedder` calls an OpenAI-compatible ``/embeddings`` endpoint.
+* :class:`EmbeddingQueue` batches the requests of many callers onto one worker thread.
 * :class:`HashEmbedder` is a tiny deterministic bag-of-words embedder for tests and the
   fake LLM server; it carries no real semantics beyond word overlap.
 
@@ -18,8 +19,10 @@ import itertools
 import json
 import re
 import threading
+import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -165,14 +168,22 @@ class MiniLMEmbedder:
         model_dir: Path | None = None,
         *,
         batch_size: int = 64,
+        batch_tokens: int = 512,
+        blas_threads: int | None = 1,
         max_tokens: int = MINILM_MAX_TOKENS,
         expected_sha256: str | None = MINILM_SHA256,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+        if batch_size < 1 or batch_tokens < 1 or (blas_threads is not None and blas_threads < 1):
+            raise ValueError("batch_size, batch_tokens and blas_threads must be >= 1")
         self.dim: int = 384
         self.model_dir = model_dir
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
+        # BLAS threads for the forward pass (None: the library's default). One: the pass runs on
+        # the embedding thread beside the event loop, and OpenBLAS's extra threads spin, taking
+        # the CPU the loop needs (on two cores a town day took 1.7x the CPU with the default).
+        self.blas_threads = blas_threads
+        self._blas: Any = None
         self.max_tokens = max_tokens
         self.expected_sha256 = expected_sha256
         self._weights: _Weights | None = None
@@ -303,34 +314,63 @@ class MiniLMEmbedder:
         if not texts:
             return out
         weights, tokenizer = self._load()
+        if self.blas_threads is None:
+            return self._embed(weights, tokenizer, texts, out)
+        if self._blas is None:
+            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+
+            self._blas = ThreadpoolController()
+        with self._blas.limit(limits=self.blas_threads, user_api="blas"):
+            return self._embed(weights, tokenizer, texts, out)
+
+    def _embed(self, weights: _Weights, tokenizer: Any, texts: Sequence[str], out: F32) -> F32:
         encodings = tokenizer.encode_batch([str(t).strip() for t in texts])
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+        # Shortest first, so a batch pads little; a batch stops at ``batch_size`` texts or
+        # ``batch_tokens`` padded tokens, which keeps its activations in the CPU's cache.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
+        start = 0
+        while start < len(order):
+            stop = start + 1
+            while (
+                stop < len(order)
+                and stop - start < self.batch_size
+                and (stop - start + 1) * len(ids[order[stop]]) <= self.batch_tokens
+            ):
+                stop += 1
+            chunk = order[start:stop]
             out[chunk] = self._forward(weights, [ids[i] for i in chunk])
+            start = stop
         return out
 
     def _forward(self, w: _Weights, seqs: list[npt.NDArray[np.int64]]) -> F32:
-        batch, length = len(seqs), max(len(s) for s in seqs)
-        token_ids = np.zeros((batch, length), dtype=np.int64)
-        mask = np.zeros((batch, length), dtype=np.float32)
-        for row, seq in enumerate(seqs):
-            token_ids[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1.0
-
-        x = w.word[token_ids]  # (B, L, H)
-        x += w.position[:length] + w.token_type0
-        x = _layer_norm(x, w.emb_ln_g, w.emb_ln_b, w.eps).reshape(batch * length, self.dim)
+        """The batch's sequences packed end to end for every dense layer (no work on padding);
+        only attention, which mixes tokens within a sequence, sees them padded to one length."""
+        lengths = np.array([len(s) for s in seqs], dtype=np.int64)
+        batch, length, total = len(seqs), int(lengths.max()), int(lengths.sum())
+        cols = np.concatenate([np.arange(n) for n in lengths.tolist()])
+        x = w.word[np.concatenate(seqs)]  # (T, H): T tokens in all
+        x += w.position[cols]
+        x += w.token_type0
+        x = _layer_norm(x, w.emb_ln_g, w.emb_ln_b, w.eps)
 
         heads = w.heads
         head_dim = self.dim // heads
-        padded = bool(mask.min() < 1.0)
-        bias = ((mask - 1.0) * np.float32(1e9))[:, None, None, :] if padded else None
+        slots: npt.NDArray[np.int64] | None = None  # each token's place in the padded layout
+        bias = None
+        if total < batch * length:
+            slots = np.repeat(np.arange(batch) * length, lengths) + cols
+            mask = np.zeros(batch * length, dtype=np.float32)
+            mask[slots] = 1.0
+            bias = ((mask - 1.0) * np.float32(1e9)).reshape(batch, 1, 1, length)
 
         for layer in w.layers:
             qkv = x @ layer.w_qkv
             qkv += layer.b_qkv
+            if slots is not None:
+                spread = np.zeros((batch * length, qkv.shape[1]), dtype=np.float32)
+                spread[slots] = qkv
+                qkv = spread
             qkv = qkv.reshape(batch, length, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
             q, k, v = qkv[0], qkv[1], qkv[2]  # (B, heads, L, head_dim); q is pre-scaled
             scores = q @ k.transpose(0, 1, 3, 2)  # (B, heads, L, L)
@@ -340,6 +380,8 @@ class MiniLMEmbedder:
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
             ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, self.dim)
+            if slots is not None:
+                ctx = ctx[slots]
             attn = ctx @ layer.w_attn_out
             attn += layer.b_attn_out
             attn += x
@@ -351,10 +393,9 @@ class MiniLMEmbedder:
             ffn += x
             x = _layer_norm(ffn, layer.ln2_g, layer.ln2_b, w.eps)
 
-        hidden = x.reshape(batch, length, self.dim)
-        summed = np.einsum("bld,bl->bd", hidden, mask)
-        counts = np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
-        return _normalise_rows(summed / counts)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        summed = np.add.reduceat(x, starts, axis=0)  # mean pooling over each sequence
+        return _normalise_rows(summed / lengths[:, None].astype(np.float32))
 
 
 # --------------------------------------------------------------------------- caching wrapper
@@ -419,6 +460,142 @@ class CachedEmbedder:
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
+
+
+# --------------------------------------------------------------------------- batching queue
+
+
+@dataclass
+class _Job:
+    texts: list[str]
+    future: Future[F32]
+    owner: object  # whose vectors: a request for an owner waits for that owner's earlier ones
+    urgent: bool
+
+
+class EmbeddingQueue:
+    """Embedding requests from many callers, answered in batches on one executor thread, with
+    slower work that can wait (index writes) fitted in between.
+
+    ``submit`` returns at once with a future. What is asked for while the thread is busy is
+    embedded together in the next ``embed`` call (a tick's new memories of every resident, say),
+    at most ``chunk`` texts at a time; but an urgent request (a query someone awaits) goes first,
+    with the owner's own earlier requests and no one else's. Work given to ``later`` runs after
+    every embedding asked for before it, only while no embedding is waiting: a query never waits
+    behind a queue of index writes, only behind the one being written.
+    """
+
+    def __init__(self, embedder: Embedder, executor: Executor, *, chunk: int = 16) -> None:
+        if chunk < 1:
+            raise ValueError("chunk must be >= 1")
+        self.embedder = embedder
+        self.executor = executor
+        self.chunk = chunk
+        self.batches = 0  # embed calls made (for tests and benchmarks)
+        self._waiting: list[_Job] = []
+        self._later: list[tuple[Callable[[], None], Future[None]]] = []
+        self._running = False
+        self._lock = threading.Lock()
+
+    def submit(
+        self, texts: Sequence[str], *, owner: object = None, urgent: bool = False
+    ) -> Future[F32]:
+        """The vectors of ``texts``, computed on the executor."""
+        if isinstance(texts, str):
+            raise TypeError("submit() takes a sequence of strings, not a single string")
+        future: Future[F32] = Future()
+        with self._lock:
+            self._waiting.append(_Job(list(texts), future, owner, urgent))
+        self._start()
+        return future
+
+    def later(self, work: Callable[[], None]) -> Future[None]:
+        """Run ``work`` on the executor once the embeddings asked for so far are done."""
+        future: Future[None] = Future()
+        with self._lock:
+            self._later.append((work, future))
+        self._start()
+        return future
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._running:
+                return
+            self._running = True
+        try:
+            self.executor.submit(self._run)
+        except RuntimeError:  # the executor was shut down: do it on this thread
+            self._run()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                work = None
+                jobs = self._next_batch()
+                if not jobs:
+                    if not self._later:
+                        self._running = False
+                        return
+                    work = self._later.pop(0)
+            if work is None:
+                self._embed(jobs)
+            elif work[1].set_running_or_notify_cancel():
+                try:
+                    work[0]()
+                except BaseException as exc:
+                    work[1].set_exception(exc)
+                else:
+                    work[1].set_result(None)
+
+    def _next_batch(self) -> list[_Job]:
+        """Under the lock: the urgent requests with their owners' earlier ones, or else the
+        oldest requests up to ``chunk`` texts (at least one request)."""
+        owners = {j.owner for j in self._waiting if j.urgent and j.owner is not None}
+        if any(j.urgent for j in self._waiting):
+            chosen = [j for j in self._waiting if j.urgent or j.owner in owners]
+        else:
+            chosen, size = [], 0
+            for job in self._waiting:
+                if chosen and size + len(job.texts) > self.chunk:
+                    break
+                chosen.append(job)
+                size += len(job.texts)
+        taken = {id(j) for j in chosen}
+        self._waiting = [j for j in self._waiting if id(j) not in taken]
+        return chosen
+
+    def _embed(self, jobs: list[_Job]) -> None:
+        jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+        if not jobs:
+            return
+        try:
+            vectors = np.asarray(self.embedder.embed([t for j in jobs for t in j.texts]))
+            self.batches += 1
+        except BaseException as exc:  # every caller of the failed batch hears of it
+            for job in jobs:
+                job.future.set_exception(exc)
+            return
+        start = 0
+        for job in jobs:
+            job.future.set_result(vectors[start : start + len(job.texts)])
+            start += len(job.texts)
+
+
+_QUEUES: weakref.WeakKeyDictionary[Executor, dict[int, EmbeddingQueue]] = (
+    weakref.WeakKeyDictionary()
+)
+_QUEUES_LOCK = threading.Lock()
+
+
+def shared_queue(embedder: Embedder, executor: Executor) -> EmbeddingQueue:
+    """The one queue of this embedder on this executor, shared by every memory stream using
+    both, so that their requests are batched together."""
+    with _QUEUES_LOCK:
+        by_embedder = _QUEUES.setdefault(executor, {})
+        found = by_embedder.get(id(embedder))
+        if found is None or found.embedder is not embedder:
+            found = by_embedder[id(embedder)] = EmbeddingQueue(embedder, executor)
+        return found
 
 
 # --------------------------------------------------------------------------- OpenAI-compatible

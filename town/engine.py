@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlmodel import Session, select
@@ -33,7 +33,7 @@ from town.llm.schemas import Insight
 from town.memory import MemoryStream
 from town.mind import Observation, Tick, perceive, think
 from town.persona import ResidentSpec, TownSpec
-from town.state import ResidentState
+from town.planning import DayPlan
 from town.store.db import Store
 from town.store.models import Conversation, Resident, Town
 from town.world import World
@@ -66,6 +66,11 @@ class Engine:
     # (a worker checks there that it still holds the town's lease).
     guard: Callable[[Session], None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Today's plan items per resident id, kept from tick to tick (they change only through
+    # town/planning.py and a reaction's replanning, which keep it current); dropped when a unit
+    # of work rolls back and when the day changes.
+    _plans: dict[int, DayPlan] = field(default_factory=dict, init=False, repr=False)
+    _plans_day: date | None = field(default=None, init=False, repr=False)
 
     @contextmanager
     def unit(self) -> Iterator[Session]:
@@ -114,6 +119,10 @@ class Engine:
     def new_tick(self, session: Session, now: datetime) -> Tick:
         residents = self.residents(session)
         specs = self.specs()
+        if self._plans_day != now.date():
+            self._plans.clear()
+            self._plans_day = now.date()
+        Store.after_rollback(session, self._plans.clear)
         tick = Tick(
             session=session,
             now=now,
@@ -122,9 +131,11 @@ class Engine:
             streams=self.streams,
             residents={n: r for n, r in residents.items() if n in specs},
             specs=specs,
+            plans=self._plans,
         )
         for name, row in tick.residents.items():
-            tick.start[name] = (row.location, row.action, ResidentState.of(row).awake)
+            awake = bool((row.state or {}).get("awake", False))  # (ResidentState.awake)
+            tick.start[name] = (row.location, row.action, awake)
         return tick
 
     async def _run(self, tick: Tick) -> int:
@@ -142,10 +153,12 @@ class Engine:
         units += [self._reflect_step(tick, r) for r in tick.residents.values()]
         chain = await _longest(units)
         busy = {n for n, r in tick.residents.items() if tick.state(r).talk is not None}
+        starting = []
         for a, b in tick.talks:
             if not busy & {a, b}:
                 busy |= {a, b}
-                await dialogue.begin(tick, tick.residents[a], tick.residents[b])
+                starting.append(dialogue.begin(tick, tick.residents[a], tick.residents[b]))
+        await asyncio.gather(*starting)
         tick.save_states()
         return chain
 

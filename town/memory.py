@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import unicodedata
+import re
 from collections.abc import Collection, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -30,7 +30,7 @@ from sqlalchemy import update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
-from town.embedding import Embedder
+from town.embedding import Embedder, EmbeddingQueue, shared_queue
 from town.store.db import Store
 from town.store.models import MEMORY_KINDS, Memory
 from town.vectors import VectorIndex
@@ -60,6 +60,9 @@ class NewMemory:
     text: str
     importance: int
     cites: Sequence[int] = ()
+    # What is embedded instead of the text, when given: a plan's steps without their clock
+    # times, say. A vector computed again after a lost index write is of the text.
+    gist: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,26 @@ def _grow(arr: np.ndarray, cap: int) -> np.ndarray:
     return out
 
 
+Vectors = np.ndarray | Future[np.ndarray]
+
+
+@dataclass
+class _Pending:
+    """New memories whose vectors are still being computed (see ``MemoryStream.record``)."""
+
+    ids: np.ndarray
+    importance: np.ndarray
+    access_h: np.ndarray
+    kinds: np.ndarray
+    vectors: Future[np.ndarray]
+
+
+def embedded_text(item: NewMemory, row: Memory) -> str:
+    """What is embedded for a memory: its gist when it has one, else its stored text."""
+    gist = clean_text(item.gist) if item.gist else ""
+    return gist or row.text
+
+
 class MemoryStream:
     """One resident's memories: add, retrieve, and the most recent ones."""
 
@@ -169,7 +192,7 @@ class MemoryStream:
         self.weights = weights or RetrievalWeights()
         self.executor = executor
         self._matrix: _Matrix | None = None
-        self._touch_key = f"bottown_touch_{self.collection}"
+        self._pending: list[_Pending] = []
         self._index_key = f"bottown_index_{self.collection}"
 
     # -- writing -------------------------------------------------------------------------------
@@ -183,47 +206,31 @@ class MemoryStream:
     ) -> list[Memory]:
         """Store memories in the caller's unit of work; vectors are indexed under their ids.
 
-        ``vectors`` may be given when they were computed already (see ``record``)."""
+        ``vectors`` may be given when they were computed already; otherwise they are computed
+        here, on the caller's thread (``record`` leaves that to the stream's executor)."""
         if not items:
             return []
-        matrix = self._load(session)  # before the flush, so the new rows are not loaded twice
-        rows = [self._row(item, at) for item in items]
-        session.add_all(rows)
-        session.flush()
-        ids = np.array([r.id for r in rows], dtype=np.int64)
+        rows = self._insert(session, items, at)
         if vectors is None or len(vectors) != len(rows):
-            vectors = self.embedder.embed([r.text for r in rows])
-        # The index is written once the unit of work has committed, in one upsert, on the
-        # executor when there is one. A vector lost on the way (a crash right after the commit)
-        # is embedded again when the stream is next loaded; a vector left over from a rolled-back
-        # id is overwritten when the id is reused.
-        pending: list[tuple[np.ndarray, np.ndarray]] | None = session.info.get(self._index_key)
-        if pending is None:
-            pending = session.info[self._index_key] = []
-            batch = pending
-            Store.after_commit(session, lambda: self._write_index(batch))
-        pending.append((ids, vectors))
-        matrix.append(
-            ids,
-            vectors,
-            np.array([r.importance for r in rows], dtype=np.float32),
-            np.full(len(rows), game_hours(at)),
-            np.array([KIND_CODES[r.kind] for r in rows], dtype=np.int8),
-        )
-        Store.after_rollback(session, self.forget_cache)
+            vectors = self.embedder.embed(
+                [embedded_text(item, row) for item, row in zip(items, rows, strict=True)]
+            )
+        self._attach(session, rows, at, vectors)
         return rows
 
     async def record(
         self, session: Session, items: Sequence[NewMemory], at: datetime
     ) -> list[Memory]:
-        """``add``, with the embedding computed on the stream's executor (a worker thread), so an
-        event loop that awaits the LLM for other residents is not blocked meanwhile."""
+        """``add``, without waiting for the vectors: they are computed on the stream's executor
+        (a worker thread), batched with every other stream's that asked meanwhile, while the
+        event loop goes on. The rows are stored at once; a retrieval from this stream waits for
+        its pending vectors, so a memory is found from the moment it is recorded."""
         if self.executor is None or not items:
             return self.add(session, items, at)
-        texts = [clean_text(item.text) for item in items]
-        loop = asyncio.get_running_loop()
-        vectors = await loop.run_in_executor(self.executor, self.embedder.embed, texts)
-        return self.add(session, items, at, vectors)
+        rows = self._insert(session, items, at)
+        texts = [embedded_text(item, row) for item, row in zip(items, rows, strict=True)]
+        self._attach(session, rows, at, self._queue().submit(texts, owner=self.collection))
+        return rows
 
     async def recall(
         self,
@@ -233,12 +240,83 @@ class MemoryStream:
         k: int = 10,
         kinds: Collection[str] | None = None,
     ) -> list[Retrieved]:
-        """``retrieve``, with the query embedded on the stream's executor (see ``record``)."""
-        if self.executor is None:
-            return self.retrieve(session, query, now, k, kinds)
-        loop = asyncio.get_running_loop()
-        vectors = await loop.run_in_executor(self.executor, self.embedder.embed, [query])
-        return self.retrieve(session, query, now, k, kinds, query_vector=vectors[0])
+        """``retrieve``, with the query embedded on the stream's executor (see ``recall_each``)."""
+        (found,) = await self.recall_each(session, [query], now, k, kinds)
+        return found
+
+    async def recall_each(
+        self,
+        session: Session,
+        queries: Sequence[str],
+        now: datetime,
+        k: int | Sequence[int] = 10,
+        kinds: Collection[str] | None = None,
+    ) -> list[list[Retrieved]]:
+        """``retrieve`` for each query in turn (each sees the last access the ones before it
+        set), the queries embedded together on the stream's executor ahead of other streams'
+        work; the stream's pending vectors are waited for without blocking the event loop."""
+        ks = [k] * len(queries) if isinstance(k, int) else list(k)
+        if len(ks) != len(queries):
+            raise ValueError("give one k, or one k per query")
+        if self.executor is None or not queries:
+            return [
+                self.retrieve(session, q, now, n, kinds) for q, n in zip(queries, ks, strict=True)
+            ]
+        asked = self._queue().submit(list(queries), owner=self.collection, urgent=True)
+        waits = [asyncio.wrap_future(f) for f in (asked, *(p.vectors for p in self._pending))]
+        await asyncio.wait(waits)  # failures surface below, where they are handled
+        vectors = asked.result()
+        return [
+            self.retrieve(session, q, now, n, kinds, query_vector=vectors[i])
+            for i, (q, n) in enumerate(zip(queries, ks, strict=True))
+        ]
+
+    def _queue(self) -> EmbeddingQueue:
+        assert self.executor is not None
+        return shared_queue(self.embedder, self.executor)
+
+    def _insert(self, session: Session, items: Sequence[NewMemory], at: datetime) -> list[Memory]:
+        """The rows, flushed so they have ids; the cache is loaded first, so it does not load
+        them twice."""
+        if self._matrix is None:
+            self._load(session)
+        rows = [self._row(item, at) for item in items]
+        session.add_all(rows)
+        session.flush()
+        return rows
+
+    def _attach(
+        self,
+        session: Session,
+        rows: list[Memory],
+        at: datetime,
+        vectors: np.ndarray | Future[np.ndarray],
+    ) -> None:
+        """The new rows' vectors (or the promise of them) into the cache, and into the index once
+        the unit of work has committed.
+
+        The index is written in one upsert per unit of work, on the executor when there is one,
+        when every vector is there. A vector lost on the way (a crash right after the commit) is
+        embedded again when the stream is next loaded; a vector left over from a rolled-back id
+        is overwritten when the id is reused."""
+        ids = np.array([r.id for r in rows], dtype=np.int64)
+        pending: list[tuple[np.ndarray, Vectors]] | None = session.info.get(self._index_key)
+        if pending is None:
+            pending = session.info[self._index_key] = []
+            batch = pending
+            Store.after_commit(session, lambda: self._write_index(batch))
+        pending.append((ids, vectors))
+        columns = (
+            ids,
+            np.array([r.importance for r in rows], dtype=np.float32),
+            np.full(len(rows), game_hours(at)),
+            np.array([KIND_CODES[r.kind] for r in rows], dtype=np.int8),
+        )
+        if isinstance(vectors, Future):
+            self._pending.append(_Pending(*columns, vectors))
+        elif self._matrix is not None:  # (else the rows are read with the rest on next use)
+            self._matrix.append(columns[0], vectors, *columns[1:])
+        Store.after_rollback(session, self.forget_cache)
 
     def _row(self, item: NewMemory, at: datetime) -> Memory:
         if item.kind not in KIND_CODES:
@@ -273,7 +351,7 @@ class MemoryStream:
         """The paper's top-k memories for ``query`` at game time ``now``; updates last access.
 
         ``query_vector`` may be given when it was computed already (see ``recall``)."""
-        matrix = self._load(session)
+        matrix = self._ready(session)
         n = matrix.size
         if n == 0 or k <= 0:
             return []
@@ -296,9 +374,9 @@ class MemoryStream:
             m.id: m
             for m in session.exec(select(Memory).where(col(Memory.id).in_(chosen_ids))).all()
         }
-        touched: dict[int, datetime] = session.info.setdefault(self._touch_key, {})
+        touched: dict[int, datetime] = session.info.setdefault(_TOUCH_KEY, {})
         touched.update(dict.fromkeys(chosen_ids, now))
-        Store.before_commit(session, self._write_last_access)
+        Store.before_commit(session, _write_last_access)
         matrix.touch(chosen_ids, now_h)
         Store.after_rollback(session, self.forget_cache)
         out = []
@@ -316,29 +394,24 @@ class MemoryStream:
             )
         return out
 
-    def _write_index(self, pending: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        ids = np.concatenate([p[0] for p in pending]).tolist()
-        vectors = np.concatenate([p[1] for p in pending])
+    def _write_index(self, pending: list[tuple[np.ndarray, Vectors]]) -> None:
+        """After the commit: one upsert of the unit of work's vectors. With an executor it runs
+        there, after the vectors still being computed, whenever no embedding is waiting."""
         if self.executor is None:
-            self.index.upsert(self.collection, ids, vectors)
+            self._upsert(pending)
         else:
-            done = self.executor.submit(self.index.upsert, self.collection, ids, vectors)
-            done.add_done_callback(self._index_write_done)
+            self._queue().later(lambda: self._upsert(pending))
 
-    def _index_write_done(self, done: Future[None]) -> None:
-        error = done.exception()
-        if error is not None:  # the vectors are embedded again when the stream next loads
+    def _upsert(self, pending: list[tuple[np.ndarray, Vectors]]) -> None:
+        try:
+            ids = np.concatenate([p[0] for p in pending]).tolist()
+            vectors = np.concatenate(
+                [v.result() if isinstance(v, Future) else v for _, v in pending]
+            )
+            self.index.upsert(self.collection, ids, vectors)
+        except Exception as error:  # the vectors are embedded again when the stream next loads
             log.warning("could not write vectors to %s: %s", self.collection, error)
             self.forget_cache()
-
-    def _write_last_access(self, session: Session) -> None:
-        """The deferred last-access updates of this unit of work, one statement per game time."""
-        touched: dict[int, datetime] = session.info.pop(self._touch_key, {})
-        by_time: dict[datetime, list[int]] = {}
-        for mem_id, at in touched.items():
-            by_time.setdefault(at, []).append(mem_id)
-        for at, ids in by_time.items():
-            session.execute(update(Memory).where(col(Memory.id).in_(ids)).values(last_access=at))
 
     def recent(
         self, session: Session, n: int = 100, kinds: Collection[str] | None = None
@@ -353,12 +426,27 @@ class MemoryStream:
         return list(reversed(rows.all()))
 
     def count(self, session: Session) -> int:
-        return self._load(session).size
+        return self._ready(session).size
 
     # -- the cache -----------------------------------------------------------------------------
 
     def forget_cache(self) -> None:
+        self._pending = []  # first: a matrix read again from the store already has their rows
         self._matrix = None
+
+    def _ready(self, session: Session) -> _Matrix:
+        """The cache with every pending vector in it (waiting for those still computed)."""
+        matrix = self._load(session)
+        pending, self._pending = self._pending, []
+        for waiting in pending:
+            try:
+                vectors = waiting.vectors.result()
+            except Exception as error:
+                log.warning("could not embed new memories of %s: %s", self.collection, error)
+                self.forget_cache()
+                return self._load(session)  # embeds what the index lacks, on this thread
+            matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
+        return matrix
 
     def _load(self, session: Session) -> _Matrix:
         if self._matrix is not None:
@@ -411,10 +499,27 @@ class MemoryStream:
         return out
 
 
+# Unicode's control characters (category Cc) but tab and newline, which fold to spaces below.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+_TOUCH_KEY = "bottown_touch"  # session.info: memory id -> last access, written before commit
+
+
+def _write_last_access(session: Session) -> None:
+    """The deferred last-access updates of a unit of work, every stream's together: one
+    statement per game time."""
+    touched: dict[int, datetime] = session.info.pop(_TOUCH_KEY, {})
+    by_time: dict[datetime, list[int]] = {}
+    for mem_id, at in touched.items():
+        by_time.setdefault(at, []).append(mem_id)
+    for at, ids in by_time.items():
+        session.execute(update(Memory).where(col(Memory.id).in_(ids)).values(last_access=at))
+
+
 def clean_text(text: str) -> str:
     """A memory's text: control characters dropped, white space folded, at most MAX_TEXT long."""
-    kept = "".join(ch for ch in text if unicodedata.category(ch) != "Cc" or ch in "\n\t")
-    flat = " ".join(kept.split())
+    flat = " ".join(_CONTROL.sub("", text).split())
     return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
 
 

@@ -30,7 +30,7 @@ from town.llm.schemas import (
 from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT, SUMMARIZE
 from town.memory import MemoryStream, NewMemory
 from town.persona import ResidentSpec
-from town.planning import current_action, forget_plan, plan_day
+from town.planning import DayPlan, current_action, forget_plan, plan_day
 from town.state import ResidentState
 from town.store.models import PlanItem, Resident
 from town.world import World
@@ -63,7 +63,7 @@ class Tick:
     talks: list[tuple[str, str]] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
     states: dict[str, ResidentState] = field(default_factory=dict)
-    plans: dict[int, list[PlanItem]] = field(default_factory=dict)  # today's, per resident id
+    plans: dict[int, DayPlan] = field(default_factory=dict)  # today's, per resident id
 
     def state(self, resident: Resident) -> ResidentState:
         """The resident's state for this tick: one object shared by every unit of work that
@@ -216,12 +216,13 @@ async def _summary(tick: Tick, resident: Resident, stream: MemoryStream) -> str:
     """The paper's summary description: identity, occupation, feelings about recent progress."""
     name = resident.name
     texts: list[str] = []
-    for query in (
+    queries = [
         f"{name}'s core characteristics",
         f"{name}'s current daily occupation",
         f"{name}'s feeling about his recent progress in life",
-    ):
-        for got in await stream.recall(tick.session, query, tick.now, k=5):
+    ]
+    for found in await stream.recall_each(tick.session, queries, tick.now, k=5):
+        for got in found:
             if got.memory.text not in texts:
                 texts.append(got.memory.text)
     result = await tick.brain.run(
@@ -289,10 +290,12 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     state.noticed = {}
     name, stream = resident.name, tick.stream(resident)
     subject = obs.key[1:] if obs.key.startswith("@") else obs.text
-    about = await stream.recall(
-        tick.session, f"What is {name}'s relationship with {subject}?", tick.now, k=5
+    about, context = await stream.recall_each(
+        tick.session,
+        [f"What is {name}'s relationship with {subject}?", obs.text],
+        tick.now,
+        k=[5, 3],
     )
-    context = await stream.recall(tick.session, obs.text, tick.now, k=3)
     decision = await tick.brain.run(
         REACT,
         ReactInput(

@@ -5,11 +5,18 @@ broken into hour-long items only when it becomes due, and an hour item into 5-15
 only when that hour is due; nothing later in the day is decomposed ahead of time. Every plan item
 has a location, a start and a duration, and is in the memory stream: each chunk of the day plan
 as a memory of its own, each decomposition as one memory that lists its steps (so an hour of
-5-15 minute actions costs one embedding, not eight).
+5-15 minute actions costs one embedding, not eight); a chunk of an hour or less, taken as its own
+hour item without a call, shares the chunk's memory. What is embedded of a plan memory is its
+gist: what is planned and where, each step once, without the resident's name, clock times,
+lengths and date (the text the resident reads keeps them). It is about half the text, so the
+embedding costs about half as much; and without the name, which every query about the resident
+contains, plans do not crowd out what a query is about (whom the resident knows, say).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -89,23 +96,41 @@ async def current_action(tick: Tick, resident: Resident) -> PlanItem | None:
 
 def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) -> PlanItem | None:
     """The ``level`` item (under ``parent``) in force now: the latest started one not yet over."""
+    now = tick.now
     found = [
         item
-        for item in _today(tick, resident)
-        if item.level == level
-        and item.start <= tick.now < _end(item)
-        and (parent is None or item.parent_id == parent)
+        for item in _today(tick, resident).under(level, parent)
+        if item.start <= now < _end(item)
     ]
     return max(found, key=lambda item: (item.start, item.id or 0), default=None)
 
 
-def _today(tick: Tick, resident: Resident) -> list[PlanItem]:
-    """Today's plan items of the resident, read once a tick (``_store`` adds to the list, and a
-    reaction that drops items forgets it: see ``forget_plan``)."""
+@dataclass
+class DayPlan:
+    """Today's plan items of one resident, by level and parent."""
+
+    groups: dict[tuple[str, int | None], list[PlanItem]] = field(default_factory=dict)
+
+    def add(self, items: Iterable[PlanItem]) -> None:
+        for item in items:
+            self.groups.setdefault((item.level, item.parent_id), []).append(item)
+
+    def under(self, level: str, parent: int | None) -> list[PlanItem]:
+        """The ``level`` items under ``parent`` (any parent when it is None)."""
+        if parent is not None:
+            return self.groups.get((level, parent), [])
+        return [i for (lv, _), items in self.groups.items() if lv == level for i in items]
+
+
+def _today(tick: Tick, resident: Resident) -> DayPlan:
+    """Today's plan of the resident, read from the store once and then kept (by the engine, from
+    tick to tick): ``_store`` adds to it, and a reaction that drops items forgets it (see
+    ``forget_plan``)."""
     assert resident.id is not None
     cached = tick.plans.get(resident.id)
     if cached is None:
-        cached = tick.plans[resident.id] = list(
+        cached = tick.plans[resident.id] = DayPlan()
+        cached.add(
             tick.session.exec(
                 select(PlanItem).where(
                     PlanItem.resident_id == resident.id, PlanItem.day == tick.now.date()
@@ -136,8 +161,8 @@ async def _decompose(
         description=parent.description,
     )
     called = not (level == "hour" and minutes <= 60)
-    if not called:
-        items = [chunk]  # already an hour or less: no call needed
+    if not called:  # already an hour or less: no call, and no memory beside the chunk's own
+        rows = await _store(tick, resident, [chunk], level, parent, remember=False)
     else:
         result = await tick.brain.run(
             DECOMPOSE,
@@ -150,13 +175,18 @@ async def _decompose(
             ),
             resident=resident.name,
         )
-        items = list(result.items) or [chunk]
-    rows = await _store(tick, resident, items, level, parent)
+        rows = await _store(tick, resident, list(result.items) or [chunk], level, parent)
     return _covering(tick, resident, level, parent.id) or (rows[0] if rows else None), called
 
 
 async def _store(
-    tick: Tick, resident: Resident, items: list[s.PlanItem], level: str, parent: PlanItem | None
+    tick: Tick,
+    resident: Resident,
+    items: list[s.PlanItem],
+    level: str,
+    parent: PlanItem | None,
+    *,
+    remember: bool = True,
 ) -> list[PlanItem]:
     today = tick.now.date()
     rows: list[PlanItem] = []
@@ -181,27 +211,42 @@ async def _store(
                 emoji=emoji if level == "action" else "",
             )
         )
-    for row in rows:
-        tick.session.add(row)
+    if not remember:
+        for row in rows:
+            row.memory_id = parent.memory_id if parent else None
+    tick.session.add_all(rows)
     tick.session.flush()
     if resident.id in tick.plans:
-        tick.plans[resident.id].extend(rows)
+        tick.plans[resident.id].add(rows)
+    if not remember or not rows:
+        return rows
+    name = resident.name
     if level == "day":  # each chunk of the day plan is a memory of its own
-        texts = [
-            f"{resident.name} plans to be {r.description} at {r.location} from "
-            f"{hhmm(r.start)} for {r.duration_min} minutes on {spoken_day(today)}"
+        memories = [
+            NewMemory(
+                "plan",
+                f"{name} plans to be {r.description} at {r.location} from "
+                f"{hhmm(r.start)} for {r.duration_min} minutes on {spoken_day(today)}",
+                PLAN_IMPORTANCE,
+                gist=f"plans to be {r.description} at {r.location}",
+            )
             for r in rows
         ]
         groups = [[r] for r in rows]
     else:  # a decomposition is one memory listing its steps
         steps = "; ".join(f"{hhmm(r.start)} {r.description}" for r in rows)
-        where = rows[0].location if rows else resident.location
-        texts = [f"{resident.name} plans, at {where}: {steps}"]
+        gist = "; ".join(dict.fromkeys(r.description for r in rows))
+        memories = [
+            NewMemory(
+                "plan",
+                f"{name} plans, at {rows[0].location}: {steps}",
+                PLAN_IMPORTANCE,
+                gist=f"plans, at {rows[0].location}: {gist}",
+            )
+        ]
         groups = [rows]
-    memories = await tick.stream(resident).record(
-        tick.session, [NewMemory("plan", t, PLAN_IMPORTANCE) for t in texts], tick.now
-    )
-    for group, memory in zip(groups, memories, strict=True):
+    stored = await tick.stream(resident).record(tick.session, memories, tick.now)
+    for group, memory in zip(groups, stored, strict=True):
         for row in group:
             row.memory_id = memory.id
             tick.session.add(row)

@@ -75,8 +75,8 @@ async def insights(
     """Step 2: for each question (concurrently), insights citing the memories retrieved for it;
     insights that repeat each other or a recent memory are dropped."""
     batches = []
-    for question in questions:
-        found = await stream.recall(session, question, now, k=per_question)
+    retrieved = await stream.recall_each(session, questions, now, k=per_question)
+    for question, found in zip(questions, retrieved, strict=True):
         statements = [
             NumberedStatement(id=r.memory.id, text=r.memory.text)
             for r in found

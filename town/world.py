@@ -11,11 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
-from sqlmodel import Session, select
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
 
 from town.persona import SEPARATOR, TownSpec, split_path
 from town.store.models import WorldObject
+
+
+@lru_cache(maxsize=4096)
+def _area_of(path: str) -> str:
+    return split_path(path)[0]
 
 
 class UnknownPlace(LookupError):
@@ -28,6 +35,10 @@ class World:
     town_id: int
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # (sub-area, object) -> state
     usual: dict[tuple[str, str], str] = field(default_factory=dict)  # the states a town starts with
+    # area -> (sub-area, object, state), sorted; built on first use, kept by ``set_state``
+    _by_area: dict[str, list[tuple[str, str, str]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not self.usual:
@@ -35,12 +46,16 @@ class World:
 
     @classmethod
     def load(cls, session: Session, town_id: int, spec: TownSpec) -> World:
-        rows = session.exec(select(WorldObject).where(WorldObject.town_id == town_id)).all()
-        return cls(spec, town_id, {(r.location, r.name): r.state for r in rows})
+        rows = session.execute(
+            sa_select(
+                col(WorldObject.location), col(WorldObject.name), col(WorldObject.state)
+            ).where(col(WorldObject.town_id) == town_id)
+        ).all()
+        return cls(spec, town_id, {(place, name): state for place, name, state in rows})
 
     @staticmethod
     def area_of(path: str) -> str:
-        return split_path(path)[0]
+        return _area_of(path)
 
     def areas(self) -> list[str]:
         return [a.name for a in self.spec.areas]
@@ -78,12 +93,12 @@ class World:
 
     def objects_in(self, area: str) -> list[tuple[str, str, str]]:
         """(sub-area path, object name, state) for every object in an area."""
-        prefix = f"{area}{SEPARATOR}"
-        return [
-            (place, name, state)
-            for (place, name), state in sorted(self.states.items())
-            if place.startswith(prefix) or place == area
-        ]
+        if self._by_area is None:
+            found: dict[str, list[tuple[str, str, str]]] = {}
+            for (place, name), state in sorted(self.states.items()):
+                found.setdefault(place.split(SEPARATOR, 1)[0], []).append((place, name, state))
+            self._by_area = found
+        return list(self._by_area.get(area, ()))
 
     def find_object(self, path: str) -> tuple[str, str]:
         """``"Area: sub-area: object"`` -> (sub-area path, object name), matched without case."""
@@ -109,6 +124,7 @@ class World:
         row.state = state[:500]
         session.add(row)
         self.states[(sub_path, name)] = row.state
+        self._by_area = None
 
     def is_open(self, area: str, at: datetime) -> bool:
         try:

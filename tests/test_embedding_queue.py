@@ -1,0 +1,193 @@
+"""The embedding queue (batches, urgent first, index writes in between) and memory streams that
+record without waiting for their vectors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from town.embedding import EmbeddingQueue, HashEmbedder, shared_queue
+from town.memory import MemoryStream, NewMemory
+from town.store.db import Store
+from town.store.models import Resident, Town
+from town.vectors import InMemoryIndex
+
+T0 = datetime(2023, 2, 13, 9, 0, tzinfo=UTC)
+
+
+class Recording:
+    """A hash embedder that records each call's texts and can be held busy."""
+
+    name, dim = "recording", 32
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(self.dim)
+        self.calls: list[list[str]] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.started = threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.started.set()
+        assert self.release.wait(5)
+        self.calls.append(list(texts))
+        if "boom" in texts:
+            raise RuntimeError("the embedder failed")
+        return self.inner.embed(texts)
+
+
+def hold(queue: EmbeddingQueue, embedder: Recording) -> None:
+    """Keep the queue's thread busy embedding 'hold' until ``embedder.release`` is set."""
+    embedder.release.clear()
+    embedder.started.clear()
+    queue.submit(["hold"])
+    assert embedder.started.wait(5)
+
+
+def test_what_queues_up_is_embedded_together_each_caller_getting_its_rows() -> None:
+    embedder = Recording()
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(embedder, pool, chunk=100)
+        hold(queue, embedder)
+        asked = [[f"resident {i} line {j}" for j in range(i % 3 + 1)] for i in range(6)]
+        futures = [queue.submit(texts, owner=i) for i, texts in enumerate(asked)]
+        embedder.release.set()
+        for texts, future in zip(asked, futures, strict=True):
+            assert np.allclose(future.result(5), embedder.inner.embed(texts))
+    assert embedder.calls[1:] == [[t for texts in asked for t in texts]]  # one call for all six
+
+
+def test_an_urgent_request_goes_first_with_its_owners_earlier_requests_only() -> None:
+    embedder = Recording()
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(embedder, pool, chunk=2)
+        hold(queue, embedder)
+        others = [queue.submit([f"other {i}"], owner="b") for i in range(4)]
+        mine = queue.submit(["my memory"], owner="a")
+        query = queue.submit(["my query"], owner="a", urgent=True)
+        embedder.release.set()
+        assert query.result(5).shape == (1, 32) and mine.result(5).shape == (1, 32)
+        for future in others:
+            future.result(5)
+    assert embedder.calls[1] == ["my memory", "my query"]
+    assert embedder.calls[2:] == [["other 0", "other 1"], ["other 2", "other 3"]]  # in chunks
+
+
+def test_later_work_waits_for_earlier_embeddings_and_for_an_idle_queue() -> None:
+    embedder = Recording()
+    order: list[str] = []
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(embedder, pool)
+        hold(queue, embedder)
+        first = queue.submit(["before"])
+        first.add_done_callback(lambda _: order.append("embedded before"))
+        written = queue.later(lambda: order.append(f"index write, done={first.done()}"))
+        second = queue.submit(["after"])
+        second.add_done_callback(lambda _: order.append("embedded after"))
+        embedder.release.set()
+        written.result(5)
+    # the later work ran once nothing was waiting: after both embeddings, the first included
+    assert order == ["embedded before", "embedded after", "index write, done=True"]
+
+
+def test_a_failed_batch_fails_each_of_its_callers_and_the_queue_goes_on() -> None:
+    embedder = Recording()
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(embedder, pool)
+        hold(queue, embedder)
+        failing = [queue.submit(["boom"]), queue.submit(["fine"])]
+        embedder.release.set()
+        for future in failing:
+            with pytest.raises(RuntimeError, match="the embedder failed"):
+                future.result(5)
+        assert queue.submit(["still fine"]).result(5).shape == (1, 32)
+
+
+def test_streams_on_one_executor_share_one_queue() -> None:
+    embedder = HashEmbedder(8)
+    with ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(1) as other:
+        assert shared_queue(embedder, pool) is shared_queue(embedder, pool)
+        assert shared_queue(embedder, pool) is not shared_queue(embedder, other)
+        assert shared_queue(embedder, pool) is not shared_queue(HashEmbedder(8), pool)
+
+
+def make_resident(store: Store) -> int:
+    with store.session() as s:
+        town = Town(name="t", clock=T0)
+        s.add(town)
+        s.flush()
+        assert town.id is not None
+        row = Resident(town_id=town.id, name="Isabella Rodriguez")
+        s.add(row)
+        s.flush()
+        assert row.id is not None
+        return row.id
+
+
+async def test_record_returns_before_the_vectors_and_recall_still_finds_the_memory(
+    store: Store,
+) -> None:
+    embedder = Recording()
+    index = InMemoryIndex()
+    with ThreadPoolExecutor(1) as pool:
+        stream = MemoryStream(
+            resident_id=make_resident(store), embedder=embedder, index=index, executor=pool
+        )
+        queue = shared_queue(embedder, pool)
+        hold(queue, embedder)  # the thread is busy: record cannot have waited for its vectors
+        with store.session() as s:
+            (row,) = await stream.record(
+                s,
+                [NewMemory("plan", "at 09:00 baking bread for the cafe", 5, gist="baking bread")],
+                T0,
+            )
+            assert row.id is not None and row.text == "at 09:00 baking bread for the cafe"
+            embedder.release.set()
+            found = await stream.recall(s, "bread", T0, k=3)
+            assert [r.memory.id for r in found] == [row.id]
+        queue.later(lambda: None).result(5)  # the index write queued after the commit is done
+    # the gist was embedded (with the query that needed it, ahead of anyone else), not the text
+    assert embedder.calls[1:] == [["baking bread", "bread"]]
+    ids, vectors = index.fetch(stream.collection)
+    assert ids.tolist() == [row.id]
+    assert np.allclose(vectors[0], embedder.inner.embed(["baking bread"])[0])
+
+
+async def test_a_rolled_back_record_leaves_nothing_behind(store: Store) -> None:
+    embedder = Recording()
+    index = InMemoryIndex()
+    with ThreadPoolExecutor(1) as pool:
+        stream = MemoryStream(
+            resident_id=make_resident(store), embedder=embedder, index=index, executor=pool
+        )
+        with store.session() as s:
+            await stream.record(s, [NewMemory("observation", "kept", 3)], T0)
+        with pytest.raises(RuntimeError), store.session() as s:
+            await stream.record(s, [NewMemory("observation", "lost", 9)], T0)
+            raise RuntimeError("crash mid-tick")
+        with store.session() as s:
+            assert [r.memory.text for r in await stream.recall(s, "lost", T0, k=5)] == ["kept"]
+            assert stream.count(s) == 1
+        shared_queue(embedder, pool).later(lambda: None).result(5)
+    assert len(index.fetch(stream.collection)[0]) == 1
+
+
+async def test_a_vector_that_failed_is_computed_again_when_needed(store: Store) -> None:
+    embedder = Recording()
+    with ThreadPoolExecutor(1) as pool:
+        stream = MemoryStream(
+            resident_id=make_resident(store),
+            embedder=embedder,
+            index=InMemoryIndex(),
+            executor=pool,
+        )
+        with store.session() as s:
+            await stream.record(s, [NewMemory("observation", "boom", 3)], T0)
+        embedder.embed = embedder.inner.embed  # type: ignore[method-assign]  # healthy again
+        with store.session() as s:
+            assert [r.memory.text for r in await stream.recall(s, "boom", T0)] == ["boom"]
