@@ -17,6 +17,7 @@ the only writer while it awaits the LLM.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,5 +197,12 @@ class Engine:
 
 async def _longest(units: Iterable[Coroutine[Any, Any, object]]) -> int:
     """Run units of work concurrently; the longest chain of LLM calls among them."""
-    done = await asyncio.gather(*(chained(unit) for unit in units))
+    work = list(units)
+    try:
+        done = await asyncio.gather(*(chained(unit) for unit in work))
+    except asyncio.CancelledError:  # the town was stopped mid-tick: close what never started
+        for unit in work:
+            if inspect.getcoroutinestate(unit) == inspect.CORO_CREATED:
+                unit.close()
+        raise
     return max((length for _, length in done), default=0)
