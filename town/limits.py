@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 WINDOW_S = 60.0  # both limits are "per minute"
 
@@ -60,12 +61,8 @@ class _Visitor:
     noticed_at: float | None = None  # when the last notice was given
 
 
-class VisitorRateLimit:
-    """At most ``per_minute`` messages a minute per visitor (a platform and a user id), with
-    bursts of up to ``per_minute``. A refused message earns one notice per ``window_s``
-    seconds, never more. ``per_minute`` 0 lets everything through."""
-
-    PRUNE_EVERY = 512  # checks between sweeps of idle visitors (keeps memory bounded)
+class _Rate:
+    """A limit of ``per_minute`` (0: none) over windows of ``window_s`` seconds on ``clock``."""
 
     def __init__(
         self,
@@ -79,6 +76,17 @@ class VisitorRateLimit:
         self.per_minute = per_minute
         self.window_s = window_s
         self.clock = clock
+
+
+class VisitorRateLimit(_Rate):
+    """At most ``per_minute`` messages a minute per visitor (a platform and a user id), with
+    bursts of up to ``per_minute``. A refused message earns one notice per ``window_s``
+    seconds, never more. ``per_minute`` 0 lets everything through."""
+
+    PRUNE_EVERY = 512  # checks between sweeps of idle visitors (keeps memory bounded)
+
+    def __init__(self, per_minute: int, **options: Any) -> None:
+        super().__init__(per_minute, **options)
         self._visitors: dict[tuple[str, str], _Visitor] = {}
         self._checks = 0
 
@@ -118,22 +126,12 @@ class VisitorRateLimit:
             del self._visitors[key]
 
 
-class ChannelRate:
+class ChannelRate(_Rate):
     """At most ``per_minute`` posts in any ``window_s`` seconds per channel (a sliding window
     of post times). ``per_minute`` 0 is no limit."""
 
-    def __init__(
-        self,
-        per_minute: int,
-        *,
-        window_s: float = WINDOW_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if per_minute < 0:
-            raise ValueError("messages per minute cannot be negative")
-        self.per_minute = per_minute
-        self.window_s = window_s
-        self.clock = clock
+    def __init__(self, per_minute: int, **options: Any) -> None:
+        super().__init__(per_minute, **options)
         self._posts: dict[str, deque[float]] = {}
 
     def room(self, channel: str) -> int | None:
