@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from tests.test_memory import make_resident
 from town.embedding import EmbeddingQueue, HashEmbedder, shared_queue
 from town.memory import MemoryStream, NewMemory
 from town.store.db import Store
-from town.store.models import Resident, Town
 from town.vectors import InMemoryIndex
 
 T0 = datetime(2023, 2, 13, 9, 0, tzinfo=UTC)
@@ -114,19 +114,6 @@ def test_streams_on_one_executor_share_one_queue() -> None:
         assert shared_queue(embedder, pool) is shared_queue(embedder, pool)
         assert shared_queue(embedder, pool) is not shared_queue(embedder, other)
         assert shared_queue(embedder, pool) is not shared_queue(HashEmbedder(8), pool)
-
-
-def make_resident(store: Store) -> int:
-    with store.session() as s:
-        town = Town(name="t", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        row = Resident(town_id=town.id, name="Isabella Rodriguez")
-        s.add(row)
-        s.flush()
-        assert row.id is not None
-        return row.id
 
 
 async def test_record_returns_before_the_vectors_and_recall_still_finds_the_memory(
