@@ -252,11 +252,13 @@ async def test_plans_are_remembered_once_kept_across_ticks_and_embedded_as_gists
     assert rid is not None
     ids, vectors = streams.index.fetch(streams(rid).collection)
     by_id = dict(zip(ids.tolist(), vectors, strict=True))
-    for memory in steps:  # "X plans, at P: Q: 09:00 a; 09:15 a; 09:30 b" -> "plans, at P: Q: a; b"
+    # "X plans, at P: Q: 09:00 a; 09:15 a; 09:30 b" -> "plans, at P: Q: a; b", in at most 12 words
+    for memory in steps:
         assert memory.id is not None
         where, _, listed = memory.text.partition(" plans, at ")[2].partition(": ")
         sub, _, listed = listed.partition(": ")
         what = "; ".join(dict.fromkeys(step.split(" ", 1)[1] for step in listed.split("; ")))
+        what = " ".join(what.split()[:12]).rstrip(";,")
         gist = f"plans, at {where}: {sub}: {what}"
         assert np.allclose(by_id[memory.id], streams.embedder.embed([gist])[0])
     kept = engine._plans[rid]

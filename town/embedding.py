@@ -479,18 +479,19 @@ class EmbeddingQueue:
 
     ``submit`` returns at once with a future. What is asked for while the thread is busy is
     embedded together in the next ``embed`` call (a tick's new memories of every resident, say),
-    at most ``chunk`` texts at a time; but an urgent request (a query someone awaits) goes first,
+    about ``chunk_chars`` characters at a time (so that an urgent request never waits long behind
+    the batch being embedded); but an urgent request (a query someone awaits) goes first,
     with the owner's own earlier requests and no one else's. Work given to ``later`` runs after
     every embedding asked for before it, only while no embedding is waiting: a query never waits
     behind a queue of index writes, only behind the one being written.
     """
 
-    def __init__(self, embedder: Embedder, executor: Executor, *, chunk: int = 16) -> None:
-        if chunk < 1:
-            raise ValueError("chunk must be >= 1")
+    def __init__(self, embedder: Embedder, executor: Executor, *, chunk_chars: int = 500) -> None:
+        if chunk_chars < 1:
+            raise ValueError("chunk_chars must be >= 1")
         self.embedder = embedder
         self.executor = executor
-        self.chunk = chunk
+        self.chunk_chars = chunk_chars
         self.batches = 0  # embed calls made (for tests and benchmarks)
         self._waiting: list[_Job] = []
         self._later: list[tuple[Callable[[], None], Future[None]]] = []
@@ -549,17 +550,18 @@ class EmbeddingQueue:
 
     def _next_batch(self) -> list[_Job]:
         """Under the lock: the urgent requests with their owners' earlier ones, or else the
-        oldest requests up to ``chunk`` texts (at least one request)."""
+        oldest requests up to ``chunk_chars`` characters (at least one request)."""
         owners = {j.owner for j in self._waiting if j.urgent and j.owner is not None}
         if any(j.urgent for j in self._waiting):
             chosen = [j for j in self._waiting if j.urgent or j.owner in owners]
         else:
             chosen, size = [], 0
             for job in self._waiting:
-                if chosen and size + len(job.texts) > self.chunk:
+                chars = sum(len(t) for t in job.texts)
+                if chosen and size + chars > self.chunk_chars:
                     break
                 chosen.append(job)
-                size += len(job.texts)
+                size += chars
         taken = {id(j) for j in chosen}
         self._waiting = [j for j in self._waiting if id(j) not in taken]
         return chosen

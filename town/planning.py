@@ -8,8 +8,9 @@ as a memory of its own, each decomposition as one memory that lists its steps (s
 5-15 minute actions costs one embedding, not eight); a chunk of an hour or less, taken as its own
 hour item without a call, shares the chunk's memory. What is embedded of a plan memory is its
 gist: what is planned and where, each step once, without the resident's name, clock times,
-lengths and date (the text the resident reads keeps them). It is about half the text, so the
-embedding costs about half as much; and without the name, which every query about the resident
+lengths and date (the text the resident reads keeps them), and of a decomposition only the first
+steps. It is about a third of the text, so the embedding costs about a third as much; and without
+the name, which every query about the resident
 contains, plans do not crowd out what a query is about (whom the resident knows, say).
 """
 
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from town.mind import Tick
 
 PLAN_IMPORTANCE = 5  # plan memories are not rated by the LLM: they are the resident's own intent
+# A decomposition's gist keeps its first steps: the later ones mostly say the first again ("still
+# ...", "finishing up"), and the cost of an embedding grows with its length.
+GIST_WORDS = 12
 
 
 def _end(item: PlanItem) -> datetime:
@@ -235,7 +239,7 @@ async def _store(
         groups = [[r] for r in rows]
     else:  # a decomposition is one memory listing its steps
         steps = "; ".join(f"{hhmm(r.start)} {r.description}" for r in rows)
-        gist = "; ".join(dict.fromkeys(r.description for r in rows))
+        gist = _first_words("; ".join(dict.fromkeys(r.description for r in rows)), GIST_WORDS)
         memories = [
             NewMemory(
                 "plan",
@@ -252,3 +256,8 @@ async def _store(
             tick.session.add(row)
     tick.session.flush()
     return rows
+
+
+def _first_words(text: str, words: int) -> str:
+    found = text.split()
+    return " ".join(found[:words]).rstrip(";,") if len(found) > words else text
