@@ -65,7 +65,7 @@ def test_what_queues_up_is_embedded_together_each_caller_getting_its_rows() -> N
 def test_an_urgent_request_goes_first_with_its_owners_earlier_requests_only() -> None:
     embedder = Recording()
     with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(embedder, pool, chunk_chars=len('other 0') * 2)
+        queue = EmbeddingQueue(embedder, pool, chunk_chars=len("other 0") * 2)
         hold(queue, embedder)
         others = [queue.submit([f"other {i}"], owner="b") for i in range(4)]
         mine = queue.submit(["my memory"], owner="a")
