@@ -46,7 +46,7 @@ from bot.bench_town import start_fake_llm
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
 from town.depth import ChainCountingBrain
-from town.embedding import Embedder
+from town.embedding import Embedder, flush_queues
 from town.engine import Engine
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
@@ -368,6 +368,7 @@ async def run_scale_bench(
             bench.fallbacks = sum(t.tally.total.fallbacks for t in opened)
         finally:
             await client.close()
+            flush_queues(executor)
             executor.shutdown(wait=True)
             for store in stores:
                 store.dispose()

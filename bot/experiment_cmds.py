@@ -18,7 +18,7 @@ from rich.table import Table
 from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain
 from bot.settings import Settings
 from bot.wiring import build_embedder
-from town.embedding import CachedEmbedder, Embedder, HashEmbedder, MiniLMEmbedder
+from town.embedding import CachedEmbedder, Embedder, HashEmbedder
 from town.experiments.gather import (
     MOVES,
     OFFLINE_LABEL,
@@ -31,6 +31,7 @@ from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
 from town.llm.usage import TokenBudget
+from town.minilm import MiniLMEmbedder
 from town.store.db import Store
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib load only when an experiment runs

@@ -11,11 +11,18 @@ import openai
 from sqlmodel import select
 
 from bot.settings import Settings
-from town.embedding import CachedEmbedder, Embedder, HashEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from town.embedding import (
+    CachedEmbedder,
+    Embedder,
+    HashEmbedder,
+    OpenAIEmbedder,
+    flush_queues,
+)
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
 from town.memory import MemoryStream, RetrievalWeights
+from town.minilm import MiniLMEmbedder
 from town.store.db import Store
 from town.store.models import Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -27,7 +34,7 @@ log = logging.getLogger(__name__)
 def build_embedder(settings: Settings) -> Embedder:
     inner: Embedder
     if settings.embedder == "minilm":
-        inner = MiniLMEmbedder()
+        inner = MiniLMEmbedder(precision=settings.embedding_precision)
     elif settings.embedder == "hash":
         inner = HashEmbedder(dim=settings.embedding_dim)
     else:
@@ -101,6 +108,7 @@ class Services:
 
     def close(self) -> None:
         """Finish pending index writes and release the database."""
+        flush_queues(self.executor)
         self.executor.shutdown(wait=True)
         self.store.dispose()
 

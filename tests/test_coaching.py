@@ -564,7 +564,7 @@ async def test_the_coaching_tasks_go_over_the_wire_to_an_openai_compatible_serve
         try:
             for task, inputs in samples:
                 system = " ".join(task.render(inputs)[0]["content"].split())
-                assert "Asked sincerely whether it is an AI, a resident says it is an AI" in system
+                assert "Asked sincerely whether it is an AI, it says it is an AI" in system
                 result = await gateway.run(task, inputs, resident=DANA)
                 assert result == OfflineBrain().answer(task, inputs), task.name
             assert gateway.mode == "llm"

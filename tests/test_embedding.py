@@ -8,30 +8,40 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from town.embedding import (
-    CachedEmbedder,
-    EmbeddingModelError,
-    HashEmbedder,
-    MiniLMEmbedder,
-)
+from town.embedding import CachedEmbedder, EmbeddingModelError, HashEmbedder
+from town.minilm import MiniLMEmbedder
 
 REFERENCE = json.loads(
     (Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8")
 )
 
 
+@pytest.fixture(scope="module", params=["int8", "fp32"])
+def minilm(request: pytest.FixtureRequest) -> MiniLMEmbedder:
+    return MiniLMEmbedder(precision=request.param)
+
+
 @pytest.fixture(scope="module")
-def minilm() -> MiniLMEmbedder:
-    return MiniLMEmbedder()
+def minilm_fp32() -> MiniLMEmbedder:
+    return MiniLMEmbedder(precision="fp32")
 
 
-def test_minilm_matches_sentence_transformers(minilm: MiniLMEmbedder) -> None:
+def test_minilm_matches_sentence_transformers(minilm_fp32: MiniLMEmbedder) -> None:
     sentences = REFERENCE["sentences"]
-    vectors = minilm.embed(sentences)
+    vectors = minilm_fp32.embed(sentences)
     expected_head = np.asarray(REFERENCE["first16"], dtype=np.float32)
     np.testing.assert_allclose(vectors[:, :16], expected_head, atol=1e-5, rtol=0)
     expected_cos = np.asarray(REFERENCE["cosine"], dtype=np.float32)
     np.testing.assert_allclose(vectors @ vectors.T, expected_cos, atol=1e-5, rtol=0)
+
+
+def test_minilm_int8_stays_close_to_float(minilm_fp32: MiniLMEmbedder) -> None:
+    sentences = REFERENCE["sentences"]
+    int8 = MiniLMEmbedder(precision="int8").embed(sentences)
+    cosines = np.sum(int8 * minilm_fp32.embed(sentences), axis=1)
+    assert cosines.min() > 0.98, cosines
+    with pytest.raises(ValueError, match="precision"):
+        MiniLMEmbedder(precision="int4")  # type: ignore[arg-type]
 
 
 def test_minilm_batching_does_not_change_results(minilm: MiniLMEmbedder) -> None:

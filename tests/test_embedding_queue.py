@@ -4,7 +4,8 @@ record without waiting for their vectors."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.test_memory import make_resident
-from town.embedding import EmbeddingQueue, HashEmbedder, shared_queue
+from town.embedding import EmbeddingQueue, HashEmbedder, flush_queues, shared_queue
 from town.memory import MemoryStream, NewMemory
 from town.store.db import Store
 from town.vectors import InMemoryIndex
@@ -78,21 +79,66 @@ def test_an_urgent_request_goes_first_with_its_owners_earlier_requests_only() ->
     assert embedder.calls[2:] == [["other 0", "other 1"], ["other 2", "other 3"]]  # in chunks
 
 
-def test_later_work_waits_for_earlier_embeddings_and_for_an_idle_queue() -> None:
+def test_writes_wait_for_earlier_embeddings_and_for_an_idle_queue() -> None:
     embedder = Recording()
     order: list[str] = []
     with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(embedder, pool)
+        queue = EmbeddingQueue(embedder, pool, write_delay=0)
         hold(queue, embedder)
         first = queue.submit(["before"])
         first.add_done_callback(lambda _: order.append("embedded before"))
-        written = queue.later(lambda: order.append(f"index write, done={first.done()}"))
+        queue.write("c", [1], lambda items: order.append(f"written {items}, done={first.done()}"))
         second = queue.submit(["after"])
         second.add_done_callback(lambda _: order.append("embedded after"))
         embedder.release.set()
-        written.result(5)
-    # the later work ran once nothing was waiting: after both embeddings, the first included
-    assert order == ["embedded before", "embedded after", "index write, done=True"]
+        queue.flush().result(5)
+    # the write ran once nothing was waiting: after both embeddings, the first included
+    assert order == ["embedded before", "embedded after", "written [1], done=True"]
+
+
+def test_writes_are_held_back_then_written_together_per_key() -> None:
+    written: list[tuple[str, list[int]]] = []
+    done = threading.Event()
+
+    def writer(key: str) -> Callable[[list[int]], None]:
+        def write(items: list[int]) -> None:
+            written.append((key, items))
+            if len(written) == 2:
+                done.set()
+
+        return write
+
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=0.3)
+        began = time.monotonic()
+        for i in range(3):
+            queue.write("a", [i], writer("a"))
+            queue.write("b", [10 + i], writer("b"))
+            queue.submit([f"text {i}"]).result(5)  # the queue runs meanwhile, writing nothing
+        assert written == []
+        assert done.wait(5)  # the timer writes them once the delay has passed
+        assert time.monotonic() - began >= 0.3
+    assert sorted(written) == [("a", [0, 1, 2]), ("b", [10, 11, 12])]  # one call per key
+
+
+def test_flush_writes_at_once_and_a_failing_writer_does_not_stop_the_others() -> None:
+    written: list[list[int]] = []
+
+    def broken(items: list[int]) -> None:
+        raise OSError("disk full")
+
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
+        queue.write("bad", [1], broken)
+        queue.write("good", [2], written.append)
+        queue.flush().result(5)
+        assert written == [[2]]
+        queue.flush().result(5)  # nothing buffered: done at once
+    assert written == [[2]]
+    with ThreadPoolExecutor(1) as pool:  # on shutdown: every shared queue on the executor
+        shared_queue(HashEmbedder(8), pool).write("good", [4], written.append)
+        flush_queues(pool, timeout=5)
+    assert written == [[2], [4]]
 
 
 def test_a_failed_batch_fails_each_of_its_callers_and_the_queue_goes_on() -> None:
@@ -137,7 +183,7 @@ async def test_record_returns_before_the_vectors_and_recall_still_finds_the_memo
             embedder.release.set()
             found = await stream.recall(s, "bread", T0, k=3)
             assert [r.memory.id for r in found] == [row.id]
-        queue.later(lambda: None).result(5)  # the index write queued after the commit is done
+        queue.flush().result(5)  # the index write buffered after the commit is done
     # the gist was embedded (with the query that needed it, ahead of anyone else), not the text
     assert embedder.calls[1:] == [["baking bread", "bread"]]
     ids, vectors = index.fetch(stream.collection)
@@ -160,7 +206,7 @@ async def test_a_rolled_back_record_leaves_nothing_behind(store: Store) -> None:
         with store.session() as s:
             assert [r.memory.text for r in await stream.recall(s, "lost", T0, k=5)] == ["kept"]
             assert stream.count(s) == 1
-        shared_queue(embedder, pool).later(lambda: None).result(5)
+        shared_queue(embedder, pool).flush().result(5)
     assert len(index.fetch(stream.collection)[0]) == 1
 
 

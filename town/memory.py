@@ -395,12 +395,13 @@ class MemoryStream:
         return out
 
     def _write_index(self, pending: list[tuple[np.ndarray, Vectors]]) -> None:
-        """After the commit: one upsert of the unit of work's vectors. With an executor it runs
-        there, after the vectors still being computed, whenever no embedding is waiting."""
+        """After the commit: the unit of work's vectors into the index. With an executor they are
+        buffered there and written with the stream's other recent ones in one upsert, once every
+        vector is there and no embedding is waiting (see ``EmbeddingQueue.write``)."""
         if self.executor is None:
             self._upsert(pending)
         else:
-            self._queue().later(lambda: self._upsert(pending))
+            self._queue().write((id(self.index), self.collection), pending, self._upsert)
 
     def _upsert(self, pending: list[tuple[np.ndarray, Vectors]]) -> None:
         try:
@@ -514,7 +515,10 @@ def _write_last_access(session: Session) -> None:
     for mem_id, at in touched.items():
         by_time.setdefault(at, []).append(mem_id)
     for at, ids in by_time.items():
-        session.execute(update(Memory).where(col(Memory.id).in_(ids)).values(last_access=at))
+        session.execute(
+            update(Memory).where(col(Memory.id).in_(ids)).values(last_access=at),
+            execution_options={"synchronize_session": False},  # loaded rows were set already
+        )
 
 
 def clean_text(text: str) -> str:

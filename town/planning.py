@@ -30,7 +30,7 @@ from town.llm.tasks import DECOMPOSE, PLAN_DAY
 from town.memory import NewMemory
 from town.persona import ResidentSpec
 from town.state import ResidentState
-from town.store.models import PlanItem, Resident
+from town.store.models import Memory, PlanItem, Resident
 
 if TYPE_CHECKING:
     from town.mind import Tick
@@ -218,13 +218,22 @@ async def _store(
     if not remember:
         for row in rows:
             row.memory_id = parent.memory_id if parent else None
+    elif rows:  # the memories first, so each row is inserted with its memory's id
+        for group, memory in zip(*await _remember(tick, resident, rows, level), strict=True):
+            for row in group:
+                row.memory_id = memory.id
     tick.session.add_all(rows)
     tick.session.flush()
     if resident.id in tick.plans:
         tick.plans[resident.id].add(rows)
-    if not remember or not rows:
-        return rows
-    name = resident.name
+    return rows
+
+
+async def _remember(
+    tick: Tick, resident: Resident, rows: list[PlanItem], level: str
+) -> tuple[list[list[PlanItem]], list[Memory]]:
+    """The plan memories of new plan items, recorded; and which rows each one stands for."""
+    name, today = resident.name, tick.now.date()
     if level == "day":  # each chunk of the day plan is a memory of its own
         memories = [
             NewMemory(
@@ -249,13 +258,7 @@ async def _store(
             )
         ]
         groups = [rows]
-    stored = await tick.stream(resident).record(tick.session, memories, tick.now)
-    for group, memory in zip(groups, stored, strict=True):
-        for row in group:
-            row.memory_id = memory.id
-            tick.session.add(row)
-    tick.session.flush()
-    return rows
+    return groups, await tick.stream(resident).record(tick.session, memories, tick.now)
 
 
 def _first_words(text: str, words: int) -> str:

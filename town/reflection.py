@@ -2,10 +2,11 @@
 
 1. The 100 most recent memories -> the 3 most salient high-level questions.
 2. Each question is a retrieval query (reflections included); the retrieved memories, numbered by
-   their ids, -> up to 5 insights, each citing the ids that support it.
+   their ids, -> up to 5 insights, each citing the ids that support it and rated for importance
+   in the same call (one call fewer per reflection than rating them apart). The insight calls
+   for the three questions run concurrently.
 3. New insights (repeating neither each other nor recent memories) are stored as reflection
-   memories with those ids as ``cites``; their importance is rated in one batched call. The
-   insight calls for the three questions run concurrently.
+   memories with those ids as ``cites``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from town.llm.port import Brain
 from town.llm.schemas import (
     Insight,
     NumberedStatement,
-    RateImportanceInput,
     ReflectInsightsInput,
     ReflectQuestionsInput,
 )
-from town.llm.tasks import RATE_IMPORTANCE, REFLECT_INSIGHTS, REFLECT_QUESTIONS
+from town.llm.tasks import REFLECT_INSIGHTS, REFLECT_QUESTIONS
 from town.memory import MemoryStream, NewMemory
 from town.store.models import Memory
 
@@ -41,10 +41,10 @@ async def reflect(
     """Run one whole reflection for ``resident``; returns the stored reflection memories.
 
     The engine runs the same three steps one tick apart (``ask``, ``insights``, ``store``), so a
-    reflection never adds more than one LLM call to a tick's chain."""
+    reflection never adds more than one LLM call to a tick's chain (``store`` makes none)."""
     questions = await ask(brain, stream, session, resident, recent=recent)
     found = await insights(brain, stream, session, resident, questions, now, recent, per_question)
-    return await store(brain, stream, session, resident, found, now)
+    return await store(stream, session, found, now)
 
 
 async def ask(
@@ -100,29 +100,11 @@ async def insights(
 
 
 async def store(
-    brain: Brain,
-    stream: MemoryStream,
-    session: Session,
-    resident: str,
-    found: list[Insight],
-    now: datetime,
+    stream: MemoryStream, session: Session, found: list[Insight], now: datetime
 ) -> list[Memory]:
-    """Step 3: rate the insights' importance in one call and store them as reflections."""
-    if not found:
-        return []
-    rated = await brain.run(
-        RATE_IMPORTANCE,
-        RateImportanceInput(resident=resident, observations=[i.text for i in found]),
-        resident=resident,
-    )
-    scores = list(rated.scores) + [5] * (len(found) - len(rated.scores))
+    """Step 3: the insights as reflections, with the importance the insights call gave them."""
     return await stream.record(
-        session,
-        [
-            NewMemory("reflection", i.text, score, cites=i.cites)
-            for i, score in zip(found, scores, strict=False)
-        ],
-        now,
+        session, [NewMemory("reflection", i.text, i.importance, cites=i.cites) for i in found], now
     )
 
 

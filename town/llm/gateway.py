@@ -4,6 +4,12 @@ Per thought: render the task's messages, ask for structured JSON (``json_schema`
 ``json_object`` once a server has rejected that), validate with the task's result model, repair
 once, and otherwise let the offline brain answer. Retries, the concurrency cap, usage accounting
 and the daily budget all live here.
+
+Requests go through the openai client's low-level ``post`` (its documented way to make any
+request): the client's base URL, auth, headers, timeouts and exception classes, without its
+per-call transform of the parameters and pydantic parsing of the reply (together about 0.8 ms
+of CPU a call, 40% of a call's cost against a local server). The gateway reads the few fields
+it needs from the reply's JSON itself; a body that is no chat completion is an unusable reply.
 """
 
 from __future__ import annotations
@@ -15,11 +21,9 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
-from openai.types.chat.completion_create_params import ResponseFormat
 from pydantic import BaseModel
 
 from town.llm.offline import OfflineBrain
@@ -51,6 +55,45 @@ BASE_URL_SETTING = "BOTTOWN_LLM_BASE_URL"
 
 class _Unusable(Exception):
     """The model gave no usable answer: the offline brain answers instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """What the gateway reads from the body of a ``/chat/completions`` reply."""
+
+    content: str
+    prompt_tokens: int | None  # the server's counts; None when it gave none
+    completion_tokens: int | None
+    problem: str | None = None  # why the body is no chat completion (content is then "")
+
+
+def _count(usage: object, key: str) -> int | None:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _read_reply(raw: bytes) -> _Reply:
+    """The first choice's text and the usage, or the reason the body is no chat completion."""
+    try:
+        body = json.loads(raw)
+    except ValueError:  # not JSON, or not UTF-8
+        return _Reply("", None, None, "not JSON")
+    if not isinstance(body, dict):
+        return _Reply("", None, None, "not a JSON object")
+    usage = body.get("usage")
+    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return _Reply("", prompt, completion, "no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        return _Reply("", prompt, completion, "no message")
+    content = message.get("content")
+    if content is None:
+        return _Reply("", prompt, completion)
+    if not isinstance(content, str):
+        return _Reply("", prompt, completion, "the message's content is not text")
+    return _Reply(content, prompt, completion)
 
 
 @runtime_checkable
@@ -223,7 +266,7 @@ class LLMGateway:
             attempt += 1
             spend.calls += 1
             try:
-                completion = await self._send(task, messages, schema_mode)
+                raw = await self._send(task, messages, schema_mode)
             except openai.BadRequestError as error:
                 if schema_mode and _rejects_json_schema(error):
                     self._use_json_object()
@@ -252,7 +295,7 @@ class LLMGateway:
             except openai.APIConnectionError:
                 wait, reason = policy.backoff(attempt, self._rng), "connection failed"
             else:
-                return self._account(completion, messages, spend)
+                return self._account(_read_reply(raw), messages, spend)
             if attempt >= policy.max_attempts:
                 raise _Unusable(f"{reason}, gave up after {attempt} attempts")
             log.info(
@@ -265,10 +308,9 @@ class LLMGateway:
             )
             await self._sleep(wait)
 
-    async def _send(
-        self, task: Task[I, R], messages: list[Message], schema_mode: bool
-    ) -> ChatCompletion:
-        response_format: ResponseFormat
+    async def _send(self, task: Task[I, R], messages: list[Message], schema_mode: bool) -> bytes:
+        """The raw body of a 2xx reply; other statuses raise the openai client's errors."""
+        response_format: dict[str, Any]
         if schema_mode:
             response_format = {
                 "type": "json_schema",
@@ -277,6 +319,15 @@ class LLMGateway:
         else:
             response_format = {"type": "json_object"}
         wire = self._wire(task, messages, schema_mode)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire,
+            "response_format": response_format,
+        }
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        if self._max_tokens is not None:
+            body["max_tokens"] = self._max_tokens
         log.debug(
             "LLM %s: %d messages, %d chars",
             task.name,
@@ -284,42 +335,46 @@ class LLMGateway:
             sum(len(m["content"]) for m in messages),
         )
         async with self._slots:
-            return await self._client.chat.completions.create(
-                model=self.model,
-                messages=wire,
-                response_format=response_format,
-                temperature=openai.omit if self._temperature is None else self._temperature,
-                max_tokens=openai.omit if self._max_tokens is None else self._max_tokens,
+            return await self._client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=bytes,
+                options={"security": {"bearer_auth": True}},  # as chat.completions.create
             )
 
     @staticmethod
-    def _wire(
-        task: Task[I, R], messages: list[Message], schema_mode: bool
-    ) -> list[ChatCompletionMessageParam]:
-        wire: list[ChatCompletionMessageParam] = []
+    def _wire(task: Task[I, R], messages: list[Message], schema_mode: bool) -> list[dict[str, str]]:
+        wire: list[dict[str, str]] = []
         for message in messages:
             content = message["content"]
-            if message["role"] == "system":
-                if not schema_mode:
-                    schema = json.dumps(task.json_schema(), ensure_ascii=False)
-                    content = f"{content}\n\nThe JSON object must match this JSON schema:\n{schema}"
-                wire.append({"role": "system", "content": content})
-            elif message["role"] == "assistant":
-                wire.append({"role": "assistant", "content": content})
-            else:
-                wire.append({"role": "user", "content": content})
+            role = message["role"]
+            if role == "system" and not schema_mode:
+                schema = json.dumps(task.json_schema(), ensure_ascii=False)
+                content = f"{content}\n\nThe JSON object must match this JSON schema:\n{schema}"
+            elif role not in ("system", "assistant"):
+                role = "user"
+            wire.append({"role": role, "content": content})
         return wire
 
     @staticmethod
-    def _account(completion: ChatCompletion, messages: list[Message], spend: _Spend) -> str:
-        content = (completion.choices[0].message.content if completion.choices else None) or ""
-        if completion.usage is not None:
-            spend.prompt_tokens += completion.usage.prompt_tokens
-            spend.completion_tokens += completion.usage.completion_tokens
-        else:
-            spend.prompt_tokens += estimate_tokens(sum(len(m["content"]) for m in messages))
-            spend.completion_tokens += estimate_tokens(len(content))
-        return content
+    def _account(reply: _Reply, messages: list[Message], spend: _Spend) -> str:
+        """Count the reply's tokens (the server's, else estimated) and return its text.
+
+        Raises :class:`_Unusable` for a body that is no chat completion, after counting the
+        tokens the server said it used (none are estimated for it).
+        """
+        prompt, completion = reply.prompt_tokens, reply.completion_tokens
+        if reply.problem is not None:
+            spend.prompt_tokens += prompt or 0
+            spend.completion_tokens += completion or 0
+            raise _Unusable(f"the server's reply was not a chat completion ({reply.problem})")
+        if prompt is None:
+            prompt = estimate_tokens(sum(len(m["content"]) for m in messages))
+        if completion is None:
+            completion = estimate_tokens(len(reply.content))
+        spend.prompt_tokens += prompt
+        spend.completion_tokens += completion
+        return reply.content
 
     def _use_json_object(self) -> None:
         if self._json_schema:

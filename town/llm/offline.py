@@ -16,24 +16,12 @@ from pydantic import BaseModel
 
 from town.llm import offline_coaching, offline_day, offline_gather, offline_judge, offline_social
 from town.llm import schemas as s
-from town.llm.lexicon import EMOJI, IMPORTANCE, STATE_CHANGES
+from town.llm.lexicon import EMOJI, STATE_CHANGES
 from town.llm.tasks import Task
-from town.llm.text import stem, words
+from town.llm.text import importance, stem, words
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
-
-_ORDINARY = 2
-
-
-def importance(observation: str) -> int:
-    """1 (mundane) to 10 (poignant), from the most telling word of the observation."""
-    found = words(observation)
-    scores = [IMPORTANCE.get(w, IMPORTANCE.get(stem(w), 0)) for w in found]
-    score = max([*scores, _ORDINARY])
-    if "!" in observation:
-        score += 1
-    return max(1, min(10, score))
 
 
 def rate_importance(inputs: s.RateImportanceInput) -> s.RateImportanceResult:

@@ -11,6 +11,7 @@ from town.llm.text import (
     content_words,
     first_name,
     first_person,
+    importance,
     mentions,
     most_common,
     names,
@@ -231,12 +232,13 @@ def reflect_insights(inputs: s.ReflectInsightsInput) -> s.ReflectInsightsResult:
             text = f"{resident} has been spending time with {topic}"
         else:
             text = f"{resident} knows {topic}"
-        insights.append(s.Insight(text=text, cites=cites))
+        insights.append(s.Insight(text=text, cites=cites, importance=importance(text)))
     if not insights and statements:
         insights.append(
             s.Insight(
                 text=f"{resident} has had an ordinary few days",
                 cites=[st.id for st in statements[:3]],
+                importance=2,
             )
         )
     return s.ReflectInsightsResult(insights=insights)

@@ -37,6 +37,7 @@ class NumberedStatement(_Model):
 class Insight(_Model):
     text: str = Field(min_length=1)
     cites: list[int] = Field(default_factory=list)
+    importance: int = Field(5, ge=1, le=10)  # rated with the insight: no call of its own
 
 
 # -- rate_importance -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from town.llm.lexicon import STOPWORDS
+from town.llm.lexicon import IMPORTANCE, STOPWORDS
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NAME = re.compile(r"\b[A-Z][a-zA-Z'’-]*(?:\s+[A-Z][a-zA-Z'’-]*)*")
@@ -120,3 +120,16 @@ def second_to_first(text: str) -> str:
     }
     pattern = re.compile(r"\b(you are|you're|you will|yourself|yours|your|you)\b", re.IGNORECASE)
     return pattern.sub(lambda m: swaps[m.group(0).lower()], text)
+
+
+_ORDINARY = 2
+
+
+def importance(observation: str) -> int:
+    """1 (mundane) to 10 (poignant), from the most telling word of the observation."""
+    found = words(observation)
+    scores = [IMPORTANCE.get(w, IMPORTANCE.get(stem(w), 0)) for w in found]
+    score = max([*scores, _ORDINARY])
+    if "!" in observation:
+        score += 1
+    return max(1, min(10, score))
