@@ -281,10 +281,12 @@ def test_reflection_questions_and_insights_cite_real_statements() -> None:
     assert any("Maria Lopez" in q for q in questions)
     inputs = sample(REFLECT_INSIGHTS)
     insights = think(REFLECT_INSIGHTS, inputs).insights
-    ids = {st.id for st in inputs.statements}
-    assert 1 <= len(insights) <= 5
+    ids = {st.id for group in inputs.questions for st in group.statements}
+    assert 2 <= len(insights) <= 5 * len(inputs.questions)  # one call for every question
     assert all(i.cites and set(i.cites) <= ids for i in insights)
+    assert all(1 <= i.importance <= 10 for i in insights)
     assert "Maria Lopez" in insights[0].text
+    assert any("research" in i.text for i in insights)  # from the second question's statements
 
 
 def test_insight_cites_outside_the_input_are_dropped() -> None:
@@ -292,13 +294,14 @@ def test_insight_cites_outside_the_input_are_dropped() -> None:
     reply = json.dumps(
         {
             "insights": [
-                {"text": "Klaus likes Maria", "cites": [11, 99, 18, 11]},
+                {"text": "Klaus likes Maria", "cites": [11, 99, 18, 11], "importance": 7},
                 {"text": "Made up", "cites": [1000]},
             ]
         }
     )
     result = REFLECT_INSIGHTS.parse(inputs, reply)
     assert [i.cites for i in result.insights] == [[11, 18], []]
+    assert [i.importance for i in result.insights] == [7, 5]  # kept by the check; 5 if not given
 
 
 @pytest.mark.parametrize(

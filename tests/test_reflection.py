@@ -64,20 +64,12 @@ async def test_reflection_stores_insights_with_citations(tmp_path: Path) -> None
                     "text": "Klaus is dedicated to his research on gentrification",
                     "cites": [1, 2, 3],
                     "importance": 8,
-                }
-            ]
-        },
-    )
-    brain.enqueue(
-        "reflect_insights",
-        {
-            "insights": [
+                },
                 {"text": "Klaus shares his research with Maria", "cites": [3], "importance": 6},
                 {"text": "Klaus is dedicated to his research on gentrification.", "cites": [2]},
             ]
         },
     )
-    brain.enqueue("reflect_insights", {"insights": []})
     now = T0 + timedelta(hours=2)
     with store.session() as s:
         stored = await reflect(brain, stream, s, "Klaus Mueller", now)
@@ -91,13 +83,13 @@ async def test_reflection_stores_insights_with_citations(tmp_path: Path) -> None
     # the 100 most recent memories went to the questions; each question was a retrieval query
     (questions_call,) = brain.calls("reflect_questions")
     assert len(questions_call.inputs.statements) == 4
-    insight_calls = brain.calls("reflect_insights")
-    assert [c.inputs.question for c in insight_calls] == [
+    (insight_call,) = brain.calls("reflect_insights")  # one call for the three questions
+    assert [g.question for g in insight_call.inputs.questions] == [
         "What is Klaus working on?",
         "Who does Klaus talk to?",
         "What does Klaus care about?",
     ]
-    assert all(st.id in {1, 2, 3, 4} for c in insight_calls for st in c.inputs.statements)
+    assert all(st.id in {1, 2, 3, 4} for g in insight_call.inputs.questions for st in g.statements)
     with store.session() as s:
         kinds = [m.kind for m in s.exec(select(Memory).order_by(Memory.id)).all()]  # type: ignore[arg-type]
     assert kinds.count("reflection") == 2
@@ -126,8 +118,8 @@ async def test_reflections_can_cite_reflections(tmp_path: Path) -> None:
     with store.session() as s:
         second = await reflect(brain, stream, s, "Klaus Mueller", T0 + timedelta(hours=3))
     assert second[0].cites == sorted(reflection_ids)
-    statements = brain.calls("reflect_insights")[-1].inputs.statements
-    assert reflection_ids & {st.id for st in statements}  # retrieval saw the reflections
+    (group,) = brain.calls("reflect_insights")[-1].inputs.questions
+    assert reflection_ids & {st.id for st in group.statements}  # retrieval saw the reflections
 
 
 async def test_nothing_to_reflect_on(tmp_path: Path) -> None:

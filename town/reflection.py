@@ -2,16 +2,15 @@
 
 1. The 100 most recent memories -> the 3 most salient high-level questions.
 2. Each question is a retrieval query (reflections included); the retrieved memories, numbered by
-   their ids, -> up to 5 insights, each citing the ids that support it and rated for importance
-   in the same call (one call fewer per reflection than rating them apart). The insight calls
-   for the three questions run concurrently.
+   their ids, -> up to 5 insights a question, each citing the ids that support it and rated for
+   importance. One call asks for the insights of all three questions and their importance: the
+   paper's five calls (three insight prompts, two ratings) cost one here.
 3. New insights (repeating neither each other nor recent memories) are stored as reflection
    memories with those ids as ``cites``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 
 from sqlmodel import Session
@@ -20,6 +19,7 @@ from town.llm.port import Brain
 from town.llm.schemas import (
     Insight,
     NumberedStatement,
+    QuestionStatements,
     ReflectInsightsInput,
     ReflectQuestionsInput,
 )
@@ -72,9 +72,9 @@ async def insights(
     recent: int = 100,
     per_question: int = 10,
 ) -> list[Insight]:
-    """Step 2: for each question (concurrently), insights citing the memories retrieved for it;
-    insights that repeat each other or a recent memory are dropped."""
-    batches = []
+    """Step 2: insights for every question in one call, each citing the memories retrieved for
+    its question; insights that repeat each other or a recent memory are dropped."""
+    groups = []
     retrieved = await stream.recall_each(session, questions, now, k=per_question)
     for question, found in zip(questions, retrieved, strict=True):
         statements = [
@@ -83,19 +83,20 @@ async def insights(
             if r.memory.id is not None
         ]
         if statements:
-            batches.append(
-                ReflectInsightsInput(resident=resident, question=question, statements=statements)
-            )
-    answers = await asyncio.gather(
-        *(brain.run(REFLECT_INSIGHTS, batch, resident=resident) for batch in batches)
+            groups.append(QuestionStatements(question=question, statements=statements))
+    if not groups:
+        return []
+    answer = await brain.run(
+        REFLECT_INSIGHTS,
+        ReflectInsightsInput(resident=resident, questions=groups),
+        resident=resident,
     )
     known = {_key(m.text) for m in stream.recent(session, recent)}
     unique: dict[str, Insight] = {}
-    for answer in answers:
-        for insight in answer.insights:
-            key = _key(insight.text)
-            if key and key not in known and key not in unique:
-                unique[key] = insight
+    for insight in answer.insights:
+        key = _key(insight.text)
+        if key and key not in known and key not in unique:
+            unique[key] = insight
     return list(unique.values())
 
 

@@ -89,9 +89,9 @@ def known_cites(
     inputs: s.ReflectInsightsInput, result: s.ReflectInsightsResult
 ) -> s.ReflectInsightsResult:
     """Drop cites of statements that were not in the input."""
-    ids = {statement.id for statement in inputs.statements}
+    ids = {statement.id for group in inputs.questions for statement in group.statements}
     insights = [
-        s.Insight(text=insight.text, cites=[c for c in dict.fromkeys(insight.cites) if c in ids])
+        insight.model_copy(update={"cites": [c for c in dict.fromkeys(insight.cites) if c in ids]})
         for insight in result.insights
     ]
     return s.ReflectInsightsResult(insights=insights)

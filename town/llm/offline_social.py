@@ -33,7 +33,8 @@ _BROKEN = re.compile(
 )
 _FIRE = frozenset({"burning", "on fire", "smoking"})
 _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
-_CHAT_CHANCE = 0.9
+_CHAT_CHANCE = 0.9  # meeting someone one knows: stop for a chat, nine times in ten
+_HELLO_CHANCE = 0.1  # meeting someone one does not know: say hello, one time in ten
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
 _AI_QUESTION = re.compile(r"\b(?:are|r)\s+(?:you|u)\b(.*)", re.IGNORECASE)
 _GOODBYE = frozenset({"bye", "goodbye", "later", "farewell", "night"})
@@ -72,11 +73,14 @@ def react(inputs: s.ReactInput) -> s.ReactResult:
         if found & GREETINGS:
             return s.ReactResult(react=True, reaction=f"greeting {speaker}", talk_to=speaker)
     met = _MET.match(observation)
-    knows = met and met.group(1) != inputs.resident and mentions(inputs.relationship, met.group(1))
-    # meeting someone one knows: stop for a chat, about as often as not
-    if met and knows and stable_rng("react", inputs).random() < _CHAT_CHANCE:
-        person = met.group(1)
-        return s.ReactResult(react=True, reaction=f"stopping to chat with {person}", talk_to=person)
+    if met and met.group(1) != inputs.resident:
+        person, roll = met.group(1), stable_rng("react", inputs).random()
+        if mentions(inputs.relationship, person):
+            if roll < _CHAT_CHANCE:
+                reaction = f"stopping to chat with {person}"
+                return s.ReactResult(react=True, reaction=reaction, talk_to=person)
+        elif roll < _HELLO_CHANCE:
+            return s.ReactResult(react=True, reaction=f"saying hello to {person}", talk_to=person)
     return s.ReactResult(react=False, reaction="", talk_to=None)
 
 
@@ -212,9 +216,18 @@ def reflect_questions(inputs: s.ReflectQuestionsInput) -> s.ReflectQuestionsResu
 
 
 def reflect_insights(inputs: s.ReflectInsightsInput) -> s.ReflectInsightsResult:
-    resident, statements = inputs.resident, inputs.statements
+    found: dict[str, s.Insight] = {}
+    for group in inputs.questions:
+        for insight in _insights(inputs.resident, group):
+            found.setdefault(insight.text, insight)
+    return s.ReflectInsightsResult(insights=list(found.values())[:15])
+
+
+def _insights(resident: str, group: s.QuestionStatements) -> list[s.Insight]:
+    """Up to five insights about one question, from the statements retrieved for it."""
+    statements = group.statements
     people, nouns = _topics(resident, [st.text for st in statements])
-    asked = set(words(inputs.question))
+    asked = set(words(group.question))
     counts = Counter(
         {t: sum(t.lower() in st.text.lower() for st in statements) for t in [*people, *nouns]}
     )
@@ -241,4 +254,4 @@ def reflect_insights(inputs: s.ReflectInsightsInput) -> s.ReflectInsightsResult:
                 importance=2,
             )
         )
-    return s.ReflectInsightsResult(insights=insights)
+    return insights

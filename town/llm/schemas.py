@@ -146,14 +146,18 @@ class ReflectQuestionsResult(_Model):
     questions: list[str] = Field(min_length=1, max_length=5)
 
 
-class ReflectInsightsInput(_Model):
-    resident: str
+class QuestionStatements(_Model):
     question: str
     statements: list[NumberedStatement]
 
 
+class ReflectInsightsInput(_Model):
+    resident: str
+    questions: list[QuestionStatements] = Field(min_length=1)
+
+
 class ReflectInsightsResult(_Model):
-    insights: list[Insight] = Field(max_length=5)
+    insights: list[Insight] = Field(max_length=15)  # up to 5 a question
 
 
 # -- small tasks ---------------------------------------------------------------------------
