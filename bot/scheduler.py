@@ -414,8 +414,11 @@ class _OncePerMinute(logging.Filter):
 
 
 def _quiet_repeats(logger: logging.Logger) -> None:
-    if not any(isinstance(f, _OncePerMinute) for f in logger.filters):
-        logger.addFilter(_OncePerMinute())
+    """A fresh filter for each keeper that starts: an earlier keeper's memory of what it said
+    (jobs of the same names, in another town database) must not silence this one."""
+    for old in [f for f in logger.filters if isinstance(f, _OncePerMinute)]:
+        logger.removeFilter(old)
+    logger.addFilter(_OncePerMinute())
 
 
 # -- the keeper ---------------------------------------------------------------------------------
