@@ -157,6 +157,14 @@ def test_plan_day_covers_the_whole_day_in_five_to_eight_chunks(
     _assert_whole_day(result.chunks, wake)
 
 
+def test_a_routine_time_leaves_no_gap_before_a_comma() -> None:
+    routine = ["get up at 7 am, wash, dress and have breakfast", "work at the pharmacy"]
+    chunks = think(PLAN_DAY, sample(PLAN_DAY, wake_time="07:00", routine=routine)).chunks
+    first = chunks[0]
+    assert first.start == "07:00" and first.description.startswith("getting up, wash"), first
+    assert not any(" ," in c.description for c in chunks)
+
+
 def test_default_day_works_at_the_first_place_and_sleeps_at_home() -> None:
     places = ["Willow Market and Pharmacy", "Lin family's house"]
     inputs = sample(PLAN_DAY, routine=[], places=places, resident="John Lin")

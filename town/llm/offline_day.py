@@ -80,7 +80,7 @@ def _routine_time(text: str) -> tuple[int | None, str]:
     before = re.sub(r"\b(?:at|from|around|by)\s*$", "", text[: match.start()], flags=re.I)
     rest = " ".join(f"{before} {text[match.end() :]}".split()).strip(" -:,;")
     rest = re.sub(r"^(?:at|from)\s+|\s+(?:at|from)$", "", rest, flags=re.I)
-    return at, rest
+    return at, re.sub(r"\s+([,;.])", r"\1", rest)  # "get up , wash" -> "get up, wash"
 
 
 def _place_in(text: str, places: list[str]) -> str | None:
