@@ -295,10 +295,10 @@ class MemoryStream:
         """The new rows' vectors (or the promise of them) into the cache, and into the index once
         the unit of work has committed.
 
-        The index is written in one upsert per unit of work, on the executor when there is one,
-        when every vector is there. A vector lost on the way (a crash right after the commit) is
-        embedded again when the stream is next loaded; a vector left over from a rolled-back id
-        is overwritten when the id is reused."""
+        The index is written after the commit (see ``_write_index``: on the executor, several
+        units of work in one upsert), when every vector is there. A vector lost on the way (a
+        crash before the write) is embedded again when the stream is next loaded; a vector left
+        over from a rolled-back id is overwritten when the id is reused."""
         ids = np.array([r.id for r in rows], dtype=np.int64)
         pending: list[tuple[np.ndarray, Vectors]] | None = session.info.get(self._index_key)
         if pending is None:

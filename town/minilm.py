@@ -59,7 +59,6 @@ def _sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
 class _Model:
     session: Any  # onnxruntime.InferenceSession
     tokenizer: Any  # tokenizers.Tokenizer
-    max_positions: int
 
 
 class MiniLMEmbedder:
@@ -160,7 +159,7 @@ class MiniLMEmbedder:
         tokenizer.no_padding()
         positions = int(raw["embeddings.position_embeddings.weight"].shape[0])
         tokenizer.enable_truncation(max_length=min(self.max_tokens, positions))
-        return _Model(session, tokenizer, positions)
+        return _Model(session, tokenizer)
 
     # -- inference -------------------------------------------------------------------------
 
