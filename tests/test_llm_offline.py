@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from town.llm import schemas as s
 from town.llm.checks import minutes
-from town.llm.offline import OfflineBrain, importance
+from town.llm.offline import OfflineBrain
 from town.llm.port import Brain, ScriptedBrain
 from town.llm.tasks import (
     CHOOSE_LOCATION,
@@ -31,6 +31,7 @@ from town.llm.tasks import (
     UTTER,
     Task,
 )
+from town.llm.text import importance
 
 SAMPLES: dict[str, Any] = json.loads(
     (Path(__file__).parent / "data" / "llm_samples.json").read_text("utf-8")
