@@ -10,6 +10,7 @@ from typing import Any
 from sqlmodel import Session
 
 from town import audit
+from town.store.db import insert_rows
 from town.store.models import OutboxEvent
 
 KINDS = (
@@ -43,7 +44,7 @@ class TownEvent:
 def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
     """One outbox row per event, keyed so that the same tick can never be written twice; the
     town's words also go to the audit log, in the same unit of work."""
-    for seq, event in enumerate(events):
+    for event in events:
         if event.kind in audit.OUTPUT_EVENTS:
             audit.record(
                 session,
@@ -56,7 +57,9 @@ def write_outbox(session: Session, town_id: int, tick_key: str, events: list[Tow
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,
             )
-        session.add(
+    insert_rows(
+        session,
+        [
             OutboxEvent(
                 town_id=town_id,
                 channel=event.channel,
@@ -65,4 +68,6 @@ def write_outbox(session: Session, town_id: int, tick_key: str, events: list[Tow
                 game_time=event.at,
                 idempotency_key=f"{town_id}:{tick_key}:{seq}",
             )
-        )
+            for seq, event in enumerate(events)
+        ],
+    )

@@ -23,15 +23,16 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import cast
 
 import numpy as np
+from sqlalchemy import Table, bindparam, inspect, update
 from sqlalchemy import select as sa_select
-from sqlalchemy import update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from town.embedding import Embedder, EmbeddingQueue, shared_queue
-from town.store.db import Store
+from town.store.db import Store, insert_rows
 from town.store.models import MEMORY_KINDS, Memory
 from town.vectors import VectorIndex
 
@@ -276,13 +277,13 @@ class MemoryStream:
         return shared_queue(self.embedder, self.executor)
 
     def _insert(self, session: Session, items: Sequence[NewMemory], at: datetime) -> list[Memory]:
-        """The rows, flushed so they have ids; the cache is loaded first, so it does not load
-        them twice."""
+        """The rows, inserted in one statement that returns their ids (the rows themselves stay
+        out of the session: nothing changes a memory but its last access, written by
+        ``_write_last_access``); the cache is loaded first, so it does not load them twice."""
         if self._matrix is None:
             self._load(session)
         rows = [self._row(item, at) for item in items]
-        session.add_all(rows)
-        session.flush()
+        insert_rows(session, rows)
         return rows
 
     def _attach(
@@ -370,10 +371,7 @@ class MemoryStream:
         )
         top = _top_k(score, matrix.ids[cand], k)
         chosen_ids = [int(i) for i in matrix.ids[cand][top]]
-        found = {
-            m.id: m
-            for m in session.exec(select(Memory).where(col(Memory.id).in_(chosen_ids))).all()
-        }
+        found = {m.id: m for m in session.scalars(_BY_IDS, {"ids": chosen_ids})}
         touched: dict[int, datetime] = session.info.setdefault(_TOUCH_KEY, {})
         touched.update(dict.fromkeys(chosen_ids, now))
         Store.before_commit(session, _write_last_access)
@@ -414,17 +412,11 @@ class MemoryStream:
             log.warning("could not write vectors to %s: %s", self.collection, error)
             self.forget_cache()
 
-    def recent(
-        self, session: Session, n: int = 100, kinds: Collection[str] | None = None
-    ) -> list[Memory]:
-        """The ``n`` most recently created memories, oldest first."""
-        stmt = select(Memory).where(Memory.resident_id == self.resident_id)
-        if kinds is not None:
-            stmt = stmt.where(col(Memory.kind).in_(list(kinds)))
-        rows = session.exec(
-            stmt.order_by(col(Memory.created).desc(), col(Memory.id).desc()).limit(n)
+    def recent(self, session: Session, n: int = 100) -> list[str]:
+        """The texts of the ``n`` most recently created memories, oldest first."""
+        return list(
+            reversed(session.scalars(_RECENT, {"resident": self.resident_id, "n": n}).all())
         )
-        return list(reversed(rows.all()))
 
     def count(self, session: Session) -> int:
         return self._ready(session).size
@@ -506,6 +498,21 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 _TOUCH_KEY = "bottown_touch"  # session.info: memory id -> last access, written before commit
 
+# The statements of the hot paths, built once (Core statements on the table: no unit of work).
+_TABLE = cast(Table, inspect(Memory).local_table)
+_BY_IDS = select(Memory).where(col(Memory.id).in_(bindparam("ids", expanding=True)))
+_RECENT = (
+    sa_select(_TABLE.c.text)
+    .where(_TABLE.c.resident_id == bindparam("resident"))
+    .order_by(_TABLE.c.created.desc(), _TABLE.c.id.desc())
+    .limit(bindparam("n"))
+)
+_TOUCH = (
+    update(_TABLE)
+    .where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
+    .values(last_access=bindparam("at"))
+)
+
 
 def _write_last_access(session: Session) -> None:
     """The deferred last-access updates of a unit of work, every stream's together: one
@@ -514,11 +521,8 @@ def _write_last_access(session: Session) -> None:
     by_time: dict[datetime, list[int]] = {}
     for mem_id, at in touched.items():
         by_time.setdefault(at, []).append(mem_id)
-    for at, ids in by_time.items():
-        session.execute(
-            update(Memory).where(col(Memory.id).in_(ids)).values(last_access=at),
-            execution_options={"synchronize_session": False},  # loaded rows were set already
-        )
+    for at, ids in by_time.items():  # (loaded rows were set already)
+        session.execute(_TOUCH, {"at": at, "ids": ids})
 
 
 def clean_text(text: str) -> str:

@@ -30,6 +30,7 @@ from town.llm.tasks import DECOMPOSE, PLAN_DAY
 from town.memory import NewMemory
 from town.persona import ResidentSpec
 from town.state import ResidentState
+from town.store.db import insert_rows
 from town.store.models import Memory, PlanItem, Resident
 
 if TYPE_CHECKING:
@@ -222,8 +223,7 @@ async def _store(
         for group, memory in zip(*await _remember(tick, resident, rows, level), strict=True):
             for row in group:
                 row.memory_id = memory.id
-    tick.session.add_all(rows)
-    tick.session.flush()
+    insert_rows(tick.session, rows)
     if resident.id in tick.plans:
         tick.plans[resident.id].add(rows)
     return rows

@@ -56,7 +56,7 @@ async def ask(
         return []
     asked = await brain.run(
         REFLECT_QUESTIONS,
-        ReflectQuestionsInput(resident=resident, statements=[m.text for m in latest]),
+        ReflectQuestionsInput(resident=resident, statements=latest),
         resident=resident,
     )
     return list(asked.questions[:3])
@@ -91,7 +91,7 @@ async def insights(
         ReflectInsightsInput(resident=resident, questions=groups),
         resident=resident,
     )
-    known = {_key(m.text) for m in stream.recent(session, recent)}
+    known = {_key(text) for text in stream.recent(session, recent)}
     unique: dict[str, Insight] = {}
     for insight in answer.insights:
         key = _key(insight.text)

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import random
+import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from town.llm import fake_wire as wire
 from town.llm.offline import OfflineBrain
+from town.llm.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -154,15 +156,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _complete(state: FakeState, request: web.Request) -> web.StreamResponse:
+    """The reply is worked out first and sent when the latency has passed since the request
+    came in, so many requests at once each take the latency, as on a server that batches."""
+    began = time.monotonic()
     body = await _body(request)
     if body is None:
         return _error(400, "The body must be a JSON object.", "invalid_request_error")
     state.requests += 1
+    number = state.requests
     state.last.append(body)
     task = wire.task_of(body)
     state.by_task[task.name if task else "unknown"] += 1
+    content, refused = _answer(state, task, body)
     if state.latency_s > 0:
-        await asyncio.sleep(state.latency_s)
+        await asyncio.sleep(max(0.0, state.latency_s - (time.monotonic() - began)))
     fault = state.next_fault()
     if fault == "hang":
         state.by_fault[fault] += 1
@@ -170,8 +177,23 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
     if fault is not None and (failed := _fault_response(fault, request, body)) is not None:
         state.by_fault[fault] += 1
         return failed
+    if refused is not None:
+        return refused
+    if fault == "malformed":
+        content = "Sure! Here is the JSON you asked for: " + content[: len(content) // 2]
+    elif fault == "wrong_shape":
+        content = json.dumps({"unexpected": "not the shape you asked for", "ok": True})
+    if fault in ("malformed", "wrong_shape"):
+        state.by_fault[fault] += 1
+    return _json(wire.completion_body(state.model, number, content, wire.prompt_tokens(body)))
+
+
+def _answer(
+    state: FakeState, task: Task[Any, Any] | None, body: dict[str, Any]
+) -> tuple[str, web.Response | None]:
+    """The offline brain's answer as JSON text, or the error response a bad request gets."""
     if task is None:
-        return _error(
+        return "", _error(
             400,
             "Unknown task: name the json_schema after a task, or put a "
             "'TASK: <name>' line in the system message.",
@@ -180,18 +202,10 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
     try:
         inputs = wire.inputs_of(task, body)
     except (ValueError, ValidationError) as error:
-        return _error(
+        return "", _error(
             400, f"Bad INPUT JSON for {task.name}: {str(error)[:300]}", "invalid_request_error"
         )
-    content = state.brain.answer(task, inputs).model_dump_json()
-    if fault == "malformed":
-        content = "Sure! Here is the JSON you asked for: " + content[: len(content) // 2]
-    elif fault == "wrong_shape":
-        content = json.dumps({"unexpected": "not the shape you asked for", "ok": True})
-    if fault in ("malformed", "wrong_shape"):
-        state.by_fault[fault] += 1
-    number = state.requests
-    return _json(wire.completion_body(state.model, number, content, wire.prompt_tokens(body)))
+    return state.brain.answer(task, inputs).model_dump_json(), None
 
 
 async def embeddings(request: web.Request) -> web.StreamResponse:
