@@ -29,8 +29,9 @@ from typing import Any
 import openai
 
 from bot.settings import Settings
-from bot.wiring import Services
+from bot.wiring import Services, settle_heap
 from town.depth import ChainCountingBrain
+from town.embedding import flush_queues
 from town.engine import Engine, TickReport
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
@@ -152,6 +153,8 @@ async def run_town_bench(
                     s, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
                 )
             assert town.id is not None
+            flush_queues(services.executor)  # founding's vectors too are not counted
+            settle_heap()
             tally = UsageTally()
             client = openai.AsyncOpenAI(
                 base_url=url, api_key="bench", max_retries=0, timeout=max(30.0, latency_ms / 100)

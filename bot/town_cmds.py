@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlmodel import select
 
 from bot.settings import Settings
-from bot.wiring import Services, build_brain
+from bot.wiring import Services, build_brain, settle_heap
 from town.engine import Engine, TickReport
 from town.events import TownEvent
 from town.persona import load_town
@@ -62,6 +62,7 @@ async def open_town(
     if founded:
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
+    settle_heap()
     return OpenTown(services, engine, usage, town, founded)
 
 

@@ -43,7 +43,7 @@ from bot.cli_common import err, guarded, out, settings_and_logging
 from bot.run import PLATFORMS, TownRuntime, run_town
 from bot.settings import Settings
 from bot.town_cmds import OpenTown
-from bot.wiring import Services, build_brain
+from bot.wiring import Services, build_brain, settle_heap
 from town.engine import Engine
 from town.persona import PersonaError, load_town
 from town.seed import TownExists, found_town
@@ -338,6 +338,7 @@ class Worker:
             self.wake.set()
 
         opened.engine.guard = self.leases.guard(lease, on_lost)
+        settle_heap()
         runtime = TownRuntime(opened, self.settings)
         runtime.stop_on = (LeaseLost,)  # a tick that finds the lease gone ends the town's run
         task = asyncio.create_task(run_town(runtime, self.platforms), name=f"town-{name}")
