@@ -121,6 +121,29 @@ def test_writes_are_held_back_then_written_together_per_key() -> None:
     assert sorted(written) == [("a", [0, 1, 2]), ("b", [10, 11, 12])]  # one call per key
 
 
+def test_a_query_asked_for_during_writes_goes_before_the_next_key_is_written() -> None:
+    order: list[str] = []
+    writing = threading.Event()
+    go_on = threading.Event()
+
+    def slow(items: list[int]) -> None:
+        writing.set()
+        assert go_on.wait(5)
+        order.append(f"wrote {items}")
+
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
+        queue.write("a", [1], slow)
+        queue.write("b", [2], lambda items: order.append(f"wrote {items}"))
+        done = queue.flush()
+        assert writing.wait(5)  # key "a" is being written
+        query = queue.submit(["a query"], urgent=True)
+        query.add_done_callback(lambda _: order.append("embedded the query"))
+        go_on.set()
+        done.result(5)
+    assert order == ["wrote [1]", "embedded the query", "wrote [2]"]
+
+
 def test_flush_writes_at_once_and_a_failing_writer_does_not_stop_the_others() -> None:
     written: list[list[int]] = []
 

@@ -230,13 +230,17 @@ class EmbeddingQueue:
         while True:
             with self._lock:
                 jobs = self._next_batch()
-                writes: list[tuple[Callable[[list[Any]], None], list[Any]]] = []
+                write: tuple[Callable[[list[Any]], None], list[Any]] | None = None
                 flushed: list[Future[None]] = []
                 if not jobs:
                     if self._writes and (self._flushed or time.monotonic() >= (self._due or 0)):
-                        writes, self._writes, self._due = list(self._writes.values()), {}, None
-                    flushed, self._flushed = self._flushed, []
-                    if not writes and not flushed:
+                        # one key's items a time: what was asked for meanwhile goes first
+                        write = self._writes.pop(next(iter(self._writes)))
+                        if not self._writes:
+                            self._due = None
+                    else:  # every write asked for before a flush() is done
+                        flushed, self._flushed = self._flushed, []
+                    if write is None and not flushed:
                         self._running = False
                         if self._writes and self._timer is None:  # due later: call back then
                             delay = max(0.0, (self._due or 0) - time.monotonic())
@@ -247,7 +251,8 @@ class EmbeddingQueue:
             if jobs:
                 self._embed(jobs)
                 continue
-            for writer, items in writes:
+            if write is not None:
+                writer, items = write
                 try:
                     writer(items)
                 except Exception:  # a writer reports its own failures; the queue goes on
