@@ -2,7 +2,7 @@
 
 The town runs against the fake OpenAI-compatible server (``bottown fake-llm``, started as its own
 process on a loopback port) with a fixed latency per completion, through the real gateway and
-``openai`` client. Founding the town (rating the seed memories) is not counted.
+``openai`` client. Founding the town (rating and embedding the seed memories) is not counted.
 
 - ``calls_per_resident_day`` and ``tokens_per_resident_day``, in all and ``by_task``;
 - ``activity``: actions, moves, conversations, utterances, reactions and reflections per resident
