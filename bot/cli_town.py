@@ -48,35 +48,39 @@ def simulate(
         began = parse_game_time(start) if start else None
         town_name = name or Path(town).name
         opened = asyncio.run(open_town(settings, town_name, persona=town, create=True, start=began))
-        until = target_time(opened, days, began)
-        path = replay or settings.data_dir / "replays" / f"{town_name}.jsonl"
-        label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain"
-        clock = opened.town.clock
-        verb = "founded" if opened.founded else "resuming"
-        out.print(
-            f"{verb} {town_name} at {clock:%Y-%m-%d %H:%M} ({label}); "
-            f"running to {until:%Y-%m-%d %H:%M}"
-        )
-        total = max(1, int((until - clock).total_seconds() // 60 // opened.town.minutes_per_tick))
-        with progress_bar() as bar:
-            task = bar.add_task("ticking", total=total)
+        try:
+            until = target_time(opened, days, began)
+            path = replay or settings.data_dir / "replays" / f"{town_name}.jsonl"
+            label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain"
+            clock = opened.town.clock
+            verb = "founded" if opened.founded else "resuming"
+            out.print(
+                f"{verb} {town_name} at {clock:%Y-%m-%d %H:%M} ({label}); "
+                f"running to {until:%Y-%m-%d %H:%M}"
+            )
+            minutes = (until - clock).total_seconds() // 60
+            total = max(1, int(minutes // opened.town.minutes_per_tick))
+            with progress_bar() as bar:
+                task = bar.add_task("ticking", total=total)
 
-            def progress(report: TickReport) -> None:
-                calls, tokens = opened.usage.totals_today()
-                bar.update(
-                    task,
-                    advance=1,
-                    description=(f"{report.clock:%a %H:%M}  calls {calls:,}  tokens {tokens:,}"),
-                )
+                def progress(report: TickReport) -> None:
+                    calls, tokens = opened.usage.totals_today()
+                    bar.update(
+                        task,
+                        advance=1,
+                        description=f"{report.clock:%a %H:%M}  calls {calls:,}  tokens {tokens:,}",
+                    )
 
-            try:
-                summary = asyncio.run(run_simulation(opened, until, path, progress))
-            except KeyboardInterrupt:
-                err.print(
-                    "stopped; the last finished tick is saved: run the same command to resume"
-                )
-                raise typer.Exit(130) from None
-        _print_summary(summary, path)
+                try:
+                    summary = asyncio.run(run_simulation(opened, until, path, progress))
+                except KeyboardInterrupt:
+                    err.print(
+                        "stopped; the last finished tick is saved: run the same command to resume"
+                    )
+                    raise typer.Exit(130) from None
+            _print_summary(summary, path)
+        finally:
+            opened.services.close()  # the last index writes too
 
     guarded(run)
 
@@ -110,7 +114,10 @@ def _on_town(town: str, act: Callable[[Engine], Awaitable[T]]) -> T:
 
     async def go() -> T:
         opened = await open_town(settings_and_logging(), town)
-        return await act(opened.engine)
+        try:
+            return await act(opened.engine)
+        finally:
+            opened.services.close()
 
     return guarded(lambda: asyncio.run(go()))
 
@@ -179,14 +186,17 @@ def command(
 
     async def go() -> Reply:
         opened = await open_town(settings_and_logging(), town)
-        commands = Commands(
-            opened.engine,
-            opened.usage,
-            DailyTokenBudget(opened.usage, opened.services.settings.daily_token_budget),
-        )
-        caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
-        await audit.record_command(opened.engine, "cli", as_name, as_name, at or "", line)
-        return await commands.handle(caller, line)
+        try:
+            commands = Commands(
+                opened.engine,
+                opened.usage,
+                DailyTokenBudget(opened.usage, opened.services.settings.daily_token_budget),
+            )
+            caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
+            await audit.record_command(opened.engine, "cli", as_name, as_name, at or "", line)
+            return await commands.handle(caller, line)
+        finally:
+            opened.services.close()
 
     reply = guarded(lambda: asyncio.run(go()))
     (out if reply.ok else err).print(reply.text, highlight=False, markup=False)

@@ -52,47 +52,52 @@ def society(
         if run is not None and not run.is_file():
             raise LookupError(f"no run file {str(run)!r}: give the replay written by simulate")
         opened = asyncio.run(open_town(settings, town))
-        scenario = opened.engine.spec.scenario
-        events = None
-        if replay_path.is_file():
-            events, bad = read_replay(replay_path)
-            if bad:
-                err.print(f"[yellow]warning:[/yellow] {bad} unreadable line(s) in {replay_path}")
-        else:
-            err.print(
-                f"[yellow]note:[/yellow] no replay at {replay_path}; attendance uses "
-                "conversations only"
-            )
-        n = len(opened.engine.spec.residents)
-        total = n * len(scenario.facts) + n * (n - 1)
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        target = out_dir or settings.data_dir / "eval" / f"society-{town}-{stamp}"
-        with progress_bar() as bar:
-            task = bar.add_task("interviewing", total=max(1, total))
-            result = asyncio.run(
-                evaluate(
-                    opened.engine,
-                    scenario,
-                    town_name=town,
-                    replay=events,
-                    progress=lambda answer: bar.update(
-                        task, advance=1, description=f"asking {answer.resident}"
-                    ),
-                )
-            )
-        opened.usage.flush()
-        files = write_answers(result, target)
-        pictures: list[Path] = []
         try:
-            pictures = [
-                plot_diffusion(result, target / "diffusion.png"),
-                plot_graphs(result, target / "relationships.png"),
-            ]
-        except (OSError, ValueError) as error:  # the figures are kept even if a plot fails
-            err.print(f"[yellow]warning:[/yellow] could not draw the plots: {error}")
-        print_result(result)
-        for path in [*files, *pictures]:
-            out.print(f"wrote {path}", highlight=False)
+            scenario = opened.engine.spec.scenario
+            events = None
+            if replay_path.is_file():
+                events, bad = read_replay(replay_path)
+                if bad:
+                    err.print(
+                        f"[yellow]warning:[/yellow] {bad} unreadable line(s) in {replay_path}"
+                    )
+            else:
+                err.print(
+                    f"[yellow]note:[/yellow] no replay at {replay_path}; attendance uses "
+                    "conversations only"
+                )
+            n = len(opened.engine.spec.residents)
+            total = n * len(scenario.facts) + n * (n - 1)
+            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+            target = out_dir or settings.data_dir / "eval" / f"society-{town}-{stamp}"
+            with progress_bar() as bar:
+                task = bar.add_task("interviewing", total=max(1, total))
+                result = asyncio.run(
+                    evaluate(
+                        opened.engine,
+                        scenario,
+                        town_name=town,
+                        replay=events,
+                        progress=lambda answer: bar.update(
+                            task, advance=1, description=f"asking {answer.resident}"
+                        ),
+                    )
+                )
+            opened.usage.flush()
+            files = write_answers(result, target)
+            pictures: list[Path] = []
+            try:
+                pictures = [
+                    plot_diffusion(result, target / "diffusion.png"),
+                    plot_graphs(result, target / "relationships.png"),
+                ]
+            except (OSError, ValueError) as error:  # the figures are kept even if a plot fails
+                err.print(f"[yellow]warning:[/yellow] could not draw the plots: {error}")
+            print_result(result)
+            for path in [*files, *pictures]:
+                out.print(f"wrote {path}", highlight=False)
+        finally:
+            opened.services.close()
 
     guarded(go)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from bot.cli import app
+from bot.settings import Settings
+from bot.wiring import Services
 from town.store.db import Store
 from town.store.models import LlmUsage
 
@@ -86,6 +89,10 @@ def test_remember_then_recall(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "importance 9" in first.output
     rated = runner.invoke(app, ["remember", "Tom Moreno", "Tom heard Sam is running for mayor"])
     assert rated.exit_code == 0 and "remembered #2" in rated.output
+    # the command wrote its vectors before it ended (not left to a timer that dies with it)
+    with closing(Services.open(Settings())) as services:
+        ids, _ = services.index.fetch(services.stream(1).collection)
+    assert sorted(ids.tolist()) == [1, 2]
     found = runner.invoke(app, ["recall", "Tom Moreno", "the sink", "--json", "--k", "1"])
     assert found.exit_code == 0, found.output
     assert json.loads(found.output)["text"] == "Tom fixed the leaking sink at the supply store"
