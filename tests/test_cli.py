@@ -219,3 +219,16 @@ def test_chat_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     assert paused.exit_code == 0 and "The clock stops" in paused.output
     member = runner.invoke(app, ["cmd", "resume", "--town", "mini", "--no-admin"])
     assert member.exit_code == 1 and "Only admins" in member.output
+
+
+def test_a_process_settles_its_heap_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    import bot.wiring as wiring
+
+    frozen: list[int] = []
+    monkeypatch.setattr(wiring, "_settled", False)
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
+    wiring.settle_heap()
+    wiring.settle_heap()  # a second town opened in the same process: nothing more to do
+    assert frozen == [1]
