@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 import typer
@@ -78,3 +80,10 @@ def progress_bar() -> Progress:
         console=err,
         transient=True,
     )
+
+
+def stamped_folder(settings: Settings, kind: str, name: str, given: Path | None) -> Path:
+    """Where a run writes its results: ``given``, else a new folder named after the run and the
+    time under the data folder (``data/eval/society-smallville-20261121-101500``)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return given or settings.data_dir / kind / f"{name}-{stamp}"

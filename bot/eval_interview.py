@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +19,7 @@ from bot.cli_common import (
     progress_bar,
     settings_and_logging,
     settings_with_brain,
+    stamped_folder,
 )
 from bot.rating_page import RatingSession, start
 from bot.town_cmds import open_town
@@ -60,8 +60,7 @@ def interview(
         questions = load_questions()
         opened = asyncio.run(open_town(settings, town))
         names = [r.name for r in opened.engine.spec.residents][:residents]
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        target = out_dir or settings.data_dir / "eval" / f"interview-{town}-{stamp}"
+        target = stamped_folder(settings, "eval", f"interview-{town}", out_dir)
         total = len(names) * len(questions) * len(chosen)
         with progress_bar() as bar:
             task = bar.add_task("interviewing", total=max(1, total))

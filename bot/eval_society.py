@@ -4,14 +4,13 @@ paper's figures (see ``town.experiments.society``)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain
+from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain, stamped_folder
 from bot.town_cmds import open_town
 from town.experiments.society import (
     PAPER_ATTENDANCE,
@@ -68,8 +67,7 @@ def society(
                 )
             n = len(opened.engine.spec.residents)
             total = n * len(scenario.facts) + n * (n - 1)
-            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-            target = out_dir or settings.data_dir / "eval" / f"society-{town}-{stamp}"
+            target = stamped_folder(settings, "eval", f"society-{town}", out_dir)
             with progress_bar() as bar:
                 task = bar.add_task("interviewing", total=max(1, total))
                 result = asyncio.run(

@@ -15,7 +15,7 @@ import openai
 import typer
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain
+from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain, stamped_folder
 from bot.settings import Settings
 from bot.wiring import build_embedder
 from town.embedding import CachedEmbedder, Embedder, HashEmbedder
@@ -279,8 +279,7 @@ def gather(
             raise ValueError(f"--diversity must be one of {', '.join(DIVERSITY)}")
         settings = settings_with_brain(brain)
         uses_llm = settings.uses_llm
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        target = prepare_out(out_dir or settings.data_dir / "experiments" / f"gather-{stamp}")
+        target = prepare_out(stamped_folder(settings, "experiments", "gather", out_dir))
         thinker = build_thinker(settings, uses_llm)
         base = GatherConfig(agents=max(counts), steps=steps, seed=seed, memory=memory)
         embedder = build_embedder(settings) if memory else None

@@ -498,7 +498,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 _TOUCH_KEY = "bottown_touch"  # session.info: memory id -> last access, written before commit
 
-# The statements of the hot paths, built once (Core statements on the table: no unit of work).
+# The statements of the hot paths, built once (their compiled forms are cached with them).
 _TABLE = cast(Table, inspect(Memory).local_table)
 _BY_IDS = select(Memory).where(col(Memory.id).in_(bindparam("ids", expanding=True)))
 _RECENT = (
