@@ -38,7 +38,6 @@ from typing import Annotated, Any
 from uuid import uuid4
 
 import numpy as np
-import openai
 import typer
 from sqlmodel import select
 
@@ -48,6 +47,7 @@ from bot.wiring import Services, build_embedder
 from town.depth import ChainCountingBrain
 from town.embedding import Embedder, flush_queues
 from town.engine import Engine
+from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.usage import UsageTally
@@ -305,9 +305,7 @@ async def run_scale_bench(
             bench.chroma = settings.chroma_url or ""
             await asyncio.to_thread(seed_server, index, cache, remote, towns)
         executor = ThreadPoolExecutor(1, thread_name_prefix="bottown-embed")
-        client = openai.AsyncOpenAI(
-            base_url=url, api_key="bench", max_retries=0, timeout=max(60.0, latency_ms / 50)
-        )
+        client = open_client(url, "bench", max(60.0, latency_ms / 50))
         opened: list[BenchTown] = []
         stores: list[Store] = []
         try:

@@ -26,13 +26,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import openai
-
 from bot.settings import Settings
 from bot.wiring import Services, settle_heap
 from town.depth import ChainCountingBrain
 from town.embedding import flush_queues
 from town.engine import Engine, TickReport
+from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.usage import UsageTally
@@ -156,9 +155,7 @@ async def run_town_bench(
             flush_queues(services.executor)  # founding's vectors too are not counted
             settle_heap()
             tally = UsageTally()
-            client = openai.AsyncOpenAI(
-                base_url=url, api_key="bench", max_retries=0, timeout=max(30.0, latency_ms / 100)
-            )
+            client = open_client(url, "bench", max(30.0, latency_ms / 100))
             gateway = LLMGateway(client, model="bottown-fake", usage=tally, concurrency=concurrency)
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, town.id

@@ -27,6 +27,7 @@ from town.experiments.gather import (
     GatherConfig,
     GatherRun,
 )
+from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
@@ -94,12 +95,7 @@ def build_thinker(settings: Settings, uses_llm: bool) -> Thinker:
     if not uses_llm:
         return Thinker(OfflineBrain(), OFFLINE_LABEL)
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    client = openai.AsyncOpenAI(
-        base_url=settings.llm_base_url,
-        api_key=key,
-        timeout=settings.llm_timeout_s,
-        max_retries=0,
-    )
+    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s)
     ledger = CallLedger()
     gateway = LLMGateway(
         client,

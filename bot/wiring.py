@@ -19,6 +19,7 @@ from town.embedding import (
     OpenAIEmbedder,
     flush_queues,
 )
+from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
@@ -61,12 +62,7 @@ def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, 
     usage = StoredUsage(store, town_id)
     if not settings.uses_llm:
         return OfflineBrain(), usage
-    client = openai.AsyncOpenAI(
-        base_url=settings.llm_base_url,
-        api_key=_api_key(settings),
-        timeout=settings.llm_timeout_s,
-        max_retries=0,
-    )
+    client = open_client(settings.llm_base_url, _api_key(settings), settings.llm_timeout_s)
     gateway = LLMGateway(
         client,
         model=settings.llm_model,

@@ -11,7 +11,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 from sqlmodel import select
 
@@ -21,6 +20,7 @@ from tests.test_engine import Streams, resident, until
 from town.engine import Engine
 from town.inputs import say
 from town.llm import schemas as s
+from town.llm.client import open_client
 from town.llm.fake_server import running
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
@@ -559,7 +559,7 @@ async def test_the_coaching_tasks_go_over_the_wire_to_an_openai_compatible_serve
         ),
     ]
     async with running() as url:
-        client = openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0, timeout=5)
+        client = open_client(url, "sk-test", 5)
         gateway = LLMGateway(client, model="town-model")
         try:
             for task, inputs in samples:

@@ -9,7 +9,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 import typer
 from pydantic import BaseModel
@@ -36,6 +35,7 @@ from town.experiments.gather import (
 from town.experiments.gather_analysis import analyse, cluster_labels, mean_pairwise_distance
 from town.llm import fake_wire
 from town.llm import schemas as s
+from town.llm.client import open_client
 from town.llm.fake_server import running
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
@@ -372,7 +372,7 @@ def test_llm_failures_are_answered_offline_and_marked_in_the_log(
 
 async def test_the_agents_of_a_step_think_concurrently(fake_knows_gather: None) -> None:
     async with running(latency_ms=100) as url:
-        client = openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0, timeout=5)
+        client = open_client(url, "k", 5)
         ledger = CallLedger()
         gateway = LLMGateway(client, model="m", usage=ledger, concurrency=16)
         await GatherRun(GatherConfig(agents=6, steps=2), gateway, ledger=ledger).run()

@@ -10,7 +10,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
-import openai
 import pytest
 from sqlmodel import col, select
 
@@ -27,6 +26,7 @@ from tests.test_llm_gateway import sample
 from town import inputs
 from town.events import TownEvent, write_outbox
 from town.limits import ChannelRate, TokenBucket, VisitorRateLimit
+from town.llm.client import open_client
 from town.llm.fake_server import running
 from town.llm.gateway import MODE_BUDGET_SPENT, LLMGateway
 from town.llm.tasks import EMOJI
@@ -202,7 +202,7 @@ async def test_the_call_budget_switches_the_town_to_the_offline_brain(
     usage = StoredUsage(store, engine.town_id, today=lambda: day[0])
     budget = DailyTokenBudget(usage, 1_000_000, limit_calls=3)
     async with running() as url:
-        client = openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0, timeout=5)
+        client = open_client(url, "k", 5)
         gateway = LLMGateway(client, model="town-model", usage=usage, budget=budget)
         engine.brain = gateway
         commands = Commands(engine, usage, DailyTokenBudget(usage, 1_000_000))

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx2
 import openai
 import pytest
 from aiohttp import web
 
 from town.llm import fake_wire
+from town.llm.client import SpreadTransport, open_client
 from town.llm.fake_server import running
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
@@ -70,7 +72,7 @@ async def rig_factory() -> AsyncIterator[Callable[..., Rig]]:
     clients: list[openai.AsyncOpenAI] = []
 
     def build(url: str, *, timeout: float = 2.0, budget: Any = None, **settings: Any) -> Rig:
-        client = openai.AsyncOpenAI(base_url=url, api_key=API_KEY, max_retries=0, timeout=timeout)
+        client = open_client(url, API_KEY, timeout)
         clients.append(client)
         tally = UsageTally()
         waits: list[float] = []
@@ -482,3 +484,18 @@ def test_retry_policy_reads_retry_after_headers() -> None:
     assert all(0 <= policy.backoff(n, rng) <= min(8, 0.5 * 2 ** (n - 1)) for n in range(1, 9))
     with pytest.raises(ValueError):
         RetryPolicy(max_attempts=0)
+
+
+async def test_a_burst_of_calls_is_spread_over_the_pools_and_closing_closes_them_all() -> None:
+    transport = SpreadTransport(pools=4)
+    async with running(latency_ms=100) as url, httpx2.AsyncClient(transport=transport) as http:
+        replies = await asyncio.gather(*(http.get(f"{url}/models") for _ in range(12)))
+        assert all(r.status_code == 200 for r in replies)
+        # twelve requests at once, in turn over four pools: three connections each
+        assert [len(t._pool.connections) for t in transport.transports] == [3, 3, 3, 3]
+    assert all(not t._pool.connections for t in transport.transports)
+
+
+def test_a_client_needs_a_pool() -> None:
+    with pytest.raises(ValueError, match="pools"):
+        SpreadTransport(pools=0)
