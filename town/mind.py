@@ -76,8 +76,8 @@ class Tick:
     def save_states(self) -> None:
         for name, state in self.states.items():
             row = self.residents[name]
-            state.save(row)
-            self.session.add(row)
+            if state.save(row):
+                self.session.add(row)
 
     def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
         channel = World.area_of(resident.location)
@@ -93,34 +93,40 @@ def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Obser
 
     Other residents are noticed when they arrive (or when this resident arrives), objects when
     their state differs from what the resident last saw there (on a first visit: from their usual
-    state), and inputs (a visitor's words, an inner voice) always.
+    state), and inputs (a visitor's words, an inner voice) always. What it saw is kept small:
+    who was there, and only the objects that were not in their usual state.
     """
     area = World.area_of(resident.location)
-    snapshot: dict[str, str] = {}
+    before = state.seen.get(area)
+    seen: dict[str, str] = {}
+    found: list[Observation] = []
     for name, (location, action, awake) in tick.start.items():
         if name != resident.name and World.area_of(location) == area:
-            snapshot[f"@{name}"] = f"{name} is {action if awake else 'asleep'}"
+            key = f"@{name}"
+            seen[key] = ""
+            if before is None or key not in before:
+                found.append(Observation(key, f"{name} is {action if awake else 'asleep'}"))
     usual = tick.world.usual
     for place, obj, obj_state in tick.world.objects_in(area):
-        snapshot[f"object|{place}|{obj}"] = f"the {obj} in {_spoken_place(place)} is {obj_state}"
-    before = state.seen.get(area)
-    found: list[Observation] = []
-    for key, text in snapshot.items():
-        if key.startswith("@"):
-            if before is None or key not in before:
-                found.append(Observation(key, text))
-        elif before is not None:
-            if before.get(key) != text:
-                found.append(Observation(key, text))
-        else:
-            _, place, obj = key.split("|", 2)
-            if usual.get((place, obj)) not in (None, tick.world.states.get((place, obj))):
-                found.append(Observation(key, text))
-    state.seen[area] = snapshot
-    state.known[area] = tick.now.isoformat()
+        key, text = f"object|{place}|{obj}", _object_text(place, obj, obj_state)
+        usual_state = usual.get((place, obj))
+        if obj_state != usual_state:
+            seen[key] = text
+        last = before.get(key) if before is not None else None
+        if last is None and usual_state is not None:  # not remembered: as it usually is
+            last = _object_text(place, obj, usual_state)
+        if last != text:
+            found.append(Observation(key, text))
+    if seen != before:
+        state.seen[area] = seen
+    state.known.setdefault(area, tick.now.isoformat())
     found += [Observation("inbox", text) for text in state.inbox]
     state.inbox = []
     return found
+
+
+def _object_text(place: str, obj: str, obj_state: str) -> str:
+    return f"the {obj} in {_spoken_place(place)} is {obj_state}"
 
 
 def _spoken_place(place: str) -> str:

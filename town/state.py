@@ -64,8 +64,10 @@ class ResidentState(BaseModel):
     sleep_at: str = ""  # ISO game time the resident goes to bed
     item: int | None = None  # the action plan item being carried out
     item_until: str = ""  # ISO game time that item ends
-    known: dict[str, str] = Field(default_factory=dict)  # area -> ISO time last seen
-    seen: dict[str, dict[str, str]] = Field(default_factory=dict)  # area -> {subject: text}
+    known: dict[str, str] = Field(default_factory=dict)  # area -> ISO time first seen or entered
+    # area -> what the resident saw there last: "@Name" -> "" for each resident present, and
+    # "object|<sub-area>|<object>" -> its description for each object not in its usual state
+    seen: dict[str, dict[str, str]] = Field(default_factory=dict)
     inbox: list[str] = Field(default_factory=list)  # inputs not yet perceived
     since_reflection: int = 0  # summed importance since the last reflection
     talked: dict[str, str] = Field(default_factory=dict)  # name -> ISO time of the last talk
@@ -90,8 +92,13 @@ class ResidentState(BaseModel):
     def of(cls, resident: Resident) -> ResidentState:
         return cls.model_validate(resident.state or {})
 
-    def save(self, resident: Resident) -> None:
-        resident.state = self.model_dump(mode="json")
+    def save(self, resident: Resident) -> bool:
+        """Write the state to the resident's row; False if it had not changed."""
+        dumped = self.model_dump(mode="json")
+        if dumped == resident.state:
+            return False
+        resident.state = dumped
+        return True
 
     def talked_recently(self, name: str, now: datetime, cooldown_min: int) -> bool:
         last = self.talked.get(name)
