@@ -25,8 +25,9 @@ import json
 import logging
 import re
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -35,9 +36,10 @@ from aiohttp import web
 from sqlmodel import col, select
 
 from adapters.base import Caller, Outgoing, TownPort, render
+from town import audit
 from town.inputs import clean_text
 from town.store.db import Store
-from town.store.models import Delivery, OutboxEvent
+from town.store.models import AuditEntry, Delivery, OutboxEvent
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,8 @@ KEEPALIVE_S = 15.0  # an SSE comment this often, so dead pages are noticed
 QUEUE = 1000  # messages waiting for one slow page before it is dropped (it reconnects)
 VISITOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 PART = re.compile(r"#\d+$")  # a split message's part number after the outbox key
+# a stored message: (when it was written, author, text, emoji, kind, game time "HH:MM")
+_Stored = tuple[datetime, str, str, str, str, str]
 PAGE_CALLER = Caller("web", "page", "the page", automatic=True)  # where and time, not audited
 
 
@@ -353,12 +357,14 @@ class WebAdapter:
         raise BadInput(404, f"no channel {value[:100]!r}; channels: {', '.join(areas)}")
 
     def _load_history(self) -> None:
-        """Each channel's newest messages as this platform showed them, from the store."""
+        """Each channel's newest messages as this platform showed them, from the store: what
+        was delivered here, and what visitors wrote here (from the audit log)."""
         for area in self.town.areas():
-            for author, text, emoji, clock in reversed(list(self._stored(area))):
-                self.feed.add(area, author, text, emoji, clock=clock)
+            for shown in sorted(self._stored(area) + self._visitors(area))[-KEEP:]:
+                _, author, text, emoji, kind, clock = shown
+                self.feed.add(area, author, text, emoji, kind, clock)
 
-    def _stored(self, area: str) -> Iterator[tuple[str, str, str, str]]:
+    def _stored(self, area: str) -> list[_Stored]:
         with self.store.session() as s:
             rows = s.exec(
                 select(OutboxEvent)
@@ -372,10 +378,31 @@ class WebAdapter:
                 .order_by(col(OutboxEvent.id).desc())
                 .limit(KEEP)
             ).all()
+        found = []
         for row in rows:
             shown = render(row.kind, row.payload)
             if shown is not None:
-                yield (*shown, f"{row.game_time:%H:%M}")
+                found.append((row.created_at, *shown, "", f"{row.game_time:%H:%M}"))
+        return found
+
+    def _visitors(self, area: str) -> list[_Stored]:
+        with self.store.session() as s:
+            rows = s.exec(
+                select(AuditEntry)
+                .where(
+                    AuditEntry.town_id == self.town_id,
+                    AuditEntry.channel == area,
+                    AuditEntry.platform == self.name,
+                    AuditEntry.direction == audit.IN,
+                    col(AuditEntry.kind).in_(("say", audit.LIMITED)),
+                )
+                .order_by(col(AuditEntry.id).desc())
+                .limit(KEEP)
+            ).all()
+        return [
+            (r.wall_time, audit.name_of(r.who), r.text, "", "visitor", f"{r.game_time:%H:%M}")
+            for r in rows
+        ]
 
     def _clock(self, message: Outgoing) -> str:
         """The game time of the outbox event behind a message ("" for a digest)."""

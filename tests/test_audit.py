@@ -395,3 +395,11 @@ async def test_a_running_town_prunes_at_start_and_then_daily(runtime: TownRuntim
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+@pytest.mark.parametrize(
+    ("name", "platform", "user_id"),
+    [("Alice", "discord", "1234"), ("Bo (the baker)", "web", "v-bo"), ("Cy", "", ""), ("", "", "")],
+)
+def test_the_name_in_an_identity_is_found_again(name: str, platform: str, user_id: str) -> None:
+    assert audit.name_of(audit.identity(name, platform, user_id)) == (name or "someone")

@@ -57,6 +57,12 @@ def identity(name: str, platform: str = "", user_id: str = "") -> str:
     return f"{shown} ({clean_text(where, 110)})" if where else shown
 
 
+def name_of(who: str) -> str:
+    """The name in an ``identity``: ``Alice (discord:1234)`` -> ``Alice``."""
+    name, paren, _ = who.rpartition(" (")
+    return name if paren and who.endswith(")") else who
+
+
 def record(
     session: Session,
     town_id: int,
