@@ -3,7 +3,8 @@
 Outbound, every town location is a text channel in one category named after the town; residents
 post there through the channel's webhook under their own names (``send``). Inbound, a member's
 message in a location channel is a visitor's words there; ``!town <command>``, a mention of the
-bot followed by a command, and the ``/town`` slash command run the chat commands.
+bot followed by a command, and the ``/town`` slash command run the chat commands. A private
+answer is ephemeral to a slash command and a direct message otherwise.
 
 Nothing a resident or a visitor writes may ping anyone: the client and every single send carry
 ``AllowedMentions.none()`` (a webhook does not inherit the client's default), and mention syntax
@@ -49,6 +50,7 @@ _FORBIDDEN_IN_NAME = re.compile(r"discord|clyde", re.IGNORECASE)
 _MASS_MENTION = re.compile(r"@(everyone|here)", re.IGNORECASE)
 _TAG_MENTION = re.compile(r"<(@[!&]?|#)(\d+)>")  # <@user>, <@!user>, <@&role>, <#channel>
 _PREFIX = "!town"
+DIRECT_MARK = "📬"  # on a command whose answer went by direct message
 
 
 # -- text rules ------------------------------------------------------------------------------
@@ -451,6 +453,8 @@ class DiscordAdapter:
         return "say", rest
 
     async def _reply(self, message: discord.Message, reply: Reply) -> None:
+        if reply.private and await self._direct(message, reply.text):
+            return
         first, *rest = split_text(escape_mentions(reply.text), MAX_CHARS) or ["Done."]
         await message.channel.send(
             first,
@@ -460,6 +464,19 @@ class DiscordAdapter:
         )
         for part in rest:
             await message.channel.send(part, allowed_mentions=NO_MENTIONS)
+
+    async def _direct(self, message: discord.Message, text: str) -> bool:
+        """A private answer to a command written in a channel, as a direct message (only
+        interactions have ephemeral replies), the command marked 📬; False for a member who
+        takes no direct messages, who is answered in the channel instead."""
+        try:
+            for part in split_text(escape_mentions(text), MAX_CHARS) or ["Done."]:
+                await message.author.send(part, allowed_mentions=NO_MENTIONS)
+        except discord.Forbidden:
+            return False
+        with contextlib.suppress(discord.HTTPException):  # no add_reactions permission: fine
+            await message.add_reaction(DIRECT_MARK)
+        return True
 
     # -- outbound --------------------------------------------------------------------------
 

@@ -270,8 +270,10 @@ async def test_own_webhook_and_bot_messages_are_ignored(
     await pump(runtime, adapter).deliver_pending()  # echoed back over the gateway
     await fake.other_bot_says(cafe, "beep boop")
     alice = fake.add_member("Alice")
+    fake.closed_dms.add(alice["id"])  # so the private answer goes to the channel
     await fake.member_says(alice, cafe, "!town time")  # the bot's reply is echoed too
     await until(lambda: bot_messages(fake))
+    assert not fake.direct
     await fake.member_says(alice, cafe, "Good morning")  # the sentinel: handled last
     await until(lambda: visitors(runtime))
     assert visitors(runtime) == {"Alice"}
@@ -296,10 +298,12 @@ async def test_message_content_intent_off_mentions_still_work(
         cafe = channel_of(runtime, "Hobbs Cafe")
         alice = fake.add_member("Alice")
         await fake.member_says(alice, cafe, "I am invisible without the intent")
-        await fake.member_says(alice, cafe, "look", mention_bot=True)
-        reply = (await until(lambda: bot_messages(fake)))[0]
+        asked = await fake.member_says(alice, cafe, "look", mention_bot=True)
+        reply = (await until(lambda: fake.direct))[0]  # a private answer: a direct message
+        assert reply["to"] == alice["id"] and not bot_messages(fake)
         assert reply["content"].startswith("Hobbs Cafe: a small cafe")
         assert_no_mentions(reply)
+        assert (cafe, asked["id"], "📬") in fake.reactions
         assert visitors(runtime) == set()  # the blank message was nobody's words
         await fake.member_says(alice, cafe, "hello Isabella, how are you?", mention_bot=True)
         quote = 'Alice said: "hello Isabella, how are you?"'
@@ -330,19 +334,20 @@ async def test_admin_command_is_refused_to_members_and_works_for_admins(
     adapter.client.allowed_mentions = None  # replies carry their own AllowedMentions.none()
     cafe = channel_of(runtime, "Hobbs Cafe")
     member, mayor = fake.add_member("Bob"), fake.add_member("Mayor", admin=True)
-    asked = await fake.member_says(member, cafe, "!town pause")
-    refusal = (await until(lambda: bot_messages(fake)))[-1]
-    assert refusal["content"] == "Only admins may use pause."
+    await fake.member_says(member, cafe, "!town pause")
+    refusal = (await until(lambda: fake.direct))[-1]  # private: by direct message
+    assert (refusal["to"], refusal["content"]) == (member["id"], "Only admins may use pause.")
     assert_no_mentions(refusal)
-    assert str(refusal["body"]["message_reference"]["message_id"]) == asked["id"]
     assert not paused(runtime)
 
-    await fake.member_says(mayor, cafe, "pause", mention_bot=True)
-    done = (await until(lambda: bot_messages(fake)[1:]))[-1]
+    asked = await fake.member_says(mayor, cafe, "pause", mention_bot=True)
+    done = (await until(lambda: bot_messages(fake)))[-1]  # public: in the channel
     assert done["content"].startswith("The clock stops at")
+    assert_no_mentions(done)
+    assert str(done["body"]["message_reference"]["message_id"]) == asked["id"]
     assert paused(runtime)
     await fake.member_says(mayor, cafe, "!town status")
-    status = (await until(lambda: bot_messages(fake)[2:]))[-1]
+    status = (await until(lambda: fake.direct[1:]))[-1]
     assert "Discord: guild Test Server, message_content intent on" in status["content"]
 
 

@@ -1,11 +1,12 @@
 """A local stand-in for Discord: the REST API and the gateway that discord.py talks to.
 
 An aiohttp server on 127.0.0.1 with one guild. It serves the routes the adapter uses (login,
-application info, guild channels, webhooks and their execution, channel messages, application
-commands, interaction callbacks and follow-ups) and a gateway websocket (HELLO, IDENTIFY ->
-READY + GUILD_CREATE, heartbeats, RESUME). Tests push MESSAGE_CREATE and INTERACTION_CREATE
-events through it, queue faults (a 429, an Unknown Webhook) for the next call of a route, and
-read back every call it received.
+application info, guild channels, webhooks and their execution, channel messages, direct
+messages, reactions, application commands, interaction callbacks and follow-ups) and a gateway
+websocket (HELLO, IDENTIFY -> READY + GUILD_CREATE, heartbeats, RESUME). Tests push
+MESSAGE_CREATE and INTERACTION_CREATE events through it, queue faults (a 429, an Unknown
+Webhook) for the next call of a route, close a member's direct messages, and read back every
+call it received.
 
 Like Discord it lower-cases text channel names, echoes every posted message to the gateway,
 blanks the content of messages that do not mention the bot when the message_content intent is
@@ -111,6 +112,10 @@ class FakeDiscord:
         self.channels: dict[str, Json] = {}
         self.webhooks: dict[str, Json] = {}
         self.messages: list[Json] = []  # every message created in the guild's channels
+        self.direct: list[Json] = []  # every direct message the bot sent
+        self.dms: dict[str, str] = {}  # DM channel id -> the member's user id
+        self.closed_dms: set[str] = set()  # user ids who take no direct messages (403 50007)
+        self.reactions: list[tuple[str, str, str]] = []  # (channel id, message id, emoji)
         self.commands: list[Json] = []
         self.calls: list[Call] = []
         self.faults: dict[str, list[Fault]] = defaultdict(list)
@@ -139,6 +144,10 @@ class FakeDiscord:
         r.add_get(f"{API}/channels/{{channel}}/webhooks", self._list_webhooks)
         r.add_post(f"{API}/channels/{{channel}}/webhooks", self._create_webhook)
         r.add_post(f"{API}/channels/{{channel}}/messages", self._post_message)
+        r.add_post(f"{API}/users/@me/channels", self._open_dm)
+        r.add_put(
+            f"{API}/channels/{{channel}}/messages/{{mid}}/reactions/{{emoji}}/@me", self._react
+        )
         r.add_post(f"{API}/webhooks/{{hook}}/{{token}}", self._execute_webhook)
         r.add_patch(f"{API}/webhooks/{{hook}}/{{token}}/messages/{{mid}}", self._edit_original)
         r.add_delete(f"{API}/webhooks/{{hook}}/{{token}}/messages/{{mid}}", self._delete_original)
@@ -407,6 +416,8 @@ class FakeDiscord:
         if fault := self._fault("post_message"):
             return fault
         channel_id = request.match_info["channel"]
+        if channel_id in self.dms:
+            return await self._post_direct(request, channel_id)
         if channel_id not in self.channels:
             return _error(404, 10003, "Unknown Channel")
         body = await _body(request)
@@ -414,6 +425,37 @@ class FakeDiscord:
         self.messages.append(message)
         await self.dispatch("MESSAGE_CREATE", self._as_received(message))
         return _json(message)
+
+    async def _open_dm(self, request: web.Request) -> web.Response:
+        user_id = str((await _body(request))["recipient_id"])
+        if user_id not in self.users:
+            return _error(404, 10013, "Unknown User")
+        found = next((c for c, u in self.dms.items() if u == user_id), None)
+        channel_id = found or str(self.snowflake())
+        self.dms[channel_id] = user_id
+        return _json(
+            {
+                "id": channel_id,
+                "type": 1,
+                "last_message_id": None,
+                "recipients": [self.users[user_id]],
+            }
+        )
+
+    async def _post_direct(self, request: web.Request, channel_id: str) -> web.Response:
+        if self.dms[channel_id] in self.closed_dms:
+            return _error(403, 50007, "Cannot send messages to this user")
+        body = await _body(request)
+        message = self._message(channel_id, body.get("content", ""), self.bot_user, body=body)
+        del message["guild_id"]
+        message["to"] = self.dms[channel_id]  # whom it went to, for the tests
+        self.direct.append(message)
+        return _json(message)
+
+    async def _react(self, request: web.Request) -> web.Response:
+        info = request.match_info
+        self.reactions.append((info["channel"], info["mid"], info["emoji"]))
+        return web.Response(status=204)
 
     async def _execute_webhook(self, request: web.Request) -> web.Response:
         hook_id, token = request.match_info["hook"], request.match_info["token"]
