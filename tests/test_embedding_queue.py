@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from tests.test_memory import make_resident
-from town.embedding import EmbeddingQueue, HashEmbedder, flush_queues, shared_queue
+from town.embedding import (
+    CachedEmbedder,
+    EmbeddingQueue,
+    HashEmbedder,
+    flush_queues,
+    shared_queue,
+)
 from town.memory import MemoryStream, NewMemory
 from town.store.db import Store
 from town.vectors import InMemoryIndex
@@ -247,3 +253,25 @@ async def test_a_vector_that_failed_is_computed_again_when_needed(store: Store) 
         embedder.embed = embedder.inner.embed  # type: ignore[method-assign]  # healthy again
         with store.session() as s:
             assert [r.memory.text for r in await stream.recall(s, "boom", T0)] == ["boom"]
+
+
+def test_what_the_cache_holds_is_answered_at_once_and_warming_fills_it() -> None:
+    embedder = Recording()
+    cached = CachedEmbedder(embedder)
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(cached, pool)
+        queue.warm(["the question", "the other question"])
+        queue.flush().result(5)  # everything asked for before is embedded
+        hold(queue, embedder)  # the thread is busy: only the cache can answer now
+        found = queue.submit(["the other question", "the question"], urgent=True)
+        assert found.done()
+        assert np.allclose(
+            found.result(), embedder.inner.embed(["the other question", "the question"])
+        )
+        mine = queue.submit(["my memory"], owner="a")
+        hurried = queue.submit(["the question"], owner="a", urgent=True)
+        assert not hurried.done()  # it goes through the queue, to hurry the owner's memory
+        embedder.release.set()
+        assert mine.result(5).shape == hurried.result(5).shape == (1, 32)
+    assert embedder.calls[0] == ["the question", "the other question"]
+    assert embedder.calls[2:] == [["my memory"]]  # the question itself was cached

@@ -13,7 +13,7 @@ import pytest
 from sqlmodel import col, select
 
 from town.embedding import HashEmbedder, flush_queues
-from town.engine import Engine, TickReport
+from town.engine import Engine, TickReport, talks_to_begin
 from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
@@ -361,3 +361,15 @@ def test_a_resident_keeps_little_of_an_area_yet_notices_every_change() -> None:
     assert look() == [f"the stove in the kitchen of Hobbs Cafe is {usual[stove]}"]  # put out
     assert state.seen["Hobbs Cafe"] == {"@Maria Lopez": ""}
     assert state.known == {"Hobbs Cafe": "2023-02-13T09:00:00+00:00"}
+
+
+def test_which_talks_begin_does_not_depend_on_which_reply_came_first() -> None:
+    rows = {n: Resident(town_id=1, name=n, location="Hobbs Cafe: counter") for n in "ABCDE"}
+    rows["E"].state = {"talk": 7}  # already talking
+    asked = [(False, "C", "B"), (False, "A", "B"), (True, "D", "C"), (False, "A", "E")]
+    begun = set()
+    for order in (asked, asked[::-1], asked[1:] + asked[:1]):
+        tick = Tick(None, datetime(2023, 2, 13, 9, tzinfo=UTC), None, None, None, rows, {})  # type: ignore[arg-type]
+        tick.talks = list(order)
+        begun.add(tuple(talks_to_begin(tick)))
+    assert begun == {(("D", "C"), ("A", "B"))}  # urged first; then A before C; E is busy

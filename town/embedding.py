@@ -120,6 +120,17 @@ class CachedEmbedder:
                 self._cache.popitem(last=False)
         return out
 
+    def cached(self, texts: Sequence[str]) -> np.ndarray | None:
+        """The vectors of ``texts`` if every one is cached (no embedding), else None."""
+        with self._lock:
+            rows = [self._cache.get(text) for text in texts]
+            if not rows or any(row is None for row in rows):
+                return None
+            for text in texts:
+                self._cache.move_to_end(text)
+            self.hits += len(rows)
+        return np.stack(rows)  # type: ignore[arg-type]
+
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
@@ -180,10 +191,19 @@ class EmbeddingQueue:
     def submit(
         self, texts: Sequence[str], *, owner: object = None, urgent: bool = False
     ) -> Future[F32]:
-        """The vectors of ``texts``, computed on the executor."""
+        """The vectors of ``texts``, computed on the executor; at once when the embedder has
+        them all cached, unless an urgent request must hurry the owner's earlier ones."""
         if isinstance(texts, str):
             raise TypeError("submit() takes a sequence of strings, not a single string")
         future: Future[F32] = Future()
+        cached = getattr(self.embedder, "cached", None)
+        if cached is not None:
+            with self._lock:
+                behind = urgent and any(j.owner == owner for j in self._waiting)
+            found = None if behind else cached(texts)
+            if found is not None:
+                future.set_result(found)
+                return future
         with self._lock:
             self._waiting.append(_Job(list(texts), future, owner, urgent))
         self._start()
@@ -278,6 +298,11 @@ class EmbeddingQueue:
         taken = {id(j) for j in chosen}
         self._waiting = [j for j in self._waiting if id(j) not in taken]
         return chosen
+
+    def warm(self, texts: Sequence[str]) -> None:
+        """Embed ``texts`` in the background, for a cache to hold before they are asked for."""
+        if texts:
+            self.submit(texts)
 
     def _embed(self, jobs: list[_Job]) -> None:
         jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]

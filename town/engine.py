@@ -153,13 +153,10 @@ class Engine:
         units += [dialogue.step(tick, talk) for talk in self._talks(tick)]
         units += [self._reflect_step(tick, r) for r in tick.residents.values()]
         chain = await _longest(units)
-        busy = {n for n, r in tick.residents.items() if tick.state(r).talk is not None}
-        starting = []
-        for a, b in tick.talks:
-            if not busy & {a, b}:
-                busy |= {a, b}
-                starting.append(dialogue.begin(tick, tick.residents[a], tick.residents[b]))
-        await asyncio.gather(*starting)
+        pairs = talks_to_begin(tick)
+        await asyncio.gather(
+            *(dialogue.begin(tick, tick.residents[a], tick.residents[b]) for a, b in pairs)
+        )
         tick.save_states()
         return chain
 
@@ -193,6 +190,21 @@ class Engine:
         elif state.awake and state.since_reflection >= self.reflect_threshold:
             state.since_reflection = 0
             state.reflect_questions = await reflection.ask(tick.brain, stream, tick.session, name)
+            stream.warm(state.reflect_questions)  # asked next tick: embedded meanwhile
+
+
+def talks_to_begin(tick: Tick) -> list[tuple[str, str]]:
+    """The talks asked for this tick that begin: each resident in one talk at most, urged ones
+    first (they have something to say), then in the residents' order, so that which talks
+    begin never depends on which LLM reply came back first."""
+    busy = {n for n, r in tick.residents.items() if tick.state(r).talk is not None}
+    order = {name: i for i, name in enumerate(tick.residents)}
+    pairs = []
+    for _, a, b in sorted(tick.talks, key=lambda t: (not t[0], order[t[1]], order[t[2]])):
+        if not busy & {a, b}:
+            busy |= {a, b}
+            pairs.append((a, b))
+    return pairs
 
 
 async def _longest(units: Iterable[Coroutine[Any, Any, object]]) -> int:

@@ -264,13 +264,20 @@ class MemoryStream:
                 self.retrieve(session, q, now, n, kinds) for q, n in zip(queries, ks, strict=True)
             ]
         asked = self._queue().submit(list(queries), owner=self.collection, urgent=True)
-        waits = [asyncio.wrap_future(f) for f in (asked, *(p.vectors for p in self._pending))]
-        await asyncio.wait(waits)  # failures surface below, where they are handled
+        waits = [f for f in (asked, *(p.vectors for p in self._pending)) if not f.done()]
+        if waits:  # failures surface below, where they are handled
+            await asyncio.wait([asyncio.wrap_future(f) for f in waits])
         vectors = asked.result()
         return [
             self.retrieve(session, q, now, n, kinds, query_vector=vectors[i])
             for i, (q, n) in enumerate(zip(queries, ks, strict=True))
         ]
+
+    def warm(self, queries: Sequence[str]) -> None:
+        """Embed queries this stream will be asked soon (the next tick), while the embedding
+        thread is free, so that the retrieval finds them cached instead of waiting."""
+        if self.executor is not None:
+            self._queue().warm(queries)
 
     def _queue(self) -> EmbeddingQueue:
         assert self.executor is not None

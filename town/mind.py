@@ -60,7 +60,8 @@ class Tick:
     specs: dict[str, ResidentSpec]
     start: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # location, action, awake
     events: list[TownEvent] = field(default_factory=list)
-    talks: list[tuple[str, str]] = field(default_factory=list)
+    # talks asked for this tick: (urged by an input, who, to whom); begun in the engine's order
+    talks: list[tuple[bool, str, str]] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
     states: dict[str, ResidentState] = field(default_factory=dict)
     plans: dict[int, DayPlan] = field(default_factory=dict)  # today's, per resident id
@@ -268,6 +269,14 @@ async def _observe(
     chosen = _most_salient(tick, state, observed, scores)
     if chosen is not None:  # while talking, it waits for the end of the talk
         state.noticed = {"key": chosen.key, "text": chosen.text}
+        # the reaction's queries, embedded meanwhile (the observation is, as a memory)
+        tick.stream(resident).warm(_react_queries(name, chosen)[:1])
+
+
+def _react_queries(name: str, obs: Observation) -> list[str]:
+    """The paper's two retrievals before reacting: the relationship, and the observation."""
+    subject = obs.key[1:] if obs.key.startswith("@") else obs.text
+    return [f"What is {name}'s relationship with {subject}?", obs.text]
 
 
 def _most_salient(
@@ -295,12 +304,8 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     obs = Observation(state.noticed["key"], state.noticed["text"])
     state.noticed = {}
     name, stream = resident.name, tick.stream(resident)
-    subject = obs.key[1:] if obs.key.startswith("@") else obs.text
     about, context = await stream.recall_each(
-        tick.session,
-        [f"What is {name}'s relationship with {subject}?", obs.text],
-        tick.now,
-        k=[5, 3],
+        tick.session, _react_queries(name, obs), tick.now, k=[5, 3]
     )
     decision = await tick.brain.run(
         REACT,
@@ -336,8 +341,8 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
         same_area = World.area_of(loc[0]) == World.area_of(resident.location)
         urged = obs.key == "inbox"  # an inner voice or a visitor overrides the cooldown
         cooled = urged or not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN)
-        if same_area and loc[2] and cooled:  # urged talks first: they have something to say
-            tick.talks.insert(0 if urged else len(tick.talks), (name, other))
+        if same_area and loc[2] and cooled:
+            tick.talks.append((urged, name, other))
     return True
 
 
