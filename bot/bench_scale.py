@@ -51,7 +51,8 @@ from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.usage import UsageTally
-from town.persona import TownSpec, load_town
+from town.persona import TownSpec
+from town.persona_load import load_town
 from town.seed import found_town
 from town.store.db import Store
 from town.store.models import Resident, Town

@@ -35,7 +35,7 @@ from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.usage import UsageTally
-from town.persona import load_town
+from town.persona_load import load_town
 from town.seed import found_town
 from town.vectors import ChromaIndex
 

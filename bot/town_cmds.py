@@ -15,7 +15,7 @@ from bot.settings import Settings
 from bot.wiring import Services, build_brain, settle_heap
 from town.engine import Engine, TickReport
 from town.events import TownEvent
-from town.persona import load_town
+from town.persona_load import load_town
 from town.seed import found_town
 from town.store.models import Town
 from town.store.usage import StoredUsage

@@ -45,7 +45,8 @@ from bot.settings import Settings
 from bot.town_cmds import OpenTown
 from bot.wiring import Services, build_brain, settle_heap
 from town.engine import Engine
-from town.persona import PersonaError, load_town
+from town.persona import PersonaError
+from town.persona_load import load_town
 from town.seed import TownExists, found_town
 from town.store.db import StoreError
 from town.store.lease import Lease, LeaseLost, Leases, WorkerNameTaken, aware

@@ -33,7 +33,8 @@ from town.llm.tasks import (
     COACHING_TASKS,
     PLAN_DAY,
 )
-from town.persona import PersonaError, load_town
+from town.persona import PersonaError
+from town.persona_load import load_town
 from town.seed import found_town
 from town.state import Candidate, ResidentState
 from town.store.db import Store

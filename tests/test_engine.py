@@ -19,7 +19,7 @@ from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.memory import MemoryStream
 from town.mind import Tick, perceive
-from town.persona import load_town
+from town.persona_load import load_town
 from town.seed import found_town
 from town.state import ResidentState
 from town.store.db import Store

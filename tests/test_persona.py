@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from town.persona import (
-    PersonaError,
-    TownSpec,
-    available_towns,
-    load_town,
-    split_path,
-)
+from town.persona import PersonaError, TownSpec, split_path
+from town.persona_load import available_towns, load_town
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,8 @@ from town.llm.port import ScriptedBrain
 from town.llm.schemas import JudgeKnowsInput
 from town.llm.tasks import JUDGE_KNOWS
 from town.memory import NewMemory
-from town.persona import Event, Fact, ScenarioSpec, load_town
+from town.persona import Event, Fact, ScenarioSpec
+from town.persona_load import load_town
 from town.seed import found_town
 from town.store.db import Store
 from town.store.models import Conversation, Resident
