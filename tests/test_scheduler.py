@@ -23,8 +23,9 @@ from typer.testing import CliRunner
 
 from adapters.base import Caller
 from bot.cli import app
+from bot.jobstore import JOBS_TABLE
 from bot.run import TownRuntime, run_town
-from bot.scheduler import JOBS_TABLE, TICK_FUNC, Timekeeper, job_id
+from bot.scheduler import TICK_FUNC, Timekeeper, job_id
 from bot.settings import Settings, load_settings
 from bot.town_cmds import open_town
 from town.engine import TickReport
