@@ -112,6 +112,7 @@ class HeldTown:
     task: asyncio.Task[None]
     renewed: float  # time.monotonic() when the last renewal that got through was sent
     lost: asyncio.Event  # set when a tick's guard found the lease gone
+    why_lost: list[str]  # what the guard said, told before the tick's task ends
 
 
 @dataclass
@@ -229,7 +230,8 @@ class Worker:
         await asyncio.to_thread(leases.heartbeat)
         for held in list(self.held.values()):
             if held.lost.is_set():
-                await self._stop(held, f"a tick found its lease (epoch {held.lease.epoch}) gone")
+                why = held.why_lost[-1] if held.why_lost else f"epoch {held.lease.epoch}"
+                await self._stop(held, f"a tick found its lease gone: {why}")
                 continue
             if held.task.done():
                 await self._stop(held, self._ended(held.task), cool=True)
@@ -332,9 +334,10 @@ class Worker:
                 await asyncio.to_thread(self.leases.release, lease)
             self._cooldown[town_id] = time.monotonic() + 10 * self.poll_s
             return
-        lost = asyncio.Event()
+        lost, why_lost = asyncio.Event(), []
 
-        def on_lost() -> None:
+        def on_lost(exc: LeaseLost) -> None:
+            why_lost.append(str(exc))
             lost.set()
             self.wake.set()
 
@@ -343,7 +346,7 @@ class Worker:
         runtime = TownRuntime(opened, self.settings)
         runtime.stop_on = (LeaseLost,)  # a tick that finds the lease gone ends the town's run
         task = asyncio.create_task(run_town(runtime, self.platforms), name=f"town-{name}")
-        self.held[town_id] = HeldTown(town_id, name, lease, task, sent, lost)
+        self.held[town_id] = HeldTown(town_id, name, lease, task, sent, lost, why_lost)
         log.info("running town %r (#%d) under lease epoch %d", name, town_id, lease.epoch)
 
     def _open(self, town_id: int) -> OpenTown:

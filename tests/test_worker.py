@@ -140,11 +140,13 @@ def test_a_stale_owners_tick_rolls_back_whole(db: Store) -> None:
 
     edit_lease(db, engine.town_id, expires_at=datetime.now(UTC) - timedelta(seconds=1))
     assert two.acquire(engine.town_id) is not None
-    lost: list[bool] = []
-    engine.guard = one.guard(lease, lambda: lost.append(True))
+    lost: list[str] = []
+    engine.guard = one.guard(lease, lambda exc: lost.append(str(exc)))
     with pytest.raises(LeaseLost):
         asyncio.run(engine.tick())
-    assert lost == [True]
+    assert lost == [
+        f"town #{engine.town_id}: lease (epoch 1) now belongs to worker 'two' at epoch 2"
+    ]
     with db.session() as s:
         assert engine.town(s).clock == report.clock  # the clock did not move
         assert len(s.exec(select(OutboxEvent)).all()) == outbox  # and nothing was written
@@ -419,6 +421,13 @@ class Deployment:
     def log(self, label: str) -> str:
         return (self.folder / f"{label}.log").read_text(errors="replace")
 
+    def tails(self, *labels: str, lines: int = 15) -> str:
+        """The last lines of these workers' logs, to explain a wait that timed out."""
+        return "\n".join(
+            f"--- {label}.log\n" + "\n".join(self.log(label).splitlines()[-lines:])
+            for label in labels
+        )
+
     def query(self, sql: str, **params: Any) -> list[Any]:
         store = Store(self.url)
         try:
@@ -456,14 +465,16 @@ class Deployment:
                 proc.wait(10)
 
 
-def wait_for(what: str, done: Callable[[], Any], timeout: float = 30.0) -> Any:
+def wait_for(
+    what: str, done: Callable[[], Any], timeout: float = 30.0, explain: Callable[[], str] = str
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = done()
         if found:
             return found
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n{explain()}")
 
 
 def check_tick_log(deployment: Deployment, minutes_per_tick: int = 10) -> dict[int, int]:
@@ -526,6 +537,10 @@ def test_workers_share_towns_and_never_tick_one_twice(deployment: Deployment) ->
         deployment.log(label).split()
     )
     logs = {"one": "one-again" if label == "one" else "one", "two": "two"}
+
+    def explain() -> str:
+        return deployment.tails(logs["one"], "two")
+
     holders = wait_for(
         "two towns each",
         lambda: (
@@ -533,8 +548,9 @@ def test_workers_share_towns_and_never_tick_one_twice(deployment: Deployment) ->
             and sorted(w for w, _ in h.values()) == ["one"] * 2 + ["two"] * 2
             and h
         ),
+        explain=explain,
     )
-    wait_for("both to tick", lambda: set(deployment.ticks_by()) == {"one", "two"})
+    wait_for("both to tick", lambda: set(deployment.ticks_by()) == {"one", "two"}, 30, explain)
 
     # a lease row edited by hand: its holder's next tick rolls back; the town is taken again
     edited = min(holders)
@@ -548,6 +564,7 @@ def test_workers_share_towns_and_never_tick_one_twice(deployment: Deployment) ->
         "the edited town to be taken over again",
         lambda: (h := deployment.holders().get(edited)) and h[1] > epoch + 10,
         LEASE_S + 5,
+        explain,
     )
     assert "edited by hand" in deployment.log(logs["one"]) + deployment.log("two")
 
@@ -558,6 +575,7 @@ def test_workers_share_towns_and_never_tick_one_twice(deployment: Deployment) ->
         "the frozen worker's towns to be taken over",
         lambda: all(deployment.holders().get(t, ("two", 0))[0] == "one" for t in frozen),
         LEASE_S * 2 + 5,
+        explain,
     )
     two.send_signal(signal.SIGCONT)
     wait_for(
@@ -567,11 +585,13 @@ def test_workers_share_towns_and_never_tick_one_twice(deployment: Deployment) ->
             or "could not be renewed in time" in deployment.log("two")
         ),
         LEASE_S + 5,
+        explain,
     )
     wait_for(
         "the towns to be shared again",
         lambda: sorted(w for w, _ in deployment.holders().values()) == ["one"] * 2 + ["two"] * 2,
         LEASE_S * 3 + 5,
+        explain,
     )
 
     one.kill()  # SIGKILL: no goodbye, its leases just stop being renewed
@@ -589,7 +609,7 @@ def test_workers_share_towns_and_never_tick_one_twice(deployment: Deployment) ->
         )
         return its_towns <= {r[0] for r in ticked}
 
-    wait_for("worker two to take over and tick the killed worker's towns", taken_over, 15)
+    wait_for("worker two to take over and tick the killed worker's towns", taken_over, 15, explain)
     took = time.monotonic() - killed
     print(f"taken over and ticking {took:.1f} s after the kill (lease {LEASE_S:g} s)")
     assert took <= LEASE_S + 1.0  # tried the moment the lease ran out, then one tick

@@ -269,7 +269,8 @@ async def _observe(
     chosen = _most_salient(tick, state, observed, scores)
     if chosen is not None:  # while talking, it waits for the end of the talk
         state.noticed = {"key": chosen.key, "text": chosen.text}
-        # the reaction's queries, embedded meanwhile (the observation is, as a memory)
+        # the reaction's relationship query, embedded meanwhile (the observation, its other
+        # query, is being embedded as a memory)
         tick.stream(resident).warm(_react_queries(name, chosen)[:1])
 
 

@@ -283,16 +283,17 @@ class Leases:
             raise LeaseLost(self._lost_message(session, lease, now))
 
     def guard(
-        self, lease: Lease, on_lost: Callable[[], None] | None = None
+        self, lease: Lease, on_lost: Callable[[LeaseLost], None] | None = None
     ) -> Callable[[Session], None]:
-        """``check`` as an ``Engine.guard``; ``on_lost`` runs before ``LeaseLost`` propagates."""
+        """``check`` as an ``Engine.guard``; ``on_lost`` is told why before ``LeaseLost``
+        propagates."""
 
         def guard(session: Session) -> None:
             try:
                 self.check(session, lease)
-            except LeaseLost:
+            except LeaseLost as exc:
                 if on_lost is not None:
-                    on_lost()
+                    on_lost(exc)
                 raise
 
         return guard
