@@ -122,14 +122,17 @@ class CachedEmbedder:
 
     def cached(self, texts: Sequence[str]) -> np.ndarray | None:
         """The vectors of ``texts`` if every one is cached (no embedding), else None."""
+        rows: list[F32] = []
         with self._lock:
-            rows = [self._cache.get(text) for text in texts]
-            if not rows or any(row is None for row in rows):
-                return None
+            for text in texts:
+                row = self._cache.get(text)
+                if row is None:
+                    return None
+                rows.append(row)
             for text in texts:
                 self._cache.move_to_end(text)
             self.hits += len(rows)
-        return np.stack(rows)  # type: ignore[arg-type]
+        return np.stack(rows) if rows else None
 
     def clear(self) -> None:
         with self._lock:
