@@ -31,7 +31,6 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,7 +44,7 @@ from bot.bench_town import start_fake_llm
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
 from town.depth import ChainCountingBrain
-from town.embedding import Embedder, flush_queues
+from town.embedding import Embedder, embedding_executor, flush_queues
 from town.engine import Engine
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
@@ -305,7 +304,7 @@ async def run_scale_bench(
         if remote:
             bench.chroma = settings.chroma_url or ""
             await asyncio.to_thread(seed_server, index, cache, remote, towns)
-        executor = ThreadPoolExecutor(1, thread_name_prefix="bottown-embed")
+        executor = embedding_executor()
         client = open_client(url, "bench", max(60.0, latency_ms / 50))
         opened: list[BenchTown] = []
         stores: list[Store] = []

@@ -17,6 +17,7 @@ from town.embedding import (
     Embedder,
     HashEmbedder,
     OpenAIEmbedder,
+    embedding_executor,
     flush_queues,
 )
 from town.llm.client import open_client
@@ -85,9 +86,7 @@ class Services:
     embedder: Embedder
     index: ChromaIndex
     # one worker thread computes embeddings, so the event loop is not blocked by them
-    executor: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="bottown-embed")
-    )
+    executor: ThreadPoolExecutor = field(default_factory=embedding_executor)
     _streams: dict[int, MemoryStream] = field(default_factory=dict)
 
     @classmethod

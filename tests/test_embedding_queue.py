@@ -3,6 +3,8 @@ record without waiting for their vectors."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -14,9 +16,11 @@ import pytest
 
 from tests.test_memory import make_resident
 from town.embedding import (
+    BACKGROUND_NICE,
     CachedEmbedder,
     EmbeddingQueue,
     HashEmbedder,
+    embedding_executor,
     flush_queues,
     shared_queue,
 )
@@ -275,3 +279,53 @@ def test_what_the_cache_holds_is_answered_at_once_and_warming_fills_it() -> None
         assert mine.result(5).shape == hurried.result(5).shape == (1, 32)
     assert embedder.calls[0] == ["the question", "the other question"]
     assert embedder.calls[2:] == [["my memory"]]  # the question itself was cached
+
+
+def test_warming_skips_what_is_cached_or_on_its_way_and_needs_a_cache() -> None:
+    embedder = Recording()
+    cached = CachedEmbedder(embedder)
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(cached, pool)
+        hold(queue, embedder)
+        queue.warm(["soon", "later", "soon"])
+        queue.warm(["later", "soon"])  # still on its way: not asked again
+        embedder.release.set()
+        queue.flush().result(5)
+        assert cached.missing(["soon", "later", "new"]) == ["new"]
+        queue.warm(["soon", "new"])  # "soon" is cached: only "new" is embedded
+        queue.flush().result(5)
+        bare = EmbeddingQueue(embedder, pool)
+        bare.warm(["nothing would keep this"])  # no cache to fill: no work
+        bare.flush().result(5)
+    assert embedder.calls[1:] == [["soon", "later"], ["new"]]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value is per thread on Linux only")
+def test_the_embedding_thread_yields_the_cpu_to_the_event_loop() -> None:
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with embedding_executor() as pool:
+        theirs = pool.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        assert theirs.result(5) == min(19, mine + BACKGROUND_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # not this thread
+
+
+async def test_memories_warmed_ahead_are_recorded_from_the_cache(store: Store) -> None:
+    embedder = Recording()
+    cached = CachedEmbedder(embedder)
+    with ThreadPoolExecutor(1) as pool:
+        stream = MemoryStream(
+            resident_id=make_resident(store), embedder=cached, index=InMemoryIndex(), executor=pool
+        )
+        stream.warm_memories(
+            [
+                NewMemory("observation", "the  stove\tis burning", 1),
+                NewMemory("plan", "long text", 1, gist="the gist"),
+            ]
+        )
+        shared_queue(cached, pool).flush().result(5)
+        with store.session() as s:
+            await stream.record(s, [NewMemory("observation", "the  stove\tis burning", 8)], T0)
+            assert [r.memory.text for r in await stream.recall(s, "the stove is burning", T0)] == [
+                "the stove is burning"
+            ]
+    assert embedder.calls == [["the stove is burning", "the gist"]]  # as stored: once

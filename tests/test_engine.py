@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,12 @@ import numpy as np
 import pytest
 from sqlmodel import col, select
 
-from town.embedding import HashEmbedder, flush_queues
+from town.embedding import CachedEmbedder, HashEmbedder, flush_queues, shared_queue
 from town.engine import Engine, TickReport, talks_to_begin
 from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
-from town.memory import MemoryStream
+from town.memory import MemoryStream, clean_text
 from town.mind import Tick, perceive
 from town.persona_load import load_town
 from town.seed import found_town
@@ -373,3 +374,59 @@ def test_which_talks_begin_does_not_depend_on_which_reply_came_first() -> None:
         tick.talks = list(order)
         begun.add(tuple(talks_to_begin(tick)))
     assert begun == {(("D", "C"), ("A", "B"))}  # urged first; then A before C; E is busy
+
+
+class AheadBrain(ScriptedBrain):
+    """Rates importance only once the rated texts are cached: they were embedded ahead."""
+
+    def __init__(self, cache: CachedEmbedder) -> None:
+        super().__init__()
+        self.cache = cache
+        self.rated: list[str] = []
+        self.ticking = False  # (founding rates the seed memories as it stores them)
+
+    async def run(self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None) -> Any:
+        if task.name == "rate_importance" and self.ticking:
+            texts = [clean_text(t) for t in inputs.observations]
+            for _ in range(500):
+                if not self.cache.missing(texts):
+                    break
+                await asyncio.sleep(0.01)
+            assert not self.cache.missing(texts), f"not embedded ahead: {texts}"
+            self.rated += texts
+        return await super().run(task, inputs, resident=resident)
+
+
+async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) -> None:
+    """Observations while their importance is rated, a talk's lines as they are said, and a
+    sleeper's summary queries in the hour before it wakes: recorded or asked for then, their
+    vectors are in the cache (the embedding thread did them while the loop went on)."""
+    cache = CachedEmbedder(HashEmbedder(64))
+    brain = AheadBrain(cache)
+    late = "Maria Lopez"  # wakes at 09:00
+    queries = [
+        f"{late}'s core characteristics",
+        f"{late}'s current daily occupation",
+        f"{late}'s feeling about his recent progress in life",
+    ]
+    with ThreadPoolExecutor(1) as pool:
+        streams = Streams(pool)
+        streams.embedder = cache  # type: ignore[assignment]
+        engine = await make_engine(store, brain, streams)
+        brain.ticking = True
+        talked = False
+        for _ in range(40):
+            report = await engine.tick()
+            talked = talked or any(e.kind == "conversation" for e in report.events)
+            shared_queue(cache, pool).flush().result(5)  # what was asked for is embedded
+            if report.clock.time() < time(8, 0):  # more than an hour before she wakes
+                assert cache.missing(queries) == queries
+            elif report.clock.time() < time(9, 0):
+                assert cache.missing(queries) == []
+                assert not ResidentState.of(resident(store, late)).awake
+            if talked and report.clock.time() >= time(9, 0):
+                break
+        flush_queues(pool, timeout=5)
+    assert talked, "no talk ended"
+    assert any(" is " in t for t in brain.rated)  # observations
+    assert any(" said: " in t for t in brain.rated)  # a talk's lines

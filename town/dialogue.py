@@ -87,7 +87,10 @@ async def step(tick: Tick, talk: Conversation) -> None:
         resident=speaker.name,
     )
     text = " ".join(reply.text.split())[:1000]
-    talk.turns = [*talk.turns, Utterance(speaker=speaker.name, text=text).model_dump()]
+    said = Utterance(speaker=speaker.name, text=text)
+    talk.turns = [*talk.turns, said.model_dump()]
+    # remembered by both when the talk ends: embedded now (one cache for all streams)
+    tick.stream(speaker).warm_memories([NewMemory("chat", _line(said), 1)])
     tick.emit("said", speaker, text, to=listener.name, emoji=speaker.emoji)
     state.directive = ""  # an inner voice has now had its say
     if (reply.end and turn >= 1) or turn + 1 >= MAX_TURNS:
@@ -127,7 +130,7 @@ def _release(tick: Tick, person: Resident) -> None:
 
 async def _remember(tick: Tick, first: Resident, second: Resident, history: list[Utterance]) -> int:
     """Both remember every utterance; returns the talk's summed importance."""
-    lines = [f'{u.speaker} said: "{u.text}"' for u in history]
+    lines = [_line(u) for u in history]
     rated = await tick.brain.run(
         RATE_IMPORTANCE,
         RateImportanceInput(resident=first.name, observations=lines),
@@ -141,3 +144,7 @@ async def _remember(tick: Tick, first: Resident, second: Resident, history: list
             tick.now,
         )
     return sum(scores)
+
+
+def _line(said: Utterance) -> str:
+    return f'{said.speaker} said: "{said.text}"'

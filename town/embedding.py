@@ -15,13 +15,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import os
 import re
+import sys
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -120,6 +122,11 @@ class CachedEmbedder:
                 self._cache.popitem(last=False)
         return out
 
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The texts of ``texts`` the cache does not hold, each once (the cache is left as is)."""
+        with self._lock:
+            return [t for t in dict.fromkeys(texts) if t not in self._cache]
+
     def cached(self, texts: Sequence[str]) -> np.ndarray | None:
         """The vectors of ``texts`` if every one is cached (no embedding), else None."""
         rows: list[F32] = []
@@ -189,6 +196,7 @@ class EmbeddingQueue:
         self._flushed: list[Future[None]] = []  # callers of flush() waiting for the writes
         self._timer: threading.Timer | None = None
         self._running = False
+        self._warming: set[str] = set()  # texts asked for by warm() and not embedded yet
         self._lock = threading.Lock()
 
     def submit(
@@ -303,9 +311,21 @@ class EmbeddingQueue:
         return chosen
 
     def warm(self, texts: Sequence[str]) -> None:
-        """Embed ``texts`` in the background, for a cache to hold before they are asked for."""
-        if texts:
-            self.submit(texts)
+        """Embed ``texts`` in the background, for the embedder's cache to hold before they are
+        asked for. Texts the cache holds or that are being warmed already are skipped, so asking
+        again, every tick say, costs next to nothing; an embedder without a cache is not warmed."""
+        missing = getattr(self.embedder, "missing", None)
+        if missing is None or not texts:
+            return
+        with self._lock:
+            todo = [t for t in missing(texts) if t not in self._warming]
+            self._warming.update(todo)
+        if todo:
+            self.submit(todo).add_done_callback(lambda _: self._warmed(todo))
+
+    def _warmed(self, texts: list[str]) -> None:
+        with self._lock:
+            self._warming.difference_update(texts)
 
     def _embed(self, jobs: list[_Job]) -> None:
         jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
@@ -322,6 +342,30 @@ class EmbeddingQueue:
         for job in jobs:
             job.future.set_result(vectors[start : start + len(job.texts)])
             start += len(job.texts)
+
+
+BACKGROUND_NICE = 10  # added to the embedding thread's nice value (Linux)
+
+
+def embedding_executor() -> ThreadPoolExecutor:
+    """The one worker thread a deployment computes embeddings and writes the index on, at a
+    lower CPU priority than the event loop (see ``lower_priority``)."""
+    return ThreadPoolExecutor(1, thread_name_prefix="bottown-embed", initializer=lower_priority)
+
+
+def lower_priority(nice: int = BACKGROUND_NICE) -> None:
+    """Lower the calling thread's CPU priority by ``nice``. The event loop sends a tick's LLM
+    calls one after another, and a tick lasts until the last one is answered; on a machine with
+    few cores the embedding thread (and, for ``bench town``, the LLM server) compete with it,
+    and the loop should win. A nice value is per thread on Linux only; elsewhere, or where it is
+    not allowed, nothing changes."""
+    if sys.platform != "linux":
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError:
+        log.debug("could not lower the embedding thread's priority", exc_info=True)
 
 
 _QUEUES: weakref.WeakKeyDictionary[Executor, dict[int, EmbeddingQueue]] = (

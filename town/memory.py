@@ -167,10 +167,10 @@ class _Pending:
     vectors: Future[np.ndarray]
 
 
-def embedded_text(item: NewMemory, row: Memory) -> str:
-    """What is embedded for a memory: its gist when it has one, else its stored text."""
+def embedded_text(item: NewMemory) -> str:
+    """What is embedded for a memory: its gist when it has one, else its text as stored."""
     gist = clean_text(item.gist) if item.gist else ""
-    return gist or row.text
+    return gist or clean_text(item.text)
 
 
 class MemoryStream:
@@ -213,9 +213,7 @@ class MemoryStream:
             return []
         rows = self._insert(session, items, at)
         if vectors is None or len(vectors) != len(rows):
-            vectors = self.embedder.embed(
-                [embedded_text(item, row) for item, row in zip(items, rows, strict=True)]
-            )
+            vectors = self.embedder.embed([embedded_text(item) for item in items])
         self._attach(session, rows, at, vectors)
         return rows
 
@@ -229,7 +227,7 @@ class MemoryStream:
         if self.executor is None or not items:
             return self.add(session, items, at)
         rows = self._insert(session, items, at)
-        texts = [embedded_text(item, row) for item, row in zip(items, rows, strict=True)]
+        texts = [embedded_text(item) for item in items]
         self._attach(session, rows, at, self._queue().submit(texts, owner=self.collection))
         return rows
 
@@ -278,6 +276,11 @@ class MemoryStream:
         thread is free, so that the retrieval finds them cached instead of waiting."""
         if self.executor is not None:
             self._queue().warm(queries)
+
+    def warm_memories(self, items: Sequence[NewMemory]) -> None:
+        """Embed memories this stream will record soon (once an LLM call about them returns),
+        so that ``record`` finds their vectors cached and leaves the embedding thread free."""
+        self.warm([embedded_text(item) for item in items])
 
     def _queue(self) -> EmbeddingQueue:
         assert self.executor is not None

@@ -39,6 +39,7 @@ REACT_IMPORTANCE = 5  # an observation at least this important may interrupt the
 GREET_IMPORTANCE = 1  # meeting someone (awake, not talked to lately) may start a talk
 TALK_COOLDOWN_MIN = 120  # the same two residents talk again only after this long
 REACTION_MIN = 15
+SUMMARY_WARM_AHEAD = timedelta(hours=1)  # a sleeper's summary queries are embedded this early
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,10 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
     if not state.awake:
         if _time_to_wake(tick.now, spec, state):
             await _wake(tick, resident, spec, state)
+        else:
+            soon = tick.now + SUMMARY_WARM_AHEAD
+            if _time_to_wake(soon, spec, state) and resident.summary_day != soon.date():
+                tick.stream(resident).warm(_summary_queries(resident.name))
         return
     if state.sleep_at and tick.now >= datetime.fromisoformat(state.sleep_at):
         _go_to_sleep(tick, resident, spec, state)
@@ -223,11 +228,7 @@ async def _summary(tick: Tick, resident: Resident, stream: MemoryStream) -> str:
     """The paper's summary description: identity, occupation, feelings about recent progress."""
     name = resident.name
     texts: list[str] = []
-    queries = [
-        f"{name}'s core characteristics",
-        f"{name}'s current daily occupation",
-        f"{name}'s feeling about his recent progress in life",
-    ]
+    queries = _summary_queries(name)
     for found in await stream.recall_each(tick.session, queries, tick.now, k=5):
         for got in found:
             if got.memory.text not in texts:
@@ -236,6 +237,15 @@ async def _summary(tick: Tick, resident: Resident, stream: MemoryStream) -> str:
         SUMMARIZE, SummarizeInput(resident=name, memories=texts), resident=name
     )
     return result.summary
+
+
+def _summary_queries(name: str) -> list[str]:
+    """The summary description's three retrievals (embedded ahead, in the hour before waking)."""
+    return [
+        f"{name}'s core characteristics",
+        f"{name}'s current daily occupation",
+        f"{name}'s feeling about his recent progress in life",
+    ]
 
 
 def _go_to_sleep(tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState) -> None:
@@ -252,15 +262,17 @@ async def _observe(
 ) -> None:
     """Store what was observed, its importance rated in one call; the most salient of it, if
     anything, is what the resident reacts to on the next tick it is free."""
-    name = resident.name
+    name, stream = resident.name, tick.stream(resident)
+    kinds = ["directive" if o.text.startswith("Inner voice:") else "observation" for o in observed]
+    # embedded while their importance is being rated: recorded then, they find their vectors
+    stream.warm_memories([NewMemory(k, o.text, 1) for k, o in zip(kinds, observed, strict=True)])
     rated = await tick.brain.run(
         RATE_IMPORTANCE,
         RateImportanceInput(resident=name, observations=[o.text for o in observed]),
         resident=name,
     )
     scores = list(rated.scores) + [3] * (len(observed) - len(rated.scores))
-    kinds = ["directive" if o.text.startswith("Inner voice:") else "observation" for o in observed]
-    await tick.stream(resident).record(
+    await stream.record(
         tick.session,
         [NewMemory(k, o.text, n) for k, o, n in zip(kinds, observed, scores, strict=False)],
         tick.now,
@@ -271,7 +283,7 @@ async def _observe(
         state.noticed = {"key": chosen.key, "text": chosen.text}
         # the reaction's relationship query, embedded meanwhile (the observation, its other
         # query, is being embedded as a memory)
-        tick.stream(resident).warm(_react_queries(name, chosen)[:1])
+        stream.warm(_react_queries(name, chosen)[:1])
 
 
 def _react_queries(name: str, obs: Observation) -> list[str]:
