@@ -168,11 +168,14 @@ class EmbeddingQueue:
     the owner's own earlier requests and no one else's.
 
     ``write`` buffers index writes by key for up to ``write_delay`` seconds, then hands each
-    key's items to its writer in one call: a vector index pays mostly per call, not per item (a
-    Chroma upsert takes about 4 ms, and holds the interpreter's lock meanwhile, whether it writes
-    one vector or 25). Writes run after every embedding asked for before them and only while no
-    embedding is waiting: a query never waits behind a queue of writes, only behind the one
-    being written. ``flush`` writes what is buffered without waiting for the delay.
+    key's items to its writer in one call: a vector index pays mostly per call, not per item. A
+    Chroma upsert into an embedded index takes 5-12 ms, mostly waiting for its disk writes, and
+    holds the interpreter's lock all along (the event loop stops meanwhile), whether it writes
+    one vector or 30; so writes are held back a minute, and a vector a crash kept from the index
+    is computed again when its stream next loads. Writes run after every embedding asked for
+    before them and only while no embedding is waiting: a query never waits behind a queue of
+    writes, only behind the one being written. ``flush`` writes what is buffered without waiting
+    for the delay.
     """
 
     def __init__(
@@ -181,7 +184,7 @@ class EmbeddingQueue:
         executor: Executor,
         *,
         chunk_chars: int = 500,
-        write_delay: float = 5.0,
+        write_delay: float = 60.0,
     ) -> None:
         if chunk_chars < 1 or write_delay < 0:
             raise ValueError("chunk_chars must be >= 1 and write_delay >= 0")
