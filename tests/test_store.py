@@ -11,7 +11,7 @@ from sqlalchemy import inspect, text
 from sqlmodel import select
 
 from town.memory import MemoryStream, NewMemory
-from town.store.db import Store, StoreError
+from town.store.db import Store, StoreError, insert_rows, insert_values
 from town.store.models import LlmUsage, Memory, OutboxEvent, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.vectors import InMemoryIndex
@@ -159,3 +159,80 @@ def test_postgresql_migrates_and_keeps_memories(postgres_url: str) -> None:
     assert rows[1].cites == [1] and rows[0].created == T0
     assert len(got) == 2
     Store.open(postgres_url)  # idempotent on PostgreSQL too
+
+
+# -- inserting rows without the unit of work ---------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "sqlite":
+        return Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    return Store.open(request.getfixturevalue("postgres_url"))
+
+
+def test_inserted_rows_are_stored_as_the_orm_stores_them(any_store: Store) -> None:
+    """``insert_rows`` and ``insert_values`` (on SQLite straight to the driver) store exactly
+    what adding the objects to the session would, and hand back the ids in the rows' order,
+    over several statements too."""
+
+    def memory(resident_id: int, i: int) -> Memory:
+        return Memory(
+            resident_id=resident_id,
+            kind="observation",
+            text=f"memory {i} ✓",
+            created=T0,
+            last_access=datetime(2023, 2, 13, 7, 30, 15, 250, tzinfo=UTC),
+            importance=1 + i % 10,
+            cites=[i, i + 1] if i % 2 else [],
+        )
+
+    with any_store.session() as s:
+        town = Town(name="rows", clock=T0)
+        s.add(town)
+        s.flush()
+        res = Resident(town_id=town.id or 0, name="Sam Moore")
+        s.add(res)
+        s.flush()
+        by_orm = memory(res.id or 0, 0)
+        s.add(by_orm)  # pending: inserting rows flushes it first (they may refer to it)
+        rows = [memory(res.id or 0, i) for i in range(300)]  # past 999 variables a statement
+        insert_rows(s, rows)
+        outbox_ids = insert_values(
+            s,
+            OutboxEvent,
+            [
+                {
+                    "town_id": town.id,
+                    "channel": "Hobbs Cafe",
+                    "kind": "said",
+                    "payload": {"text": f"hi {i}", "n": None},
+                    "game_time": T0,
+                    "idempotency_key": f"k{i}",
+                    "created_at": T0,
+                    "delivered_at": None,
+                }
+                for i in range(3)
+            ],
+        )
+    assert by_orm.id is not None
+    assert [r.id for r in rows] == list(range(by_orm.id + 1, by_orm.id + 301))
+    with any_store.engine.connect() as conn:  # each column as the driver holds it
+        raw = {
+            r[0]: r[1:]
+            for r in conn.exec_driver_sql(
+                "SELECT id, resident_id, kind, text, created, last_access, importance, cites "
+                "FROM memory"
+            )
+        }
+    assert raw[rows[0].id] == raw[by_orm.id]
+    with any_store.session() as s:
+        back = {m.id: m for m in s.exec(select(Memory)).all()}
+        events = s.exec(select(OutboxEvent).order_by(OutboxEvent.id)).all()  # type: ignore[arg-type]
+    for row in rows:
+        got = back[row.id]
+        assert (got.text, got.importance, got.cites) == (row.text, row.importance, row.cites)
+        assert got.created == T0 and got.last_access == row.last_access
+    assert [e.id for e in events] == outbox_ids
+    assert [e.payload for e in events] == [{"text": f"hi {i}", "n": None} for i in range(3)]
+    assert all(e.delivered_at is None and e.game_time == T0 for e in events)

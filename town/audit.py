@@ -20,14 +20,14 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
-from town.store.db import Store
-from town.store.models import AuditEntry, Town
+from town.store.db import Store, insert_values
+from town.store.models import AuditEntry, Town, utcnow
 
 if TYPE_CHECKING:
     from town.engine import Engine
@@ -75,21 +75,38 @@ def record(
     platform: str = "",
     channel: str = "",
 ) -> None:
-    """Add one row to the unit of work ``session`` (it commits or rolls back with it)."""
+    """Add one row in the unit of work ``session`` (it commits or rolls back with it)."""
+    insert_values(
+        session,
+        AuditEntry,
+        [entry(town_id, direction, kind, who, text, game_time, platform, channel)],
+    )
+
+
+def entry(
+    town_id: int,
+    direction: str,
+    kind: str,
+    who: str,
+    text: str,
+    game_time: datetime,
+    platform: str = "",
+    channel: str = "",
+) -> dict[str, Any]:
+    """An audit row's values (for ``insert_values``), cut to the columns' sizes."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be in or out, not {direction!r}")
-    session.add(
-        AuditEntry(
-            town_id=town_id,
-            direction=direction,
-            kind=kind[:20],
-            platform=platform[:20],
-            channel=channel[:300],
-            who=clean_text(who, 200),
-            text=clean_text(text),
-            game_time=game_time,
-        )
-    )
+    return {
+        "town_id": town_id,
+        "direction": direction,
+        "kind": kind[:20],
+        "platform": platform[:20],
+        "channel": channel[:300],
+        "who": clean_text(who, 200),
+        "text": clean_text(text),
+        "game_time": game_time,
+        "wall_time": utcnow(),
+    }
 
 
 async def record_command(

@@ -10,8 +10,8 @@ from typing import Any
 from sqlmodel import Session
 
 from town import audit
-from town.store.db import insert_rows
-from town.store.models import OutboxEvent
+from town.store.db import insert_values
+from town.store.models import AuditEntry, OutboxEvent, utcnow
 
 KINDS = (
     "woke",
@@ -43,31 +43,40 @@ class TownEvent:
 
 def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
     """One outbox row per event, keyed so that the same tick can never be written twice; the
-    town's words also go to the audit log, in the same unit of work."""
-    for event in events:
-        if event.kind in audit.OUTPUT_EVENTS:
-            audit.record(
-                session,
+    town's words also go to the audit log, in the same unit of work. Both as plain values:
+    nothing reads these rows back in this unit of work."""
+    insert_values(
+        session,
+        AuditEntry,
+        [
+            audit.entry(
                 town_id,
                 audit.OUT,
                 event.kind,
                 event.resident or "town",
                 event.text,
-                game_time=event.at,
+                event.at,
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,
             )
-    insert_rows(
+            for event in events
+            if event.kind in audit.OUTPUT_EVENTS
+        ],
+    )
+    insert_values(
         session,
+        OutboxEvent,
         [
-            OutboxEvent(
-                town_id=town_id,
-                channel=event.channel,
-                kind=event.kind,
-                payload=event.payload(),
-                game_time=event.at,
-                idempotency_key=f"{town_id}:{tick_key}:{seq}",
-            )
+            {
+                "town_id": town_id,
+                "channel": event.channel,
+                "kind": event.kind,
+                "payload": event.payload(),
+                "game_time": event.at,
+                "idempotency_key": f"{town_id}:{tick_key}:{seq}",
+                "created_at": utcnow(),  # one apiece, as the history orders by it
+                "delivered_at": None,
+            }
             for seq, event in enumerate(events)
         ],
     )

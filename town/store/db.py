@@ -13,7 +13,7 @@ event loop, where waiting for the lock would stop the tick that holds it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -22,7 +22,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, Insert, Table, create_engine, event, insert, inspect
+from sqlalchemy import Dialect, Engine, Insert, Table, create_engine, event, insert, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -143,19 +143,81 @@ def insert_rows(session: Session, rows: Sequence[SQLModel]) -> None:
     """New rows of one table inserted in a single statement that returns their ids, which are
     set on the rows. The rows stay out of the session (no unit of work to flush them, several
     times cheaper): for rows that are read afterwards, never changed through the session."""
+    if rows:
+        ids = insert_values(session, type(rows[0]), [row.__dict__ for row in rows])
+        for row, new_id in zip(rows, ids, strict=True):
+            row.id = new_id
+
+
+def insert_values(
+    session: Session, model: type[SQLModel], rows: Sequence[Mapping[str, Any]]
+) -> list[int]:
+    """Rows of ``model``'s table given as plain values (every column but the id, by name),
+    inserted in one statement; their new ids, in order. Cheaper still than ``insert_rows`` for
+    rows never read back as objects (building a table model costs more than inserting it).
+
+    On SQLite the statement goes straight to the driver (``_SqliteInsert``): SQLAlchemy's own
+    path costs about 0.3 ms a call, and a town's tick makes a dozen such calls."""
     if not rows:
-        return
-    table = cast(Table, inspect(type(rows[0])).local_table)
+        return []
+    table = cast(Table, inspect(model).local_table)
+    dialect = session.get_bind().dialect
+    if dialect.name == "sqlite" and dialect.insert_returning:
+        if session.new:  # the new rows may refer to them (foreign keys)
+            session.flush()
+        fast = _SQLITE_INSERTS.get(table)
+        if fast is None:
+            fast = _SQLITE_INSERTS[table] = _SqliteInsert(table, dialect)
+        return fast.run(session, rows)
     statement = _INSERTS.get(table)
     if statement is None:
         key = table.primary_key.columns.values()[0]
         statement = _INSERTS[table] = insert(table).returning(key, sort_by_parameter_order=True)
-    ids = session.execute(statement, [row.model_dump(exclude={"id"}) for row in rows]).scalars()
-    for row, new_id in zip(rows, ids, strict=True):
-        row.id = new_id
+    names = [c.name for c in table.columns if not c.primary_key]
+    params = [{name: row[name] for name in names} for row in rows]
+    return list(session.execute(statement, params).scalars())
+
+
+class _SqliteInsert:
+    """``INSERT INTO t (...) VALUES (...), (...) RETURNING id`` on the session's own connection
+    (so inside its transaction), each value converted by the column type's own bind processor,
+    so what is stored is exactly what SQLAlchemy would store. SQLite gives the rows of one
+    statement ascending ids in the order of their values (a new rowid is one more than the
+    largest), which is how the ids are matched to the rows, as SQLAlchemy itself does."""
+
+    MAX_VARIABLES = 999  # SQLite's limit before 3.32
+
+    def __init__(self, table: Table, dialect: Dialect) -> None:
+        key = table.primary_key.columns.values()[0]
+        columns = [c for c in table.columns if c is not key]
+        self.names = [c.name for c in columns]
+        self.processors = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns]
+        self.per_statement = max(1, self.MAX_VARIABLES // len(columns))
+        quoted = ", ".join(f'"{name}"' for name in self.names)
+        self.head = f'INSERT INTO "{table.name}" ({quoted}) VALUES '
+        self.one = "(" + ", ".join("?" * len(columns)) + ")"
+        self.tail = f' RETURNING "{key.name}"'
+
+    def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        cursor = session.connection().connection.cursor()
+        ids: list[int] = []
+        try:
+            for start in range(0, len(rows), self.per_statement):
+                batch = rows[start : start + self.per_statement]
+                values: list[Any] = []
+                for row in batch:
+                    for name, process in zip(self.names, self.processors, strict=True):
+                        value = row[name]
+                        values.append(value if process is None or value is None else process(value))
+                sql = self.head + ", ".join([self.one] * len(batch)) + self.tail
+                ids += sorted(found for (found,) in cursor.execute(sql, values).fetchall())
+        finally:
+            cursor.close()
+        return ids
 
 
 _INSERTS: dict[Table, Insert] = {}
+_SQLITE_INSERTS: dict[Table, _SqliteInsert] = {}
 
 
 def _all_revisions(cfg: Config) -> list[str]:
