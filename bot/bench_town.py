@@ -9,12 +9,19 @@ process on a loopback port) with a fixed latency per completion, through the rea
   per game day, so a budget met by doing nothing shows;
 - ``wall_s``: the ticks' wall time; ``serial_s``: calls x latency, the time one call after another
   would take; ``critical_path_s``: for each tick, its longest chain of dependent calls (see
-  ``town/depth.py``) times the latency, summed over the ticks.
+  ``town/depth.py``) times the latency, summed over the ticks; ``loop_cpu_s``: the CPU time of
+  the event loop's thread over the ticks (what the wall time adds to the critical path is mostly
+  this: the loop thinks for every resident in turn, and one tick's calls go out one after another).
+
+``bottown bench client`` measures the floor under that: rounds of N concurrent calls through the
+same gateway and client, with no town around them, and the loop's CPU time per call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +41,8 @@ from town.engine import Engine, TickReport
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
+from town.llm.schemas import RateImportanceInput
+from town.llm.tasks import RATE_IMPORTANCE
 from town.llm.usage import UsageTally
 from town.persona_load import load_town
 from town.seed import found_town
@@ -59,6 +68,7 @@ class TownBench:
     wall_s: float
     chain_calls: int
     ticks: int
+    loop_cpu_s: float
 
     def as_json(self) -> dict[str, Any]:
         per = self.residents * self.days
@@ -81,6 +91,7 @@ class TownBench:
             "wall_s": round(self.wall_s, 2),
             "serial_s": round(total.calls * self.latency_ms / 1000, 2),
             "critical_path_s": round(self.chain_calls * self.latency_ms / 1000, 2),
+            "loop_cpu_s": round(self.loop_cpu_s, 2),
         }
 
 
@@ -163,7 +174,7 @@ async def run_town_bench(
             total = int(timedelta(hours=hours) / timedelta(minutes=town.minutes_per_tick))
             activity: Counter[str] = Counter()
             chain = 0
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.thread_time()
             for done in range(total):
                 report = await engine.tick()
                 chain += report.chain
@@ -171,11 +182,76 @@ async def run_town_bench(
                 if progress:
                     progress(done + 1, total)
             flush_queues(services.executor)  # the day's index writes are part of its cost
-            wall = time.perf_counter() - began
+            wall, loop_cpu = time.perf_counter() - began, time.thread_time() - began_cpu
             await client.close()
             services.close()  # pending index writes finish before the folder goes
             ChromaIndex.release_all()
     finally:
         proc.terminate()
         proc.wait(10)
-    return TownBench(residents, hours / 24, latency_ms, tally, activity, wall, chain, total)
+    return TownBench(
+        residents, hours / 24, latency_ms, tally, activity, wall, chain, total, loop_cpu
+    )
+
+
+@dataclass
+class ClientBench:
+    calls: int  # in flight together, a round
+    rounds: int
+    latency_ms: float
+    round_wall_ms: float  # median
+    loop_cpu_ms_per_call: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "rounds": self.rounds,
+            "latency_ms": self.latency_ms,
+            "round_wall_ms": round(self.round_wall_ms, 2),
+            "overhead_ms": round(self.round_wall_ms - self.latency_ms, 2),
+            "loop_cpu_ms_per_call": round(self.loop_cpu_ms_per_call, 3),
+        }
+
+
+async def run_client_bench(
+    calls: int = 13,
+    rounds: int = 100,
+    latency_ms: float = 100,
+    progress: Callable[[int, int], None] | None = None,
+) -> ClientBench:
+    """Rounds of ``calls`` concurrent ``rate_importance`` calls through the gateway and the
+    ``openai`` client to the fake server: what a tick of that many calls costs with no town
+    around it (13 is a busy tick's median in ``bench town``)."""
+    proc, url = start_fake_llm(latency_ms)
+    try:
+        client = open_client(url, "bench", max(30.0, latency_ms / 100))
+        gateway = LLMGateway(client, model="bottown-fake", concurrency=max(calls, 1))
+        inputs = RateImportanceInput(
+            resident="Isabella Rodriguez",
+            observations=["Klaus Mueller is reading at Hobbs Cafe", "the stove is burning"],
+        )
+
+        async def one_round() -> None:
+            await asyncio.gather(*(gateway.run(RATE_IMPORTANCE, inputs) for _ in range(calls)))
+
+        await one_round()  # connections opened, nothing timed
+        walls: list[float] = []
+        began_cpu = time.thread_time()
+        for done in range(rounds):
+            began = time.perf_counter()
+            await one_round()
+            walls.append(time.perf_counter() - began)
+            if progress:
+                progress(done + 1, rounds)
+        cpu = time.thread_time() - began_cpu
+        await client.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return ClientBench(
+        calls,
+        rounds,
+        latency_ms,
+        statistics.median(walls) * 1000,
+        cpu * 1000 / (calls * rounds),
+    )

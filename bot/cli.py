@@ -270,7 +270,40 @@ def bench_town(
         )
         out.print(
             f"wall {result['wall_s']} s, serial {result['serial_s']} s, critical path "
-            f"{result['critical_path_s']} s"
+            f"{result['critical_path_s']} s, event loop CPU {result['loop_cpu_s']} s"
+        )
+
+    guarded(run)
+
+
+@bench_app.command("client")
+def bench_client(
+    calls: Annotated[int, typer.Option(min=1, help="Concurrent calls a round.")] = 13,
+    rounds: Annotated[int, typer.Option(min=1, help="Timed rounds.")] = 100,
+    latency_ms: Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")] = 100.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """What the LLM client costs on this machine: rounds of concurrent calls to the fake LLM
+    server through the gateway, with no town around them."""
+    from bot.bench_town import run_client_bench
+
+    def run() -> None:
+        settings_and_logging()
+        with progress_bar() as bar:
+            task = bar.add_task("rounds", total=rounds)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = asyncio.run(run_client_bench(calls, rounds, latency_ms, progress)).as_json()
+        if as_json:
+            print(json.dumps(result))
+            return
+        out.print(
+            f"{calls} calls at once, {latency_ms:g} ms each: a round takes "
+            f"{result['round_wall_ms']} ms (median of {rounds}), {result['overhead_ms']} ms over "
+            f"the latency; the event loop spends {result['loop_cpu_ms_per_call']} ms of CPU on "
+            "each call"
         )
 
     guarded(run)

@@ -232,3 +232,29 @@ def test_a_process_settles_its_heap_once(monkeypatch: pytest.MonkeyPatch) -> Non
     wiring.settle_heap()
     wiring.settle_heap()  # a second town opened in the same process: nothing more to do
     assert frozen == [1]
+
+
+def test_bench_town_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+    args = ["bench", "town", "--residents", "3", "--hours", "2", "--latency-ms", "5", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output.strip().splitlines()[-1])
+    assert figures["residents"] == 3 and figures["ticks"] == 12
+    assert figures["calls_per_resident_day"] > 0 and figures["fallbacks"] == 0
+    assert sum(task["calls_per_resident_day"] for task in figures["by_task"].values()) == (
+        pytest.approx(figures["calls_per_resident_day"], abs=0.05)
+    )
+    assert figures["serial_s"] >= figures["critical_path_s"] > 0
+    assert 0 < figures["loop_cpu_s"] <= figures["wall_s"] + 0.01  # one thread: at most its wall
+    assert figures["activity"]["actions"] > 0
+
+
+def test_bench_client_json() -> None:
+    args = ["bench", "client", "--calls", "4", "--rounds", "3", "--latency-ms", "30", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output.strip().splitlines()[-1])
+    assert (figures["calls"], figures["rounds"]) == (4, 3)
+    assert figures["round_wall_ms"] >= 30 and figures["overhead_ms"] >= 0
+    assert figures["loop_cpu_ms_per_call"] > 0
