@@ -1,6 +1,9 @@
 """The openai client every part of bottown uses to reach an OpenAI-compatible server.
 
-One thing differs from the client's defaults: its HTTP connections are spread over a few
+One thing differs from the client's defaults, its transport. A plain ``http://`` server that no
+proxy setting applies to (a local or LAN server) is spoken to by ``PlainHTTPTransport``
+(``town/llm/plain_http.py``), at half the event loop's CPU per call. Any other (``https://``,
+the OpenAI API, a proxied URL) keeps httpx's transport, its connections spread over a few
 connection pools (``SpreadTransport``). On every request it sends and every reply it finishes,
 an httpx pool checks each of its idle connections for a dropped socket, at about 17 µs a
 connection on this machine. A town asks for its calls in bursts (a tick's twenty or so at once),
@@ -12,9 +15,13 @@ pools check only their own connections.
 from __future__ import annotations
 
 import itertools
+import urllib.request
+from urllib.parse import urlsplit
 
 import httpx2
 import openai
+
+from town.llm.plain_http import PlainHTTPTransport
 
 POOLS = 8  # connection pools per client
 
@@ -41,12 +48,28 @@ def open_client(
     base_url: str | None, api_key: str, timeout: float, *, pools: int = POOLS
 ) -> openai.AsyncOpenAI:
     """An ``openai.AsyncOpenAI`` for ``base_url`` (None: the OpenAI API) with no retries of its
-    own (the gateway retries), its connections spread over ``pools`` pools. Close it with
-    ``await client.close()``."""
+    own (the gateway retries) and the transport the URL calls for (see the module's text).
+    Close it with ``await client.close()``."""
+    transport: httpx2.AsyncBaseTransport
+    if base_url is not None and plain_http(base_url):
+        transport = PlainHTTPTransport()
+    else:
+        transport = SpreadTransport(pools)
     return openai.AsyncOpenAI(
         base_url=base_url,
         api_key=api_key,
         timeout=timeout,
         max_retries=0,
-        http_client=openai.DefaultAsyncHttpxClient(transport=SpreadTransport(pools)),
+        http_client=openai.DefaultAsyncHttpxClient(transport=transport),
     )
+
+
+def plain_http(url: str) -> bool:
+    """An ``http://`` URL that no proxy setting (``HTTP_PROXY``, ``ALL_PROXY``, minus
+    ``NO_PROXY``) sends through a proxy."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return False
+    proxies = urllib.request.getproxies()
+    proxied = "http" in proxies or "all" in proxies
+    return not proxied or bool(urllib.request.proxy_bypass(parts.hostname))
