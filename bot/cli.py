@@ -14,7 +14,7 @@ from rich.table import Table
 from bot import cli_town, eval_interview
 from bot.audit_cmds import audit
 from bot.bench_scale import bench_scale
-from bot.cli_common import err, guarded, out, progress_bar, settings_and_logging
+from bot.cli_common import err, guarded, out, progress_bar, progress_counter, settings_and_logging
 from bot.eval_society import society
 from bot.experiment_cmds import experiment_app
 from bot.logs import setup_logging
@@ -234,12 +234,7 @@ def bench_town(
 
     def run() -> None:
         settings = settings_and_logging()
-        with progress_bar() as bar:
-            task = bar.add_task("ticks", total=1)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with progress_counter("ticks") as progress:
             result = asyncio.run(
                 run_town_bench(settings, residents, hours, latency_ms, concurrency, progress)
             ).as_json()
@@ -289,12 +284,7 @@ def bench_client(
 
     def run() -> None:
         settings_and_logging()
-        with progress_bar() as bar:
-            task = bar.add_task("rounds", total=rounds)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with progress_counter("rounds") as progress:
             result = asyncio.run(run_client_bench(calls, rounds, latency_ms, progress)).as_json()
         if as_json:
             print(json.dumps(result))

@@ -82,6 +82,18 @@ def progress_bar() -> Progress:
     )
 
 
+@contextmanager
+def progress_counter(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress_bar`` of one task, and the callback that moves it: ``(done, total)``."""
+    with progress_bar() as bar:
+        task = bar.add_task(description, total=1)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield progress
+
+
 def stamped_folder(settings: Settings, kind: str, name: str, given: Path | None) -> Path:
     """Where a run writes its results: ``given``, else a new folder named after the run and the
     time under the data folder (``data/eval/society-smallville-20261121-101500``)."""

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
@@ -75,28 +75,11 @@ def record(
     platform: str = "",
     channel: str = "",
 ) -> None:
-    """Add one row in the unit of work ``session`` (it commits or rolls back with it)."""
-    insert_values(
-        session,
-        AuditEntry,
-        [entry(town_id, direction, kind, who, text, game_time, platform, channel)],
-    )
-
-
-def entry(
-    town_id: int,
-    direction: str,
-    kind: str,
-    who: str,
-    text: str,
-    game_time: datetime,
-    platform: str = "",
-    channel: str = "",
-) -> dict[str, Any]:
-    """An audit row's values (for ``insert_values``), cut to the columns' sizes."""
+    """Add one row in the unit of work ``session`` (it commits or rolls back with it), as plain
+    values cut to the columns' sizes."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be in or out, not {direction!r}")
-    return {
+    row = {
         "town_id": town_id,
         "direction": direction,
         "kind": kind[:20],
@@ -107,6 +90,7 @@ def entry(
         "game_time": game_time,
         "wall_time": utcnow(),
     }
+    insert_values(session, AuditEntry, [row])
 
 
 async def record_command(

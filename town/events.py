@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 from town import audit
 from town.store.db import insert_values
-from town.store.models import AuditEntry, OutboxEvent, utcnow
+from town.store.models import OutboxEvent, utcnow
 
 KINDS = (
     "woke",
@@ -43,26 +43,21 @@ class TownEvent:
 
 def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
     """One outbox row per event, keyed so that the same tick can never be written twice; the
-    town's words also go to the audit log, in the same unit of work. Both as plain values:
-    nothing reads these rows back in this unit of work."""
-    insert_values(
-        session,
-        AuditEntry,
-        [
-            audit.entry(
+    town's words also go to the audit log, in the same unit of work. The outbox rows as plain
+    values: nothing reads them back in this unit of work."""
+    for event in events:
+        if event.kind in audit.OUTPUT_EVENTS:
+            audit.record(
+                session,
                 town_id,
                 audit.OUT,
                 event.kind,
                 event.resident or "town",
                 event.text,
-                event.at,
+                game_time=event.at,
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,
             )
-            for event in events
-            if event.kind in audit.OUTPUT_EVENTS
-        ],
-    )
     insert_values(
         session,
         OutboxEvent,
