@@ -207,8 +207,8 @@ class _SqliteInsert:
                 values: list[Any] = []
                 for row in batch:
                     for name, process in zip(self.names, self.processors, strict=True):
-                        value = row[name]
-                        values.append(value if process is None or value is None else process(value))
+                        value = row[name]  # (a processor turns None into what the type stores)
+                        values.append(value if process is None else process(value))
                 sql = self.head + ", ".join([self.one] * len(batch)) + self.tail
                 ids += sorted(found for (found,) in cursor.execute(sql, values).fetchall())
         finally:
