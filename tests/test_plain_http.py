@@ -205,7 +205,7 @@ def test_plain_http_serves_unproxied_http_only(monkeypatch: pytest.MonkeyPatch) 
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
     assert plain_http("http://127.0.0.1:11434/v1") and plain_http("http://gpu-box:8000/v1")
-    assert not plain_http("https://api.openai.com/v1") and not plain_http("http:///v1")
+    assert not plain_http("https://llm.example/v1") and not plain_http("http:///v1")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
     assert not plain_http("http://gpu-box:8000/v1")
     monkeypatch.setenv("NO_PROXY", "gpu-box")
