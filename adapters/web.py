@@ -360,7 +360,7 @@ class WebAdapter:
         """Each channel's newest messages as this platform showed them, from the store: what
         was delivered here, and what visitors wrote here (from the audit log)."""
         for area in self.town.areas():
-            for shown in sorted(self._stored(area) + self._visitors(area))[-KEEP:]:
+            for shown in oldest_first(self._stored(area), self._visitors(area))[-KEEP:]:
                 _, author, text, emoji, kind, clock = shown
                 self.feed.add(area, author, text, emoji, kind, clock)
 
@@ -379,7 +379,7 @@ class WebAdapter:
                 .limit(KEEP)
             ).all()
         found = []
-        for row in rows:
+        for row in reversed(rows):  # oldest first
             shown = render(row.kind, row.payload)
             if shown is not None:
                 found.append((row.created_at, *shown, "", f"{row.game_time:%H:%M}"))
@@ -401,7 +401,7 @@ class WebAdapter:
             ).all()
         return [
             (r.wall_time, audit.name_of(r.who), r.text, "", "visitor", f"{r.game_time:%H:%M}")
-            for r in rows
+            for r in reversed(rows)  # oldest first
         ]
 
     def _clock(self, message: Outgoing) -> str:
@@ -412,6 +412,12 @@ class WebAdapter:
                 select(OutboxEvent.game_time).where(OutboxEvent.idempotency_key == key)
             ).first()
         return f"{when:%H:%M}" if when is not None else ""
+
+
+def oldest_first(*sources: list[_Stored]) -> list[_Stored]:
+    """Messages from several stored sources, each already oldest first, merged by the time they
+    were written; on a tie (a coarse clock, one tick's events) each source keeps its own order."""
+    return sorted((shown for source in sources for shown in source), key=lambda shown: shown[0])
 
 
 # -- request parsing ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -19,7 +20,7 @@ from sqlmodel import col, select
 
 from adapters.base import Outgoing
 from adapters.delivery import OutboxPump
-from adapters.web import QUEUE, Feed, WebAdapter
+from adapters.web import QUEUE, Feed, WebAdapter, oldest_first
 from bot.run import TownRuntime
 from tests.browser import chromium_page
 from town.inputs import whereabouts
@@ -422,3 +423,21 @@ async def test_an_open_page_follows_a_restart_of_the_server(runtime: TownRuntime
         finally:
             await second.stop()
         assert not browser.errors, browser.errors
+
+
+def test_history_keeps_the_order_things_were_written_in_when_the_clock_ties() -> None:
+    """A coarse clock gives a tick's events one timestamp: they stay in the order written, and
+    never fall into the order of their authors' names."""
+    at, later = datetime(2026, 2, 13, 9, tzinfo=UTC), datetime(2026, 2, 13, 9, 1, tzinfo=UTC)
+    stored = [
+        (at, "", "Tom Moreno arrived", "", "town", "09:00"),
+        (at, "", "Abigail Chen arrived", "", "town", "09:00"),
+        (later, "Isabella", "Welcome!", "", "resident", "09:01"),
+    ]
+    visitors = [(at, "Bo", "Hello", "", "visitor", "09:00")]
+    assert [m[2] for m in oldest_first(stored, visitors)] == [
+        "Tom Moreno arrived",
+        "Abigail Chen arrived",
+        "Hello",
+        "Welcome!",
+    ]
