@@ -41,6 +41,7 @@ import typer
 from sqlmodel import select
 
 from bot.bench_town import start_fake_llm
+from bot.cli_common import JsonFlag
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
 from town.depth import ChainCountingBrain
@@ -393,7 +394,7 @@ def bench_scale(
     aligned: Annotated[
         bool, typer.Option(help="Every town ticks at the same second (the worst case).")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """How many residents one process keeps in real time, against the fake LLM server."""
     from bot.cli_common import guarded, out, progress_bar, settings_and_logging

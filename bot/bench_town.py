@@ -225,7 +225,7 @@ async def run_client_bench(
     proc, url = start_fake_llm(latency_ms)
     try:
         client = open_client(url, "bench", max(30.0, latency_ms / 100))
-        gateway = LLMGateway(client, model="bottown-fake", concurrency=max(calls, 1))
+        gateway = LLMGateway(client, model="bottown-fake", concurrency=calls)
         inputs = RateImportanceInput(
             resident="Isabella Rodriguez",
             observations=["Klaus Mueller is reading at Hobbs Cafe", "the stove is burning"],

@@ -14,7 +14,16 @@ from rich.table import Table
 from bot import cli_town, eval_interview
 from bot.audit_cmds import audit
 from bot.bench_scale import bench_scale
-from bot.cli_common import err, guarded, out, progress_bar, progress_counter, settings_and_logging
+from bot.cli_common import (
+    FakeLatencyMs,
+    JsonFlag,
+    err,
+    guarded,
+    out,
+    progress_bar,
+    progress_counter,
+    settings_and_logging,
+)
 from bot.eval_society import society
 from bot.experiment_cmds import experiment_app
 from bot.logs import setup_logging
@@ -225,9 +234,9 @@ def demo(
 def bench_town(
     residents: Annotated[int, typer.Option(min=1, help="Smallville residents (up to 25).")] = 25,
     hours: Annotated[float, typer.Option(min=0.5, help="Game hours to run.")] = 24.0,
-    latency_ms: Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")] = 100.0,
+    latency_ms: FakeLatencyMs = 100.0,
     concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight.")] = 64,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """LLM calls, tokens and activity per resident per game day, against the fake LLM server."""
     from bot.bench_town import run_town_bench
@@ -275,8 +284,8 @@ def bench_town(
 def bench_client(
     calls: Annotated[int, typer.Option(min=1, help="Concurrent calls a round.")] = 13,
     rounds: Annotated[int, typer.Option(min=1, help="Timed rounds.")] = 100,
-    latency_ms: Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")] = 100.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    latency_ms: FakeLatencyMs = 100.0,
+    as_json: JsonFlag = False,
 ) -> None:
     """What the LLM client costs on this machine: rounds of concurrent calls to the fake LLM
     server through the gateway, with no town around them."""
@@ -301,7 +310,7 @@ def bench_client(
 
 @bench_app.command("retrieval")
 def bench_retrieval(
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonFlag = False,
     sizes: Annotated[
         str, typer.Option(help="Comma-separated memory counts.")
     ] = "1000,10000,100000",

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -80,6 +80,11 @@ def progress_bar() -> Progress:
         console=err,
         transient=True,
     )
+
+
+# Options the benchmark commands share.
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")]
 
 
 @contextmanager

@@ -30,7 +30,8 @@ import httpx2
 MAX_BODY = 64 * 1024 * 1024
 MAX_HEADERS = 100
 _NO_BODY = {204, 304}
-_REQUEST_FRAMING = {b"content-length", b"transfer-encoding", b"accept-encoding"}
+# request headers this transport writes itself (the body is sent whole, nothing is compressed)
+_WRITTEN_HERE = {b"content-length", b"transfer-encoding", b"accept-encoding"}
 
 
 class _BadResponse(Exception):
@@ -214,7 +215,7 @@ def _serialise(request: httpx2.Request, body: bytes) -> bytes:
     whole) and no compression asked for (nothing is left to decode)."""
     lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
     for name, value in request.headers.raw:
-        if name.lower() in _REQUEST_FRAMING:
+        if name.lower() in _WRITTEN_HERE:
             continue
         if b"\r" in name or b"\n" in name or b"\r" in value or b"\n" in value:
             raise httpx2.LocalProtocolError(f"a line break in header {name!r}", request=request)
