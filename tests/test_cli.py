@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.request
 from contextlib import closing
 from pathlib import Path
@@ -11,6 +14,7 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
+from bot.bench_town import cpus_apart
 from bot.cli import app
 from bot.settings import Settings
 from bot.wiring import Services
@@ -258,3 +262,24 @@ def test_bench_client_json() -> None:
     assert (figures["calls"], figures["rounds"]) == (4, 3)
     assert figures["round_wall_ms"] >= 30 and figures["overhead_ms"] >= 0
     assert figures["loop_cpu_ms_per_call"] > 0
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="CPU affinity needs Linux and two CPUs",
+)
+def test_bench_keeps_the_fake_server_off_the_loops_cpus_and_restores_them() -> None:
+    own = os.sched_getaffinity(0)
+    cpus = sorted(own)
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with cpus_apart(server):
+            assert os.sched_getaffinity(server.pid) == {cpus[-1]}
+            assert os.sched_getaffinity(0) == set(cpus[:-1])
+        assert os.sched_getaffinity(0) == own
+    finally:
+        server.kill()
+        server.wait(10)
+    with cpus_apart(server):  # a server that is gone: timed as it is, nothing raised
+        assert os.sched_getaffinity(0) == own
+    assert os.sched_getaffinity(0) == own
