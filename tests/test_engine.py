@@ -377,30 +377,42 @@ def test_which_talks_begin_does_not_depend_on_which_reply_came_first() -> None:
 
 
 class AheadBrain(ScriptedBrain):
-    """Rates importance only once the rated texts are cached: they were embedded ahead."""
+    """Rates importance only once the rated texts are cached: they were embedded ahead; and
+    decides a reaction to another resident only once both names are cached (what each recalls
+    if they talk)."""
 
     def __init__(self, cache: CachedEmbedder) -> None:
         super().__init__()
         self.cache = cache
         self.rated: list[str] = []
+        self.greeted: list[str] = []
+        self.names = {r.name for r in load_town(MINITOWN).residents}
         self.ticking = False  # (founding rates the seed memories as it stores them)
 
     async def run(self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None) -> Any:
         if task.name == "rate_importance" and self.ticking:
             texts = [clean_text(t) for t in inputs.observations]
-            for _ in range(500):
-                if not self.cache.missing(texts):
-                    break
-                await asyncio.sleep(0.01)
-            assert not self.cache.missing(texts), f"not embedded ahead: {texts}"
+            await self._embedded_ahead(texts)
             self.rated += texts
+        other = inputs.observation.split(" is ")[0] if task.name == "react" else ""
+        if other in self.names and self.ticking:
+            await self._embedded_ahead([other, inputs.resident])
+            self.greeted.append(other)
         return await super().run(task, inputs, resident=resident)
+
+    async def _embedded_ahead(self, texts: list[str]) -> None:
+        for _ in range(500):
+            if not self.cache.missing(texts):
+                break
+            await asyncio.sleep(0.01)
+        assert not self.cache.missing(texts), f"not embedded ahead: {texts}"
 
 
 async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) -> None:
-    """Observations while their importance is rated, a talk's lines as they are said, and a
-    sleeper's summary queries in the hour before it wakes: recorded or asked for then, their
-    vectors are in the cache (the embedding thread did them while the loop went on)."""
+    """Observations while their importance is rated, a talk's lines as they are said, the two
+    names a talk recalls while a resident decides how to react to the other, and a sleeper's
+    summary queries in the hour before it wakes: recorded or asked for then, their vectors are
+    in the cache (the embedding thread did them while the loop went on)."""
     cache = CachedEmbedder(HashEmbedder(64))
     brain = AheadBrain(cache)
     late = "Maria Lopez"  # wakes at 09:00
@@ -430,3 +442,4 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert talked, "no talk ended"
     assert any(" is " in t for t in brain.rated)  # observations
     assert any(" said: " in t for t in brain.rated)  # a talk's lines
+    assert brain.greeted  # a reaction to another resident

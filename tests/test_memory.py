@@ -279,3 +279,44 @@ async def test_record_embeds_off_the_event_loop(store: Store) -> None:
     assert threads == ["embed-worker_0"]
     with store.session() as s:
         assert [r.memory.id for r in stream.retrieve(s, "q", T0)] == [row.id]
+
+
+async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedded(
+    store: Store,
+) -> None:
+    """A talk's recall (no plans) is answered while the plans just made are still embedded, and
+    does not hurry them along; a recall of every kind waits for them."""
+    import asyncio
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from town.embedding import CachedEmbedder
+
+    table = TableEmbedder({"q": [1, 0], "chat": [1, 0], "plan one": [0, 1], "plan two": [1, 1]})
+    gate = threading.Event()
+    inner = table.embed
+
+    def gated(texts: Sequence[str]) -> np.ndarray:
+        if any(t.startswith("plan") for t in texts):
+            assert gate.wait(10)
+        return inner(texts)
+
+    table.embed = gated  # type: ignore[method-assign]
+    emb = CachedEmbedder(table)
+    emb.embed(["q"])  # the query's vector is known
+    with ThreadPoolExecutor(1) as pool:
+        stream = MemoryStream(
+            resident_id=make_resident(store), embedder=emb, index=InMemoryIndex(), executor=pool
+        )
+        with store.session() as s:
+            (chat,) = await stream.record(s, [NewMemory("chat", "chat", 3)], T0)
+            await stream.recall(s, "q", T0)  # (its vector is in)
+            await stream.record(s, [NewMemory("plan", "plan one", 5)], T0)  # being embedded
+            await stream.record(s, [NewMemory("plan", "plan two", 5)], T0)  # waiting behind it
+            found = await asyncio.wait_for(stream.recall(s, "q", T0, kinds=["chat"]), 5)
+            assert [r.memory.id for r in found] == [chat.id]
+            every = asyncio.ensure_future(stream.recall(s, "q", T0))
+            await asyncio.sleep(0.05)
+            assert not every.done()  # the plans are needed here
+            gate.set()
+            assert len(await asyncio.wait_for(every, 5)) == 3

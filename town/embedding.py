@@ -206,14 +206,17 @@ class EmbeddingQueue:
         self, texts: Sequence[str], *, owner: object = None, urgent: bool = False
     ) -> Future[F32]:
         """The vectors of ``texts``, computed on the executor; at once when the embedder has
-        them all cached, unless an urgent request must hurry the owner's earlier ones."""
+        them all cached, unless an urgent request must hurry the owner's earlier ones (an urgent
+        request without an owner hurries no one's)."""
         if isinstance(texts, str):
             raise TypeError("submit() takes a sequence of strings, not a single string")
         future: Future[F32] = Future()
         cached = getattr(self.embedder, "cached", None)
         if cached is not None:
             with self._lock:
-                behind = urgent and any(j.owner == owner for j in self._waiting)
+                behind = (
+                    urgent and owner is not None and any(j.owner == owner for j in self._waiting)
+                )
             found = None if behind else cached(texts)
             if found is not None:
                 future.set_result(found)

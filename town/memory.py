@@ -261,10 +261,12 @@ class MemoryStream:
             return [
                 self.retrieve(session, q, now, n, kinds) for q, n in zip(queries, ks, strict=True)
             ]
-        asked = self._queue().submit(list(queries), owner=self.collection, urgent=True)
-        waits = [f for f in (asked, *(p.vectors for p in self._pending)) if not f.done()]
-        if waits:  # failures surface below, where they are handled
-            await asyncio.wait([asyncio.wrap_future(f) for f in waits])
+        # the stream's own vectors are hurried along only if this retrieval needs them
+        owner = self.collection if any(not f.done() for f in self._needed(kinds)) else None
+        asked = self._queue().submit(list(queries), owner=owner, urgent=True)
+        # (again after each wait: the stream may have recorded more meanwhile)
+        while waits := [f for f in (asked, *self._needed(kinds)) if not f.done()]:
+            await asyncio.wait([asyncio.wrap_future(f) for f in waits])  # failures: below
         vectors = asked.result()
         return [
             self.retrieve(session, q, now, n, kinds, query_vector=vectors[i])
@@ -362,7 +364,7 @@ class MemoryStream:
         """The paper's top-k memories for ``query`` at game time ``now``; updates last access.
 
         ``query_vector`` may be given when it was computed already (see ``recall``)."""
-        matrix = self._ready(session)
+        matrix = self._ready(session, kinds)
         n = matrix.size
         if n == 0 or k <= 0:
             return []
@@ -437,11 +439,24 @@ class MemoryStream:
         self._pending = []  # first: a matrix read again from the store already has their rows
         self._matrix = None
 
-    def _ready(self, session: Session) -> _Matrix:
-        """The cache with every pending vector in it (waiting for those still computed)."""
+    def _needed(self, kinds: Collection[str] | None) -> list[Future[np.ndarray]]:
+        """The pending vectors a retrieval of ``kinds`` (None: every kind) must have: a talk's
+        recall (no plans) need not wait for the plans just made."""
+        if kinds is None:
+            return [p.vectors for p in self._pending]
+        codes = [KIND_CODES[kind] for kind in kinds if kind in KIND_CODES]
+        return [p.vectors for p in self._pending if np.isin(p.kinds, codes).any()]
+
+    def _ready(self, session: Session, kinds: Collection[str] | None = None) -> _Matrix:
+        """The cache with the pending vectors a retrieval of ``kinds`` needs (waiting for those
+        still computed); other kinds' are added if they are done, else left pending."""
         matrix = self._load(session)
+        needed = {id(f) for f in self._needed(kinds)}
         pending, self._pending = self._pending, []
         for waiting in pending:
+            if id(waiting.vectors) not in needed and not waiting.vectors.done():
+                self._pending.append(waiting)
+                continue
             try:
                 vectors = waiting.vectors.result()
             except Exception as error:

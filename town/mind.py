@@ -317,6 +317,8 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     obs = Observation(state.noticed["key"], state.noticed["text"])
     state.noticed = {}
     name, stream = resident.name, tick.stream(resident)
+    if obs.key.startswith("@"):  # a talk may begin: what each then recalls, embedded meanwhile
+        stream.warm([obs.key[1:], name])
     about, context = await stream.recall_each(
         tick.session, _react_queries(name, obs), tick.now, k=[5, 3]
     )
