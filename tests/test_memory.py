@@ -202,6 +202,44 @@ def test_rollback_drops_cached_memories(store: Store) -> None:
     with store.session() as s:
         assert [r.memory.text for r in stream.retrieve(s, "q", T0, k=5)] == ["kept"]
         assert stream.count(s) == 1
+        (again,) = stream.add(s, [NewMemory("observation", "lost", 2)], T0)
+    # the lost row's id is given again: what is found is the row of now, not the one kept before
+    with store.session() as s:
+        found = {r.memory.id: r.memory.importance for r in stream.retrieve(s, "q", T0, k=5)}
+    assert found[again.id] == 2
+
+
+def test_retrieval_reads_only_the_rows_it_has_not_kept(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import event
+
+    import town.memory
+
+    monkeypatch.setattr(town.memory, "ROWS_KEPT", 2)
+    reads: list[str] = []
+
+    def spy(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "FROM memory" in statement and "WHERE memory.id IN" in statement:
+            reads.append(statement)
+
+    emb = TableEmbedder({"a": [1, 0], "b": [0.8, 0.6], "c": [0, 1], "q": [1, 0]})
+    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=InMemoryIndex())
+    event.listen(store.engine, "before_cursor_execute", spy)
+    with store.session() as s:
+        stream.add(s, [NewMemory("observation", t, 5) for t in "abc"], T0)  # keeps b and c
+        assert [r.memory.text for r in stream.retrieve(s, "q", T0, k=1)] == ["a"]
+        assert len(reads) == 1  # a was not kept: read (and kept now, b dropped)
+    with store.session() as s:  # another unit of work: the rows kept serve it too
+        assert [r.memory.text for r in stream.retrieve(s, "q", T0, k=1)] == ["a"]
+        assert len(reads) == 1
+        found = stream.retrieve(s, "q", T0 + timedelta(hours=1), k=3)
+    assert sorted(r.memory.text for r in found) == ["a", "b", "c"]
+    assert len(reads) == 2  # only b was read
+    event.remove(store.engine, "before_cursor_execute", spy)
+    with store.session() as s:
+        last = {m.text: m.last_access for m in s.exec(select(Memory)).all()}
+    assert set(last.values()) == {T0 + timedelta(hours=1)}  # last access is still written
 
 
 def test_restart_reloads_and_reembeds_missing_vectors(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 KIND_CODES = {kind: code for code, kind in enumerate(MEMORY_KINDS)}
 MAX_TEXT = 4000
+ROWS_KEPT = 1024  # memory rows a stream keeps for retrieval (the most recently used)
 
 
 class InvalidMemory(ValueError):
@@ -194,6 +196,7 @@ class MemoryStream:
         self.executor = executor
         self._matrix: _Matrix | None = None
         self._pending: list[_Pending] = []
+        self._rows: OrderedDict[int, Memory] = OrderedDict()  # id -> row, least recent first
         self._index_key = f"bottown_index_{self.collection}"
 
     # -- writing -------------------------------------------------------------------------------
@@ -296,6 +299,7 @@ class MemoryStream:
             self._load(session)
         rows = [self._row(item, at) for item in items]
         insert_rows(session, rows)
+        self._keep(rows)
         return rows
 
     def _attach(
@@ -383,7 +387,7 @@ class MemoryStream:
         )
         top = _top_k(score, matrix.ids[cand], k)
         chosen_ids = [int(i) for i in matrix.ids[cand][top]]
-        found = {m.id: m for m in session.scalars(_BY_IDS, {"ids": chosen_ids})}
+        found = self._rows_of(session, chosen_ids)
         touched: dict[int, datetime] = session.info.setdefault(_TOUCH_KEY, {})
         touched.update(dict.fromkeys(chosen_ids, now))
         Store.before_commit(session, _write_last_access)
@@ -438,6 +442,31 @@ class MemoryStream:
     def forget_cache(self) -> None:
         self._pending = []  # first: a matrix read again from the store already has their rows
         self._matrix = None
+        self._rows.clear()
+
+    def _rows_of(self, session: Session, ids: Sequence[int]) -> dict[int, Memory]:
+        """The memory rows of ``ids``: those kept from earlier, the others read (and kept). A
+        memory never changes but for its last access, which ``retrieve`` sets on the row."""
+        found: dict[int, Memory] = {}
+        for mem_id in ids:
+            row = self._rows.get(mem_id)
+            if row is not None:
+                found[mem_id] = row
+                self._rows.move_to_end(mem_id)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            read = list(session.scalars(_BY_IDS, {"ids": missing}))
+            self._keep(read)
+            found.update((row.id, row) for row in read if row.id is not None)
+        return found
+
+    def _keep(self, rows: Sequence[Memory]) -> None:
+        for row in rows:
+            if row.id is not None:
+                self._rows[row.id] = row
+                self._rows.move_to_end(row.id)
+        while len(self._rows) > ROWS_KEPT:
+            self._rows.popitem(last=False)
 
     def _needed(self, kinds: Collection[str] | None) -> list[Future[np.ndarray]]:
         """The pending vectors a retrieval of ``kinds`` (None: every kind) must have: a talk's
