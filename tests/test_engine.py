@@ -311,6 +311,42 @@ class FailingBrain(ScriptedBrain):
         return await super().run(task, inputs, resident=resident)
 
 
+async def test_a_tick_takes_the_rows_the_last_one_kept_until_someone_else_writes(
+    store: Store,
+) -> None:
+    """A tick reads the residents and objects again only when the town changed since the last
+    tick committed: by an input here, or by any writer elsewhere (another process, here
+    another engine on the same store). What those wrote is never overwritten."""
+    from sqlalchemy import event
+
+    engine = await make_engine(store)
+    elsewhere = Engine(store, engine.spec, ScriptedBrain(), Streams(), engine.town_id)
+    reads: list[str] = []
+
+    def spy(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "FROM resident" in statement or "FROM worldobject" in statement:
+            reads.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", spy)
+    try:
+        await engine.tick()
+        reads.clear()
+        await engine.tick()
+        assert reads == []  # kept from the tick before
+        await whisper(elsewhere, "Klaus", "Tell Isabella about your research")
+        await set_object(elsewhere, "Hobbs Cafe: kitchen: stove", "burning")
+        reads.clear()
+        await engine.tick()
+        assert any("FROM resident" in r for r in reads)  # read again
+    finally:
+        event.remove(store.engine, "before_cursor_execute", spy)
+    klaus = memories(store, "Klaus Mueller")
+    assert any(m.kind == "directive" and "research" in m.text for m in klaus)
+    with store.session() as s:
+        stove = s.exec(select(WorldObject).where(WorldObject.name == "stove")).one()
+    assert stove.state == "burning"  # (noticed at this tick, put out at a later one)
+
+
 async def test_a_crash_mid_tick_loses_nothing_and_the_town_resumes(store: Store) -> None:
     streams = Streams()
     engine = await make_engine(store, ScriptedBrain(), streams)

@@ -55,7 +55,7 @@ def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> Non
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     Store.open(url)  # a second start finds the schema current and changes nothing
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0003"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0004"
 
 
 def test_corrupt_database_gets_a_clear_error(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select, update
 
 from town import dialogue, reflection
 from town.depth import chained
@@ -55,6 +55,16 @@ class TickReport:
 
 
 @dataclass
+class _Kept:
+    """The residents' rows and the world as a tick committed them, for the next tick to use
+    instead of reading them again, while the town's revision is still the one it wrote."""
+
+    revision: int
+    residents: dict[str, Resident]
+    world: World
+
+
+@dataclass
 class Engine:
     store: Store
     spec: TownSpec
@@ -72,15 +82,24 @@ class Engine:
     # of work rolls back and when the day changes.
     _plans: dict[int, DayPlan] = field(default_factory=dict, init=False, repr=False)
     _plans_day: date | None = field(default=None, init=False, repr=False)
+    _kept: _Kept | None = field(default=None, init=False, repr=False)
 
     @contextmanager
     def unit(self) -> Iterator[Session]:
         """A unit of work on this town from outside a tick (an input), checked by ``guard``
         before it commits like a tick is, so a worker that lost the town commits nothing."""
+        self._kept = None
         with self.store.session() as session:
+            Store.before_commit(session, self._revise)
             if self.guard is not None:
                 Store.before_commit(session, self.guard)
             yield session
+
+    def _revise(self, session: Session) -> None:
+        """Raise the town's revision: whoever kept rows of it reads them again."""
+        session.execute(
+            update(Town).where(col(Town.id) == self.town_id).values(revision=Town.revision + 1)
+        )
 
     def specs(self) -> dict[str, ResidentSpec]:
         return {r.name: r for r in self.spec.residents}
@@ -105,20 +124,32 @@ class Engine:
                 if town.paused and not force:
                     return TickReport(town.clock, skipped=True)
                 now = town.clock + timedelta(minutes=town.minutes_per_tick)
-                tick = self.new_tick(session, now)
+                kept, self._kept = self._kept, None  # (a tick that fails keeps nothing)
+                if kept is not None and kept.revision != town.revision:
+                    kept = None  # an input or another process changed the town since
+                tick = self.new_tick(session, now, kept)
                 chain = await self._run(tick)
                 town.clock = now
                 town.last_tick_at = datetime.now(UTC)
+                town.revision += 1
                 session.add(town)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)
+            self._kept = _Kept(town.revision, tick.residents, tick.world)
             if self.after_commit:
                 self.after_commit()
             return TickReport(now, tick.events, chain=chain)
 
-    def new_tick(self, session: Session, now: datetime) -> Tick:
-        residents = self.residents(session)
+    def new_tick(self, session: Session, now: datetime, kept: _Kept | None = None) -> Tick:
+        """A tick's working set: the residents' rows and the world, read from the store or,
+        when ``kept`` by the last tick and still current, taken from it."""
+        if kept is not None:
+            residents, world = kept.residents, kept.world
+            session.add_all(residents.values())
+        else:
+            residents = self.residents(session)
+            world = World.load(session, self.town_id, self.spec)
         specs = self.specs()
         if self._plans_day != now.date():
             self._plans.clear()
@@ -127,7 +158,7 @@ class Engine:
         tick = Tick(
             session=session,
             now=now,
-            world=World.load(session, self.town_id, self.spec),
+            world=world,
             brain=self.brain,
             streams=self.streams,
             residents={n: r for n, r in residents.items() if n in specs},
