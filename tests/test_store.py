@@ -11,7 +11,7 @@ from sqlalchemy import inspect, text
 from sqlmodel import select
 
 from town.memory import MemoryStream, NewMemory
-from town.store.db import Store, StoreError, insert_rows, insert_values
+from town.store.db import Store, StoreError, insert_rows, insert_values, new_row
 from town.store.models import LlmUsage, Memory, OutboxEvent, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.vectors import InMemoryIndex
@@ -236,3 +236,37 @@ def test_inserted_rows_are_stored_as_the_orm_stores_them(any_store: Store) -> No
     assert [e.id for e in events] == outbox_ids
     assert [e.payload for e in events] == [{"text": f"hi {i}", "n": None} for i in range(3)]
     assert all(e.delivered_at is None and e.game_time == T0 for e in events)
+
+
+def test_a_row_built_without_attribute_events_is_stored_as_the_constructors(
+    any_store: Store,
+) -> None:
+    with any_store.session() as s:
+        town = Town(name="built", clock=T0)
+        s.add(town)
+        s.flush()
+        res = Resident(town_id=town.id or 0, name="Tom Moreno")
+        s.add(res)
+        s.flush()
+        values = {
+            "resident_id": res.id,
+            "kind": "plan",
+            "text": "Tom plans to open the store ✓",
+            "created": T0,
+            "last_access": T0,
+            "importance": 5,
+        }
+        built, constructed = new_row(Memory, **values), Memory(**values)
+        assert built.model_dump() == constructed.model_dump()  # defaults too (id, cites)
+        assert built.cites is not new_row(Memory, **values).cites  # a new list each
+        insert_rows(s, [built, constructed])
+    with pytest.raises(TypeError, match=r"missing \['importance'\]"):
+        new_row(Memory, **{k: v for k, v in values.items() if k != "importance"})
+    with pytest.raises(TypeError, match=r"unknown \['colour'\]"):
+        new_row(Memory, **values, colour="red")
+    with any_store.engine.connect() as conn:
+        first, second = conn.exec_driver_sql(
+            "SELECT resident_id, kind, text, created, last_access, importance, cites "
+            "FROM memory ORDER BY id"
+        ).all()
+    assert first == second

@@ -33,7 +33,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from town.embedding import Embedder, EmbeddingQueue, shared_queue
-from town.store.db import Store, insert_rows
+from town.store.db import Store, insert_rows, new_row
 from town.store.models import MEMORY_KINDS, Memory
 from town.vectors import VectorIndex
 
@@ -344,7 +344,8 @@ class MemoryStream:
         if not text:
             raise InvalidMemory("a memory needs some text")
         importance = min(10, max(1, int(item.importance)))
-        return Memory(
+        return new_row(
+            Memory,
             resident_id=self.resident_id,
             kind=item.kind,
             text=text,

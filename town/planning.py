@@ -30,7 +30,7 @@ from town.llm.tasks import DECOMPOSE, PLAN_DAY
 from town.memory import NewMemory
 from town.persona import ResidentSpec
 from town.state import ResidentState
-from town.store.db import insert_rows
+from town.store.db import insert_rows, new_row
 from town.store.models import Memory, PlanItem, Resident
 
 if TYPE_CHECKING:
@@ -204,7 +204,8 @@ async def _store(
             duration = item.duration_min
         emoji = item.emoji or offline_emoji(s.EmojiInput(action=item.description)).emoji
         rows.append(
-            PlanItem(
+            new_row(
+                PlanItem,
                 resident_id=resident.id or 0,
                 day=today,
                 level=level,

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config
@@ -137,6 +138,48 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+_M = TypeVar("_M", bound=SQLModel)
+
+
+def new_row(model: type[_M], **values: Any) -> _M:
+    """A row of ``model`` built as the ORM builds the rows it loads: its values set directly,
+    without the attribute events the constructor fires (a fifth of the constructor's cost).
+    For rows stored with ``insert_rows`` and never changed through a session; fields left out
+    take their defaults, and a missing required field or an unknown one is a ``TypeError``."""
+    plan = _ROW_PLANS.get(model)
+    if plan is None:
+        plan = _ROW_PLANS[model] = _RowPlan(model)
+    unknown = values.keys() - plan.fields
+    missing = plan.required - values.keys()
+    if unknown or missing:
+        raise TypeError(f"{model.__name__}: unknown {sorted(unknown)}, missing {sorted(missing)}")
+    row = cast(_M, plan.manager.new_instance())
+    fields = row.__dict__
+    for name, default in plan.defaults:
+        if name not in values:
+            fields[name] = default()
+    fields.update(values)
+    row.__pydantic_fields_set__ = set(values)
+    return row
+
+
+class _RowPlan:
+    """What ``new_row`` needs to know of a model, worked out once."""
+
+    def __init__(self, model: type[SQLModel]) -> None:
+        self.manager = inspect(model).class_manager
+        self.fields = set(model.model_fields)
+        self.required = {n for n, f in model.model_fields.items() if f.is_required()}
+        self.defaults: list[tuple[str, Callable[[], Any]]] = [
+            (n, partial(f.get_default, call_default_factory=True))
+            for n, f in model.model_fields.items()
+            if not f.is_required()
+        ]
+
+
+_ROW_PLANS: dict[type[SQLModel], _RowPlan] = {}
 
 
 def insert_rows(session: Session, rows: Sequence[SQLModel]) -> None:
