@@ -35,6 +35,7 @@ from town.memory import MemoryStream
 from town.mind import Observation, Tick, perceive, think
 from town.persona import ResidentSpec, TownSpec
 from town.planning import DayPlan
+from town.state import ResidentState
 from town.store.db import Store
 from town.store.models import Conversation, Resident, Town
 from town.world import World
@@ -56,12 +57,15 @@ class TickReport:
 
 @dataclass
 class _Kept:
-    """The residents' rows and the world as a tick committed them, for the next tick to use
-    instead of reading them again, while the town's revision is still the one it wrote."""
+    """The residents' rows (and their states, as read from them) and the world as a tick
+    committed them, for the next tick to use instead of reading them again, while the town's
+    revision is still the one it wrote."""
 
     revision: int
     residents: dict[str, Resident]
+    states: dict[str, ResidentState]
     world: World
+    talks: dict[int, Conversation]  # the talks going on, by id
 
 
 @dataclass
@@ -128,7 +132,8 @@ class Engine:
                 if kept is not None and kept.revision != town.revision:
                     kept = None  # an input or another process changed the town since
                 tick = self.new_tick(session, now, kept)
-                chain = await self._run(tick)
+                chain = await self._run(tick, kept.talks if kept else {})
+                talks = self._talks(tick, {})  # (those of this tick are in the session)
                 town.clock = now
                 town.last_tick_at = datetime.now(UTC)
                 town.revision += 1
@@ -136,16 +141,17 @@ class Engine:
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)
-            self._kept = _Kept(town.revision, tick.residents, tick.world)
+            self._kept = _Kept(town.revision, tick.residents, tick.states, tick.world, talks)
             if self.after_commit:
                 self.after_commit()
             return TickReport(now, tick.events, chain=chain)
 
     def new_tick(self, session: Session, now: datetime, kept: _Kept | None = None) -> Tick:
-        """A tick's working set: the residents' rows and the world, read from the store or,
-        when ``kept`` by the last tick and still current, taken from it."""
+        """A tick's working set: the residents' rows and states and the world, read from the
+        store or, when ``kept`` by the last tick and still current, taken from it."""
+        states: dict[str, ResidentState] = {}
         if kept is not None:
-            residents, world = kept.residents, kept.world
+            residents, states, world = kept.residents, dict(kept.states), kept.world
             session.add_all(residents.values())
         else:
             residents = self.residents(session)
@@ -163,6 +169,7 @@ class Engine:
             streams=self.streams,
             residents={n: r for n, r in residents.items() if n in specs},
             specs=specs,
+            states=states,
             plans=self._plans,
         )
         for name, row in tick.residents.items():
@@ -170,7 +177,7 @@ class Engine:
             tick.start[name] = (row.location, row.action, awake)
         return tick
 
-    async def _run(self, tick: Tick) -> int:
+    async def _run(self, tick: Tick, kept_talks: dict[int, Conversation]) -> int:
         """The tick's work, every unit concurrent: each resident's one step (beside rating what
         it perceived), one turn of each conversation, one step of each reflection. Returns the
         longest chain of dependent LLM calls, which is one unless an input made more."""
@@ -181,7 +188,7 @@ class Engine:
         units: list[Coroutine[Any, Any, object]] = [
             think(tick, r, observed[n]) for n, r in tick.residents.items()
         ]
-        units += [dialogue.step(tick, talk) for talk in self._talks(tick)]
+        units += [dialogue.step(tick, talk) for talk in self._talks(tick, kept_talks).values()]
         units += [self._reflect_step(tick, r) for r in tick.residents.values()]
         chain = await _longest(units)
         pairs = talks_to_begin(tick)
@@ -191,14 +198,23 @@ class Engine:
         tick.save_states()
         return chain
 
-    def _talks(self, tick: Tick) -> list[Conversation]:
+    def _talks(self, tick: Tick, kept: dict[int, Conversation]) -> dict[int, Conversation]:
+        """The talks going on, by id: their rows as ``kept`` (by the last tick), else read."""
         ids = {s.talk for s in (tick.state(r) for r in tick.residents.values()) if s.talk}
-        found = {c.id: c for c in (tick.session.get(Conversation, i) for i in ids) if c}
-        for row in tick.residents.values():
-            state = tick.state(row)
+        found: dict[int, Conversation] = {}
+        for talk_id in ids:
+            row = kept.get(talk_id)
+            if row is not None:
+                tick.session.add(row)
+            else:
+                row = tick.session.get(Conversation, talk_id)
+            if row is not None:
+                found[talk_id] = row
+        for resident in tick.residents.values():
+            state = tick.state(resident)
             if state.talk is not None and state.talk not in found:
                 state.talk = None  # a conversation that is gone: back to the plan
-        return list(found.values())
+        return found
 
     async def _reflect_step(self, tick: Tick, resident: Resident) -> None:
         """A reflection in three steps, a tick apart: questions, insights, storing them."""
