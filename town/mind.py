@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import delete
@@ -127,10 +128,12 @@ def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Obser
     return found
 
 
+@lru_cache(maxsize=4096)  # (every awake resident says these of its area's objects each tick)
 def _object_text(place: str, obj: str, obj_state: str) -> str:
     return f"the {obj} in {_spoken_place(place)} is {obj_state}"
 
 
+@lru_cache(maxsize=1024)
 def _spoken_place(place: str) -> str:
     """ "Hobbs Cafe: kitchen" -> "the kitchen of Hobbs Cafe" """
     parts = place.split(": ")
@@ -384,14 +387,14 @@ async def _change_object(tick: Tick, resident: Resident, state: ResidentState) -
 def _replan_from_now(tick: Tick, resident: Resident) -> None:
     """A reaction regenerates the plan from now: today's finer items not yet over are dropped and
     decomposed again, lazily, when due."""
-    rows = tick.session.exec(
-        select(PlanItem).where(
+    rows = tick.session.execute(  # (their ids and times only: no rows built)
+        select(col(PlanItem.id), col(PlanItem.start), col(PlanItem.duration_min)).where(
             PlanItem.resident_id == resident.id,
             col(PlanItem.level).in_(["hour", "action"]),
             PlanItem.day == tick.now.date(),
         )
     ).all()
-    stale = [r.id for r in rows if r.start + timedelta(minutes=r.duration_min) > tick.now]
+    stale = [i for i, start, length in rows if start + timedelta(minutes=length) > tick.now]
     forget_plan(tick, resident)
     if stale:
         tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
