@@ -338,6 +338,22 @@ async def test_a_tick_takes_the_rows_the_last_one_kept_until_someone_else_writes
         reads.clear()
         await engine.tick()
         assert any("FROM resident" in r for r in reads)  # read again
+        # another writer between a tick's reading and its commit: that tick keeps nothing
+        run = engine._run
+
+        async def meddled(tick: Tick, talks: dict[int, Conversation]) -> int:
+            chain = await run(tick, talks)
+            tick.session.connection().exec_driver_sql(  # (as another connection would)
+                "UPDATE town SET revision = revision + 1 WHERE id = ?", (engine.town_id,)
+            )
+            return chain
+
+        engine._run = meddled  # type: ignore[method-assign]
+        await engine.tick()
+        engine._run = run  # type: ignore[method-assign]
+        reads.clear()
+        await engine.tick()
+        assert any("FROM resident" in r for r in reads)
     finally:
         event.remove(store.engine, "before_cursor_execute", spy)
     klaus = memories(store, "Klaus Mueller")

@@ -100,9 +100,10 @@ class Engine:
             yield session
 
     def _revise(self, session: Session) -> None:
-        """Raise the town's revision: whoever kept rows of it reads them again."""
+        """Raise the town's revision (in the database: no raise by another writer is lost),
+        so that whoever kept rows of the town reads them again."""
         session.execute(
-            update(Town).where(col(Town.id) == self.town_id).values(revision=Town.revision + 1)
+            update(Town).where(col(Town.id) == self.town_id).values(revision=col(Town.revision) + 1)
         )
 
     def specs(self) -> dict[str, ResidentSpec]:
@@ -129,19 +130,22 @@ class Engine:
                     return TickReport(town.clock, skipped=True)
                 now = town.clock + timedelta(minutes=town.minutes_per_tick)
                 kept, self._kept = self._kept, None  # (a tick that fails keeps nothing)
-                if kept is not None and kept.revision != town.revision:
+                seen = town.revision
+                if kept is not None and kept.revision != seen:
                     kept = None  # an input or another process changed the town since
                 tick = self.new_tick(session, now, kept)
                 chain = await self._run(tick, kept.talks if kept else {})
                 talks = self._talks(tick, {})  # (those of this tick are in the session)
                 town.clock = now
                 town.last_tick_at = datetime.now(UTC)
-                town.revision += 1
                 session.add(town)
+                self._revise(session)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)
-            self._kept = _Kept(town.revision, tick.residents, tick.states, tick.world, talks)
+            # kept as of the revision this tick read, raised by one: if another writer raised it
+            # too meanwhile, the next tick finds a higher one and reads everything again
+            self._kept = _Kept(seen + 1, tick.residents, tick.states, tick.world, talks)
             if self.after_commit:
                 self.after_commit()
             return TickReport(now, tick.events, chain=chain)
