@@ -330,7 +330,9 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
 
     from town.embedding import CachedEmbedder
 
-    table = TableEmbedder({"q": [1, 0], "chat": [1, 0], "plan one": [0, 1], "plan two": [1, 1]})
+    table = TableEmbedder(
+        {"q": [1, 0], "chat": [1, 0], "plan one": [0, 1], "plan two": [1, 1], "plan three": [1, 2]}
+    )
     gate = threading.Event()
     inner = table.embed
 
@@ -353,8 +355,14 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
             await stream.record(s, [NewMemory("plan", "plan two", 5)], T0)  # waiting behind it
             found = await asyncio.wait_for(stream.recall(s, "q", T0, kinds=["chat"]), 5)
             assert [r.memory.id for r in found] == [chat.id]
+            gate.set()
+            await asyncio.sleep(0.05)  # the plans' vectors are done now, but not needed here:
+            await stream.recall(s, "q", T0, kinds=["chat"])
+            assert len(stream._pending) == 2  # they stay out of the matrix (see _ready)
+            gate.clear()
+            await stream.record(s, [NewMemory("plan", "plan three", 5)], T0)
             every = asyncio.ensure_future(stream.recall(s, "q", T0))
             await asyncio.sleep(0.05)
             assert not every.done()  # the plans are needed here
             gate.set()
-            assert len(await asyncio.wait_for(every, 5)) == 3
+            assert len(await asyncio.wait_for(every, 5)) == 4

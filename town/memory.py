@@ -479,12 +479,14 @@ class MemoryStream:
 
     def _ready(self, session: Session, kinds: Collection[str] | None = None) -> _Matrix:
         """The cache with the pending vectors a retrieval of ``kinds`` needs (waiting for those
-        still computed); other kinds' are added if they are done, else left pending."""
+        still computed); other kinds' stay pending, done or not, so that what the cache holds
+        at each retrieval never depends on how fast the embedding thread was (a matrix product
+        over more rows may differ in the last bit)."""
         matrix = self._load(session)
         needed = {id(f) for f in self._needed(kinds)}
         pending, self._pending = self._pending, []
         for waiting in pending:
-            if id(waiting.vectors) not in needed and not waiting.vectors.done():
+            if id(waiting.vectors) not in needed:
                 self._pending.append(waiting)
                 continue
             try:
