@@ -57,9 +57,9 @@ class TickReport:
 
 @dataclass
 class _Kept:
-    """The residents' rows (and their states, as read from them) and the world as a tick
-    committed them, for the next tick to use instead of reading them again, while the town's
-    revision is still the one it wrote."""
+    """The residents' rows and states, the world and the talks going on, as a tick committed
+    them: the next tick uses them instead of reading them again if the town's revision is still
+    the one the tick left (any other writer raises it: ``Engine.unit``)."""
 
     revision: int
     residents: dict[str, Resident]
@@ -91,7 +91,9 @@ class Engine:
     @contextmanager
     def unit(self) -> Iterator[Session]:
         """A unit of work on this town from outside a tick (an input), checked by ``guard``
-        before it commits like a tick is, so a worker that lost the town commits nothing."""
+        before it commits like a tick is, so a worker that lost the town commits nothing. It
+        raises the town's revision, so the next tick, here or in another process, reads the
+        residents, the world and the talks again."""
         self._kept = None
         with self.store.session() as session:
             Store.before_commit(session, self._revise)
