@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sqlalchemy import inspect, text
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from town.memory import MemoryStream, NewMemory
 from town.store.db import Store, StoreError, insert_rows, insert_values, new_row
@@ -171,6 +171,16 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return Store.open(request.getfixturevalue("postgres_url"))
 
 
+def town_and_resident(s: Session, town_name: str, name: str) -> tuple[Town, Resident]:
+    town = Town(name=town_name, clock=T0)
+    s.add(town)
+    s.flush()
+    res = Resident(town_id=town.id or 0, name=name)
+    s.add(res)
+    s.flush()
+    return town, res
+
+
 def test_inserted_rows_are_stored_as_the_orm_stores_them(any_store: Store) -> None:
     """``insert_rows`` and ``insert_values`` (on SQLite straight to the driver) store exactly
     what adding the objects to the session would, and hand back the ids in the rows' order,
@@ -188,12 +198,7 @@ def test_inserted_rows_are_stored_as_the_orm_stores_them(any_store: Store) -> No
         )
 
     with any_store.session() as s:
-        town = Town(name="rows", clock=T0)
-        s.add(town)
-        s.flush()
-        res = Resident(town_id=town.id or 0, name="Sam Moore")
-        s.add(res)
-        s.flush()
+        town, res = town_and_resident(s, "rows", "Sam Moore")
         by_orm = memory(res.id or 0, 0)
         s.add(by_orm)  # pending: inserting rows flushes it first (they may refer to it)
         rows = [memory(res.id or 0, i) for i in range(300)]  # past 999 variables a statement
@@ -242,12 +247,7 @@ def test_a_row_built_without_attribute_events_is_stored_as_the_constructors(
     any_store: Store,
 ) -> None:
     with any_store.session() as s:
-        town = Town(name="built", clock=T0)
-        s.add(town)
-        s.flush()
-        res = Resident(town_id=town.id or 0, name="Tom Moreno")
-        s.add(res)
-        s.flush()
+        _, res = town_and_resident(s, "built", "Tom Moreno")
         values = {
             "resident_id": res.id,
             "kind": "plan",
