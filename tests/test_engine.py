@@ -429,7 +429,8 @@ def test_which_talks_begin_does_not_depend_on_which_reply_came_first() -> None:
 
 
 class AheadBrain(ScriptedBrain):
-    """Rates importance only once the rated texts are cached: they were embedded ahead; and
+    """Rates importance only once the rated texts, and the relationship query of a reaction to
+    each resident met, are cached: they were embedded ahead; and
     decides a reaction to another resident only once both names are cached (what each recalls
     if they talk)."""
 
@@ -438,14 +439,18 @@ class AheadBrain(ScriptedBrain):
         self.cache = cache
         self.rated: list[str] = []
         self.greeted: list[str] = []
+        self.met: list[str] = []
         self.names = {r.name for r in load_town(MINITOWN).residents}
         self.ticking = False  # (founding rates the seed memories as it stores them)
 
     async def run(self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None) -> Any:
         if task.name == "rate_importance" and self.ticking:
             texts = [clean_text(t) for t in inputs.observations]
-            await self._embedded_ahead(texts)
+            met = [t.split(" is ")[0] for t in texts if t.split(" is ")[0] in self.names]
+            asked = [f"What is {inputs.resident}'s relationship with {m}?" for m in met]
+            await self._embedded_ahead(texts + asked)
             self.rated += texts
+            self.met += met
         other = inputs.observation.split(" is ")[0] if task.name == "react" else ""
         if other in self.names and self.ticking:
             await self._embedded_ahead([other, inputs.resident])
@@ -461,10 +466,11 @@ class AheadBrain(ScriptedBrain):
 
 
 async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) -> None:
-    """Observations while their importance is rated, a talk's lines as they are said, the two
-    names a talk recalls while a resident decides how to react to the other, and a sleeper's
-    summary queries in the hour before it wakes: recorded or asked for then, their vectors are
-    in the cache (the embedding thread did them while the loop went on)."""
+    """Observations while their importance is rated (and the relationship query of a reaction
+    to anyone met), a talk's lines as they are said, the two names a talk recalls while a
+    resident decides how to react to the other, and a sleeper's summary queries in the hour
+    before it wakes: recorded or asked for then, their vectors are in the cache (the embedding
+    thread did them while the loop went on)."""
     cache = CachedEmbedder(HashEmbedder(64))
     brain = AheadBrain(cache)
     late = "Maria Lopez"  # wakes at 09:00
@@ -495,3 +501,4 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert any(" is " in t for t in brain.rated)  # observations
     assert any(" said: " in t for t in brain.rated)  # a talk's lines
     assert brain.greeted  # a reaction to another resident
+    assert brain.met  # residents met, their relationship queries embedded while rating

@@ -267,8 +267,10 @@ async def _observe(
     anything, is what the resident reacts to on the next tick it is free."""
     name, stream = resident.name, tick.stream(resident)
     kinds = ["directive" if o.text.startswith("Inner voice:") else "observation" for o in observed]
-    # embedded while their importance is being rated: recorded then, they find their vectors
+    # embedded while their importance is being rated: recorded then, they find their vectors;
+    # so is the relationship query of a reaction to anyone met (one text per pair, ever)
     stream.warm_memories([NewMemory(k, o.text, 1) for k, o in zip(kinds, observed, strict=True)])
+    stream.warm([_react_queries(name, o)[0] for o in observed if o.key.startswith("@")])
     rated = await tick.brain.run(
         RATE_IMPORTANCE,
         RateImportanceInput(resident=name, observations=[o.text for o in observed]),
