@@ -326,7 +326,11 @@ async def run_scale_bench(
                 )
                 tally = UsageTally()
                 gateway = LLMGateway(
-                    client, model="bottown-fake", usage=tally, concurrency=concurrency
+                    client,
+                    model="bottown-fake",
+                    usage=tally,
+                    concurrency=concurrency,
+                    on_quiet=services.quiet,
                 )
                 brain = ChainCountingBrain(gateway)
                 engine = Engine(store, spec, brain, services.stream, town_id)

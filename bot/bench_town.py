@@ -200,7 +200,13 @@ async def run_town_bench(
             settle_heap()
             tally = UsageTally()
             client = open_client(url, "bench", max(30.0, latency_ms / 100))
-            gateway = LLMGateway(client, model="bottown-fake", usage=tally, concurrency=concurrency)
+            gateway = LLMGateway(
+                client,
+                model="bottown-fake",
+                usage=tally,
+                concurrency=concurrency,
+                on_quiet=services.quiet,
+            )
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from town.embedding import (
     OpenAIEmbedder,
     embedding_executor,
     flush_queues,
+    shared_queue,
 )
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
@@ -55,10 +57,16 @@ def _api_key(settings: Settings) -> str:
     return settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
 
 
-def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, StoredUsage]:
+def build_brain(
+    settings: Settings,
+    store: Store,
+    town_id: int,
+    on_quiet: Callable[[float], None] | None = None,
+) -> tuple[Brain, StoredUsage]:
     """The configured LLM behind the gateway, or the offline brain when no LLM is configured.
 
     The usage tally is returned beside it: flush it after each unit of work that used the brain.
+    ``on_quiet`` is told when the event loop only waits for replies (``Services.quiet``).
     """
     usage = StoredUsage(store, town_id)
     if not settings.uses_llm:
@@ -73,6 +81,7 @@ def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, 
         ),
         concurrency=settings.llm_concurrency,
         max_attempts=settings.llm_max_attempts,
+        on_quiet=on_quiet,
     )
     return gateway, usage
 
@@ -107,6 +116,11 @@ class Services:
         flush_queues(self.executor)
         self.executor.shutdown(wait=True)
         self.store.dispose()
+
+    def quiet(self, seconds: float) -> None:
+        """The event loop expects to wait ``seconds`` for LLM replies with nothing else to do:
+        the index writes buffered meanwhile are written then (``EmbeddingQueue.quiet``)."""
+        shared_queue(self.embedder, self.executor).quiet(seconds)
 
     def stream(self, resident_id: int) -> MemoryStream:
         found = self._streams.get(resident_id)

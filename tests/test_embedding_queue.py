@@ -154,6 +154,49 @@ def test_a_query_asked_for_during_writes_goes_before_the_next_key_is_written() -
     assert order == ["wrote [1]", "embedded the query", "wrote [2]"]
 
 
+def test_a_quiet_wait_writes_the_fullest_keys_first_while_a_write_fits_in_it() -> None:
+    written: list[list[int]] = []
+    all_written = threading.Event()
+
+    def write(items: list[int]) -> None:
+        time.sleep(0.02)
+        written.append(items)
+        if len(written) == 2:
+            all_written.set()
+
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
+        queue.write("small", [1], write)
+        queue.write("big", [2, 3], write)
+        queue.quiet(0.001)  # shorter than a write is taken to be: nothing is written
+        queue.submit(["text"]).result(5)  # (the queue has run meanwhile)
+        assert written == []
+        queue.quiet(1.0)
+        assert all_written.wait(5)
+        assert written == [[2, 3], [1]]  # the fullest first, then the next, long before due
+        # the writes took 20 ms each: a wait of 10 ms is now too short for the next one
+        queue.write("late", [4], written.append)
+        queue.quiet(0.01)
+        queue.submit(["more text"]).result(5)
+        assert written == [[2, 3], [1]]
+        queue.flush().result(5)
+    assert written == [[2, 3], [1], [4]]
+
+
+def test_a_quiet_wait_writes_only_after_the_embeddings_asked_for() -> None:
+    embedder = Recording()
+    order: list[str] = []
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(embedder, pool, write_delay=3600)
+        hold(queue, embedder)
+        queue.write("c", [1], lambda items: order.append("written"))
+        queue.submit(["a memory"]).add_done_callback(lambda _: order.append("embedded"))
+        queue.quiet(1.0)
+        embedder.release.set()
+        queue.flush().result(5)
+    assert order == ["embedded", "written"]
+
+
 def test_flush_writes_at_once_and_a_failing_writer_does_not_stop_the_others() -> None:
     written: list[list[int]] = []
 

@@ -149,6 +149,9 @@ class CachedEmbedder:
 # --------------------------------------------------------------------------- batching queue
 
 
+WRITE_GUESS_S = 0.015  # how long an index write takes, until one was timed
+
+
 @dataclass
 class _Job:
     texts: list[str]
@@ -175,7 +178,9 @@ class EmbeddingQueue:
     is computed again when its stream next loads. Writes run after every embedding asked for
     before them and only while no embedding is waiting: a query never waits behind a queue of
     writes, only behind the one being written. ``flush`` writes what is buffered without waiting
-    for the delay.
+    for the delay. ``quiet`` says the event loop will only wait for a while (for LLM replies):
+    the keys with the most items buffered are written then, as long as a write (as long as the
+    last ones took) ends before the wait does, so that few are left to stop the loop later.
     """
 
     def __init__(
@@ -200,6 +205,8 @@ class EmbeddingQueue:
         self._timer: threading.Timer | None = None
         self._running = False
         self._warming: set[str] = set()  # texts asked for by warm() and not embedded yet
+        self._quiet_until = 0.0  # (monotonic) the event loop waits with nothing to do until then
+        self._write_s = WRITE_GUESS_S  # how long a write takes, as the last ones did
         self._lock = threading.Lock()
 
     def submit(
@@ -248,6 +255,15 @@ class EmbeddingQueue:
         self._start()
         return future
 
+    def quiet(self, seconds: float) -> None:
+        """The event loop expects to wait ``seconds`` with nothing to do: buffered writes that
+        fit in that time are written now rather than when due."""
+        with self._lock:
+            self._quiet_until = time.monotonic() + seconds
+            if not self._writes:
+                return
+        self._start()
+
     def _on_timer(self) -> None:
         with self._lock:
             self._timer = None
@@ -270,9 +286,10 @@ class EmbeddingQueue:
                 write: tuple[Callable[[list[Any]], None], list[Any]] | None = None
                 flushed: list[Future[None]] = []
                 if not jobs:
-                    if self._writes and (self._flushed or time.monotonic() >= (self._due or 0)):
+                    key = self._write_key()
+                    if key is not None:
                         # one key's items a time: what was asked for meanwhile goes first
-                        write = self._writes.pop(next(iter(self._writes)))
+                        write = self._writes.pop(key)
                         if not self._writes:
                             self._due = None
                     else:  # every write asked for before a flush() is done
@@ -290,13 +307,28 @@ class EmbeddingQueue:
                 continue
             if write is not None:
                 writer, items = write
+                began = time.monotonic()
                 try:
                     writer(items)
                 except Exception:  # a writer reports its own failures; the queue goes on
                     log.exception("an index write failed")
+                took = time.monotonic() - began
+                self._write_s = max(took, (self._write_s + took) / 2)
             for future in flushed:
                 if future.set_running_or_notify_cancel():
                     future.set_result(None)
+
+    def _write_key(self) -> object | None:
+        """Under the lock: whose buffered writes to write now, if any: the oldest key's when
+        due or flushed, else in a quiet wait the fullest key's, if its write ends in time."""
+        if not self._writes:
+            return None
+        now, keys = time.monotonic(), list[object](self._writes)
+        if self._flushed or now >= (self._due or 0):
+            return keys[0]
+        if now + self._write_s < self._quiet_until:
+            return max(keys, key=lambda key: len(self._writes[key][1]))
+        return None
 
     def _next_batch(self) -> list[_Job]:
         """Under the lock: the urgent requests with their owners' earlier ones, or else the

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
+from town.llm.quiet import QuietWatch
 from town.llm.retry import RetryPolicy
 from town.llm.tasks import Message, Task
 from town.llm.usage import Budget, NullRecorder, Unlimited, UsageRecorder
@@ -135,7 +136,8 @@ class LLMGateway:
 
     Build the client with ``max_retries=0`` so that this gateway's retry policy applies.
     ``max_attempts`` is a shortcut for ``retry=RetryPolicy(max_attempts=...)``; ``sleep`` and
-    ``rng`` (backoff jitter) are there to be injected by tests.
+    ``rng`` (backoff jitter) are there to be injected by tests. ``on_quiet`` is told when the
+    event loop only waits for replies, and for how long at least (``town/llm/quiet.py``).
     """
 
     def __init__(
@@ -153,6 +155,7 @@ class LLMGateway:
         max_tokens: int | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        on_quiet: Callable[[float], None] | None = None,
     ) -> None:
         self.name = f"llm:{model}"
         self.model = model
@@ -168,6 +171,7 @@ class LLMGateway:
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._quiet = QuietWatch(on_quiet)
         self._json_schema = True
         self._disabled: str | None = None
         self._budget_noted = False
@@ -335,12 +339,13 @@ class LLMGateway:
             sum(len(m["content"]) for m in messages),
         )
         async with self._slots:
-            return await self._client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=bytes,
-                options={"security": {"bearer_auth": True}},  # as chat.completions.create
-            )
+            with self._quiet.flying():
+                return await self._client.post(
+                    "/chat/completions",
+                    body=body,
+                    cast_to=bytes,
+                    options={"security": {"bearer_auth": True}},  # as chat.completions.create
+                )
 
     @staticmethod
     def _wire(task: Task[I, R], messages: list[Message], schema_mode: bool) -> list[dict[str, str]]:
