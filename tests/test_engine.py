@@ -468,9 +468,9 @@ class AheadBrain(ScriptedBrain):
 async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) -> None:
     """Observations while their importance is rated (and the relationship query of a reaction
     to anyone met), a talk's lines as they are said, the two names a talk recalls while a
-    resident decides how to react to the other, and a sleeper's summary queries in the hour
-    before it wakes: recorded or asked for then, their vectors are in the cache (the embedding
-    thread did them while the loop went on)."""
+    resident decides how to react to the other, insights in the tick before they are stored,
+    and a sleeper's summary queries in the hour before it wakes: recorded or asked for then,
+    their vectors are in the cache (the embedding thread did them while the loop went on)."""
     cache = CachedEmbedder(HashEmbedder(64))
     brain = AheadBrain(cache)
     late = "Maria Lopez"  # wakes at 09:00
@@ -483,12 +483,19 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
         streams = Streams(pool)
         streams.embedder = cache  # type: ignore[assignment]
         engine = await make_engine(store, brain, streams)
+        engine.reflect_threshold = 5
         brain.ticking = True
         talked = False
+        insights: list[str] = []
         for _ in range(40):
             report = await engine.tick()
             talked = talked or any(e.kind == "conversation" for e in report.events)
             shared_queue(cache, pool).flush().result(5)  # what was asked for is embedded
+            with store.session() as s:  # insights found this tick, stored as reflections next
+                for row in engine.residents(s).values():
+                    found = ResidentState.of(row).reflect_insights
+                    insights += [clean_text(i["text"]) for i in found]
+            assert cache.missing(insights) == []
             if report.clock.time() < time(8, 0):  # more than an hour before she wakes
                 assert cache.missing(queries) == queries
             elif report.clock.time() < time(9, 0):
@@ -502,3 +509,4 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert any(" said: " in t for t in brain.rated)  # a talk's lines
     assert brain.greeted  # a reaction to another resident
     assert brain.met  # residents met, their relationship queries embedded while rating
+    assert insights  # reflections, embedded before they are stored

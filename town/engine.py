@@ -240,6 +240,7 @@ class Engine:
                 tick.brain, stream, tick.session, name, questions, tick.now
             )
             state.reflect_insights = [i.model_dump() for i in found]
+            stream.warm_memories(reflection.as_memories(found))  # stored next tick
         elif state.awake and state.since_reflection >= self.reflect_threshold:
             state.since_reflection = 0
             state.reflect_questions = await reflection.ask(tick.brain, stream, tick.session, name)

@@ -104,9 +104,11 @@ async def store(
     stream: MemoryStream, session: Session, found: list[Insight], now: datetime
 ) -> list[Memory]:
     """Step 3: the insights as reflections, with the importance the insights call gave them."""
-    return await stream.record(
-        session, [NewMemory("reflection", i.text, i.importance, cites=i.cites) for i in found], now
-    )
+    return await stream.record(session, as_memories(found), now)
+
+
+def as_memories(found: list[Insight]) -> list[NewMemory]:
+    return [NewMemory("reflection", i.text, i.importance, cites=i.cites) for i in found]
 
 
 def _key(text: str) -> str:
