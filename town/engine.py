@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import bindparam
 from sqlmodel import Session, col, select, update
 
 from town import dialogue, reflection
@@ -41,6 +42,16 @@ from town.store.models import Conversation, Resident, Town
 from town.world import World
 
 REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
+
+
+# A tick's statements on the town's row, built once (their compiled forms are cached with them).
+_TOWN_NOW = select(
+    col(Town.paused), col(Town.clock), col(Town.minutes_per_tick), col(Town.revision)
+).where(col(Town.id) == bindparam("town_id"))
+_REVISE = (
+    update(Town).where(col(Town.id) == bindparam("town_id")).values(revision=col(Town.revision) + 1)
+)
+_TICKED = _REVISE.values(clock=bindparam("now"), last_tick_at=bindparam("at"))
 
 
 class TownNotFound(LookupError):
@@ -104,9 +115,7 @@ class Engine:
     def _revise(self, session: Session) -> None:
         """Raise the town's revision (in the database: no raise by another writer is lost),
         so that whoever kept rows of the town reads them again."""
-        session.execute(
-            update(Town).where(col(Town.id) == self.town_id).values(revision=col(Town.revision) + 1)
-        )
+        session.connection().execute(_REVISE, {"town_id": self.town_id})
 
     def specs(self) -> dict[str, ResidentSpec]:
         return {r.name: r for r in self.spec.residents}
@@ -127,21 +136,22 @@ class Engine:
         """Advance the town by one tick (a paused town does not move unless ``force``)."""
         async with self.lock:
             with self.store.session() as session:
-                town = self.town(session)
-                if town.paused and not force:
-                    return TickReport(town.clock, skipped=True)
-                now = town.clock + timedelta(minutes=town.minutes_per_tick)
+                found = session.connection().execute(_TOWN_NOW, {"town_id": self.town_id}).first()
+                if found is None:
+                    raise TownNotFound(f"town #{self.town_id} is not in the store")
+                paused, clock, minutes, seen = found
+                if paused and not force:
+                    return TickReport(clock, skipped=True)
+                now = clock + timedelta(minutes=minutes)
                 kept, self._kept = self._kept, None  # (a tick that fails keeps nothing)
-                seen = town.revision
                 if kept is not None and kept.revision != seen:
                     kept = None  # an input or another process changed the town since
                 tick = self.new_tick(session, now, kept)
                 chain = await self._run(tick, kept.talks if kept else {})
                 talks = self._talks(tick, {})  # (those of this tick are in the session)
-                town.clock = now
-                town.last_tick_at = datetime.now(UTC)
-                session.add(town)
-                self._revise(session)
+                session.connection().execute(
+                    _TICKED, {"town_id": self.town_id, "now": now, "at": datetime.now(UTC)}
+                )
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)
