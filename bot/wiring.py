@@ -168,15 +168,20 @@ class Services:
 
 
 _settled = False
+YOUNG_COLLECT_AFTER = 10_000  # allocations between collections of the youngest generation
 
 
 def settle_heap() -> None:
     """Once a process holds what it keeps (its libraries, the embedding model, a town), move all
     of it into the garbage collector's permanent generation, once per process: a full collection
     then looks only at what came later. Without this, each one stopped the event loop for
-    100-150 ms in a running town."""
+    100-150 ms in a running town. The youngest generation is collected after 10,000 allocations
+    instead of 700: a tick makes and frees many thousands of objects, nearly all freed by their
+    reference counts, and a game day of ``bench town`` spent 66 ms in 260 collections instead
+    of ~15 ms."""
     global _settled
     if not _settled:
         _settled = True
         gc.collect()
         gc.freeze()
+        gc.set_threshold(YOUNG_COLLECT_AFTER, *gc.get_threshold()[1:])

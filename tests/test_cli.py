@@ -231,11 +231,15 @@ def test_a_process_settles_its_heap_once(monkeypatch: pytest.MonkeyPatch) -> Non
     import bot.wiring as wiring
 
     frozen: list[int] = []
+    thresholds: list[tuple[int, ...]] = []
     monkeypatch.setattr(wiring, "_settled", False)
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
+    monkeypatch.setattr(gc, "set_threshold", lambda *t: thresholds.append(t))
     wiring.settle_heap()
     wiring.settle_heap()  # a second town opened in the same process: nothing more to do
     assert frozen == [1]
+    # the youngest generation is collected less often; the older ones as before
+    assert thresholds == [(wiring.YOUNG_COLLECT_AFTER, *gc.get_threshold()[1:])]
 
 
 def test_bench_town_json(monkeypatch: pytest.MonkeyPatch) -> None:
