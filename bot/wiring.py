@@ -119,8 +119,10 @@ class Services:
 
     def quiet(self, seconds: float) -> None:
         """The event loop expects to wait ``seconds`` for LLM replies with nothing else to do:
-        the index writes buffered meanwhile are written then (``EmbeddingQueue.quiet``)."""
-        shared_queue(self.embedder, self.executor).quiet(seconds)
+        an embedded index's buffered writes, which stop the loop, are written then
+        (``EmbeddingQueue.quiet``); a Chroma server's do not, and keep to the minute."""
+        if self.index.embedded:
+            shared_queue(self.embedder, self.executor).quiet(seconds)
 
     def stream(self, resident_id: int) -> MemoryStream:
         found = self._streams.get(resident_id)

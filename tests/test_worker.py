@@ -916,3 +916,28 @@ async def test_an_input_on_a_lost_town_commits_nothing(runtime: Any) -> None:
     await inputs.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) > before  # heard and audited
+
+
+def test_only_an_embedded_index_is_written_in_the_loop_s_quiet_waits(
+    chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded Chroma's writes stop the event loop, so they wait for its quiet waits; a
+    Chroma server's do not, and keep to the minute."""
+    from bot.settings import load_settings
+    from bot.wiring import Services
+    from town.embedding import EmbeddingQueue
+
+    told: list[float] = []
+    monkeypatch.setattr(EmbeddingQueue, "quiet", lambda _queue, seconds: told.append(seconds))
+    for url, expected in ((None, [0.05]), (chroma_url, [])):
+        told.clear()
+        settings = load_settings(
+            chroma_url=url, embedder="hash", brain="offline", data_dir=tmp_path / "data"
+        )
+        services = Services.open(settings)
+        try:
+            assert services.index.embedded is (url is None)
+            services.quiet(0.05)
+            assert told == expected
+        finally:
+            services.close()

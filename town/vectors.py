@@ -46,6 +46,8 @@ class ChromaIndex:
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         self.embedder_name = embedder_name
         self.dim = dim
+        # in this process: its writes hold the interpreter's lock (see EmbeddingQueue)
+        self.embedded = not url
         try:
             if url:
                 parts = urlparse(url)
