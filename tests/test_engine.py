@@ -19,8 +19,9 @@ from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.memory import MemoryStream, clean_text
-from town.mind import Tick, perceive
+from town.mind import Tick, _replan_from_now, perceive
 from town.persona_load import load_town
+from town.planning import current_action
 from town.seed import found_town
 from town.state import ResidentState
 from town.store.db import Store
@@ -510,3 +511,19 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert brain.greeted  # a reaction to another resident
     assert brain.met  # residents met, their relationship queries embedded while rating
     assert insights  # reflections, embedded before they are stored
+
+
+async def test_reading_memories_and_plans_mid_tick_flushes_nothing(store: Store) -> None:
+    """Memories and plan items are never pending in a tick's session (they go in as plain
+    inserts), so reading them, or a reaction dropping plan items, leaves the residents' pending
+    changes for the tick's one flush at its end."""
+    engine = await make_engine(store)
+    await engine.tick()  # (everyone up to date)
+    with store.session() as session:
+        tick = engine.new_tick(session, datetime(2023, 2, 13, 9, 0, tzinfo=UTC))
+        row = next(iter(tick.residents.values()))
+        row.action = "pending"  # a change the tick has not flushed
+        await current_action(tick, row)
+        tick.stream(row).recent(session)
+        _replan_from_now(tick, row)
+        assert row in session.dirty

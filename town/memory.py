@@ -430,10 +430,11 @@ class MemoryStream:
             self.forget_cache()
 
     def recent(self, session: Session, n: int = 100) -> list[str]:
-        """The texts of the ``n`` most recently created memories, oldest first."""
-        return list(
-            reversed(session.scalars(_RECENT, {"resident": self.resident_id, "n": n}).all())
-        )
+        """The texts of the ``n`` most recently created memories, oldest first. (Read on the
+        unit of work's connection: memories are never pending in the session, so it need not
+        flush what is.)"""
+        found = session.connection().scalars(_RECENT, {"resident": self.resident_id, "n": n})
+        return list(reversed(found.all()))
 
     def count(self, session: Session) -> int:
         return self._ready(session).size

@@ -388,19 +388,21 @@ async def _change_object(tick: Tick, resident: Resident, state: ResidentState) -
 
 def _replan_from_now(tick: Tick, resident: Resident) -> None:
     """A reaction regenerates the plan from now: today's finer items not yet over are dropped and
-    decomposed again, lazily, when due."""
-    rows = tick.session.execute(  # (their ids and times only: no rows built)
-        select(col(PlanItem.id), col(PlanItem.start), col(PlanItem.duration_min)).where(
-            PlanItem.resident_id == resident.id,
-            col(PlanItem.level).in_(["hour", "action"]),
-            PlanItem.day == tick.now.date(),
-        )
-    ).all()
-    stale = [i for i, start, length in rows if start + timedelta(minutes=length) > tick.now]
-    forget_plan(tick, resident)
-    if stale:
-        tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
-        tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
+    decomposed again, lazily, when due. (Plan items are never pending in the session, so this
+    flushes nothing.)"""
+    with tick.session.no_autoflush:
+        rows = tick.session.execute(  # (their ids and times only: no rows built)
+            select(col(PlanItem.id), col(PlanItem.start), col(PlanItem.duration_min)).where(
+                PlanItem.resident_id == resident.id,
+                col(PlanItem.level).in_(["hour", "action"]),
+                PlanItem.day == tick.now.date(),
+            )
+        ).all()
+        stale = [i for i, start, length in rows if start + timedelta(minutes=length) > tick.now]
+        forget_plan(tick, resident)
+        if stale:
+            tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
+            tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
 
 
 async def _follow_plan(

@@ -130,18 +130,19 @@ class DayPlan:
 def _today(tick: Tick, resident: Resident) -> DayPlan:
     """Today's plan of the resident, read from the store once and then kept (by the engine, from
     tick to tick): ``_store`` adds to it, and a reaction that drops items forgets it (see
-    ``forget_plan``)."""
+    ``forget_plan``). Plan items are never pending in the session (``insert_rows``), so reading
+    them flushes nothing."""
     assert resident.id is not None
     cached = tick.plans.get(resident.id)
     if cached is None:
         cached = tick.plans[resident.id] = DayPlan()
-        cached.add(
-            tick.session.exec(
+        with tick.session.no_autoflush:
+            found = tick.session.exec(
                 select(PlanItem).where(
                     PlanItem.resident_id == resident.id, PlanItem.day == tick.now.date()
                 )
             ).all()
-        )
+        cached.add(found)
     return cached
 
 
