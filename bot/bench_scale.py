@@ -40,7 +40,7 @@ import numpy as np
 import typer
 from sqlmodel import select
 
-from bot.bench_town import start_fake_llm
+from bot.bench_town import bench_gateway, start_fake_llm
 from bot.cli_common import JsonFlag
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
@@ -48,7 +48,6 @@ from town.depth import ChainCountingBrain
 from town.embedding import Embedder, embedding_executor, flush_queues
 from town.engine import Engine
 from town.llm.client import open_client
-from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.usage import UsageTally
 from town.persona import TownSpec
@@ -325,14 +324,7 @@ async def run_scale_bench(
                     executor=executor,
                 )
                 tally = UsageTally()
-                gateway = LLMGateway(
-                    client,
-                    model="bottown-fake",
-                    usage=tally,
-                    concurrency=concurrency,
-                    on_quiet=services.quiet,
-                )
-                brain = ChainCountingBrain(gateway)
+                brain = ChainCountingBrain(bench_gateway(client, services, tally, concurrency))
                 engine = Engine(store, spec, brain, services.stream, town_id)
                 with store.session() as s:  # load every memory stream before the clock starts
                     for row in engine.residents(s).values():

@@ -36,6 +36,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import openai
+
 from bot.settings import Settings
 from bot.wiring import Services, settle_heap
 from town.depth import ChainCountingBrain
@@ -134,6 +136,20 @@ def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the fake LLM server did not open its port within 30 s")
 
 
+def bench_gateway(
+    client: openai.AsyncOpenAI, services: Services, tally: UsageTally, concurrency: int
+) -> LLMGateway:
+    """The gateway a town bench thinks through, as a deployment's: to the fake server's model,
+    counting usage, telling the embedding queue of its quiet waits."""
+    return LLMGateway(
+        client,
+        model="bottown-fake",
+        usage=tally,
+        concurrency=concurrency,
+        on_quiet=services.quiet,
+    )
+
+
 @contextmanager
 def cpus_apart(server: subprocess.Popen[bytes]) -> Iterator[None]:
     """While timing: the fake server on the last CPU, and the calling thread (the event loop) on
@@ -200,13 +216,7 @@ async def run_town_bench(
             settle_heap()
             tally = UsageTally()
             client = open_client(url, "bench", max(30.0, latency_ms / 100))
-            gateway = LLMGateway(
-                client,
-                model="bottown-fake",
-                usage=tally,
-                concurrency=concurrency,
-                on_quiet=services.quiet,
-            )
+            gateway = bench_gateway(client, services, tally, concurrency)
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
             )

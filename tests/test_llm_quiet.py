@@ -65,7 +65,9 @@ async def test_the_gateway_tells_its_quiet_waits() -> None:
         client = open_client(url, "key", 5.0)
         gateway = LLMGateway(client, model="m", on_quiet=told.append)
         inputs = EmojiInput(action="having coffee")
-        await gateway.run(EMOJI, inputs)
+        began = time.monotonic()
+        await gateway.run(EMOJI, inputs)  # the one round trip known when the burst goes out
+        first = time.monotonic() - began
         await asyncio.gather(*(gateway.run(EMOJI, inputs) for _ in range(5)))
         await client.close()
-    assert len(told) == 1 and 0.01 <= told[0] <= 0.08
+    assert len(told) == 1 and 0.01 <= told[0] < first
