@@ -30,12 +30,10 @@ class QuietWatch:
         *,
         after: float = QUIET_AFTER_S,
         min_window: float = MIN_WINDOW_S,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.on_quiet = on_quiet
         self.after = after
         self.min_window = min_window
-        self._clock = clock
         self._flying: dict[int, float] = {}  # call -> when it went out
         self._trips: deque[float] = deque(maxlen=TRIPS_KEPT)
         self._last_sent = 0.0
@@ -48,7 +46,7 @@ class QuietWatch:
         if self.on_quiet is None:
             yield
             return
-        call, sent = next(self._ids), self._clock()
+        call, sent = next(self._ids), time.monotonic()
         self._flying[call] = self._last_sent = sent
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.after, self._check)
@@ -58,13 +56,13 @@ class QuietWatch:
             del self._flying[call]
             raise
         del self._flying[call]
-        self._trips.append(self._clock() - sent)
+        self._trips.append(time.monotonic() - sent)
 
     def _check(self) -> None:
         self._timer = None
         if not self._flying or not self._trips or self.on_quiet is None:
             return
-        now = self._clock()
+        now = time.monotonic()
         if now - self._last_sent < self.after:  # still sending: look again later
             wait = self.after - (now - self._last_sent)
             self._timer = asyncio.get_running_loop().call_later(wait, self._check)
