@@ -19,7 +19,7 @@ from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.memory import MemoryStream, clean_text
-from town.mind import Tick, _replan_from_now, perceive
+from town.mind import Tick, _replan_from_now, perceive, summary_queries
 from town.persona_load import load_town
 from town.planning import current_action
 from town.seed import found_town
@@ -470,20 +470,20 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     """Observations while their importance is rated (and the relationship query of a reaction
     to anyone met), a talk's lines as they are said, the two names a talk recalls while a
     resident decides how to react to the other, insights in the tick before they are stored,
-    and a sleeper's summary queries in the hour before it wakes: recorded or asked for then,
-    their vectors are in the cache (the embedding thread did them while the loop went on)."""
+    and a sleeper's summary queries in the hour before it wakes (those who wake in the town's
+    first hour: when it is founded): recorded or asked for then, their vectors are in the cache
+    (the embedding thread did them while the loop went on)."""
     cache = CachedEmbedder(HashEmbedder(64))
     brain = AheadBrain(cache)
     late = "Maria Lopez"  # wakes at 09:00
-    queries = [
-        f"{late}'s core characteristics",
-        f"{late}'s current daily occupation",
-        f"{late}'s feeling about his recent progress in life",
-    ]
+    queries = summary_queries(late)
     with ThreadPoolExecutor(1) as pool:
         streams = Streams(pool)
         streams.embedder = cache  # type: ignore[assignment]
         engine = await make_engine(store, brain, streams)
+        shared_queue(cache, pool).flush().result(5)
+        assert cache.missing(summary_queries("Isabella Rodriguez")) == []  # wakes at 07:00
+        assert cache.missing(queries) == queries
         engine.reflect_threshold = 5
         brain.ticking = True
         talked = False

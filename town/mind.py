@@ -150,9 +150,7 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
         if _time_to_wake(tick.now, spec, state):
             await _wake(tick, resident, spec, state)
         else:
-            soon = tick.now + SUMMARY_WARM_AHEAD
-            if _time_to_wake(soon, spec, state) and resident.summary_day != soon.date():
-                tick.stream(resident).warm(_summary_queries(resident.name))
+            warm_before_waking(tick.stream(resident), resident, spec, state, tick.now)
         return
     if state.sleep_at and tick.now >= datetime.fromisoformat(state.sleep_at):
         _go_to_sleep(tick, resident, spec, state)
@@ -193,6 +191,20 @@ async def react_to(tick: Tick, resident: Resident, observed: list[Observation]) 
     return tick.answers.get(resident.name)
 
 
+def warm_before_waking(
+    stream: MemoryStream,
+    resident: Resident,
+    spec: ResidentSpec,
+    state: ResidentState,
+    now: datetime,
+) -> None:
+    """In the hour before a sleeper wakes (or when the town is founded, for those who wake in
+    its first hour), the summary description's queries are embedded, to be cached by then."""
+    soon = now + SUMMARY_WARM_AHEAD
+    if _time_to_wake(soon, spec, state) and resident.summary_day != soon.date():
+        stream.warm(summary_queries(resident.name))
+
+
 def _time_to_wake(now: datetime, spec: ResidentSpec, state: ResidentState) -> bool:
     return state.day != now.date().isoformat() and now >= at_clock(now.date(), spec.wake_time)
 
@@ -231,7 +243,7 @@ async def _summary(tick: Tick, resident: Resident, stream: MemoryStream) -> str:
     """The paper's summary description: identity, occupation, feelings about recent progress."""
     name = resident.name
     texts: list[str] = []
-    queries = _summary_queries(name)
+    queries = summary_queries(name)
     for found in await stream.recall_each(tick.session, queries, tick.now, k=5):
         for got in found:
             if got.memory.text not in texts:
@@ -242,8 +254,8 @@ async def _summary(tick: Tick, resident: Resident, stream: MemoryStream) -> str:
     return result.summary
 
 
-def _summary_queries(name: str) -> list[str]:
-    """The summary description's three retrievals (embedded ahead, in the hour before waking)."""
+def summary_queries(name: str) -> list[str]:
+    """The summary description's three retrievals (embedded ahead: ``warm_before_waking``)."""
     return [
         f"{name}'s core characteristics",
         f"{name}'s current daily occupation",

@@ -12,7 +12,8 @@ from town.llm.port import Brain
 from town.llm.schemas import RateImportanceInput
 from town.llm.tasks import RATE_IMPORTANCE
 from town.memory import MemoryStream, NewMemory
-from town.persona import TownSpec
+from town.mind import warm_before_waking
+from town.persona import ResidentSpec, TownSpec
 from town.state import ResidentState
 from town.store.models import Location, Resident, Town, WorldObject
 
@@ -32,7 +33,8 @@ async def found_town(
     start: datetime | None = None,
     minutes_per_tick: int | None = None,
 ) -> Town:
-    """Create the town: places, objects, residents asleep at home, and their seed memories.
+    """Create the town: places, objects, residents asleep at home, and their seed memories (with
+    the summary queries of those who wake in its first hour, embedded ahead).
 
     Each resident's seed paragraph gives one memory per phrase (scenario facts included); their
     importance is rated in one call per resident, all residents at once.
@@ -62,7 +64,7 @@ async def found_town(
             session.add(Location(town_id=town.id, path=f"{area.name}: {sub.name}"))
     for place, obj in spec.objects():
         session.add(WorldObject(town_id=town.id, location=place, name=obj.name, state=obj.state))
-    residents: list[tuple[Resident, list[str]]] = []
+    residents: list[tuple[Resident, ResidentSpec, ResidentState]] = []
     for person in spec.residents:
         state = ResidentState(known=dict.fromkeys(person.known_places, clock.isoformat()))
         row = Resident(
@@ -75,22 +77,27 @@ async def found_town(
             state=state.model_dump(mode="json"),
         )
         session.add(row)
-        residents.append((row, person.seed_phrases(spec.scenario)))
+        residents.append((row, person, state))
     session.flush()
     rated = await asyncio.gather(
         *(
             brain.run(
                 RATE_IMPORTANCE,
-                RateImportanceInput(resident=row.name, observations=phrases),
+                RateImportanceInput(
+                    resident=row.name, observations=person.seed_phrases(spec.scenario)
+                ),
                 resident=row.name,
             )
-            for row, phrases in residents
+            for row, person, _ in residents
         )
     )
-    for (row, phrases), scores in zip(residents, rated, strict=True):
+    for (row, person, state), scores in zip(residents, rated, strict=True):
         assert row.id is not None
+        phrases = person.seed_phrases(spec.scenario)
         padded = list(scores.scores) + [5] * (len(phrases) - len(scores.scores))
-        await streams(row.id).record(
+        stream = streams(row.id)
+        await stream.record(
             session, [NewMemory("seed", p, n) for p, n in zip(phrases, padded, strict=False)], clock
         )
+        warm_before_waking(stream, row, person, state, clock)
     return town
