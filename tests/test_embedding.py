@@ -48,7 +48,11 @@ def test_minilm_batching_does_not_change_results(minilm: MiniLMEmbedder) -> None
     sentences = REFERENCE["sentences"]
     together = minilm.embed(sentences)
     alone = np.vstack([minilm.embed([s]) for s in sentences])
-    np.testing.assert_allclose(together, alone, atol=1e-5, rtol=0)
+    if minilm.precision == "int8":  # one run, but each text encoded alone: bit for bit
+        np.testing.assert_array_equal(together, alone)
+        assert minilm.batch_size > 1
+    else:
+        np.testing.assert_allclose(together, alone, atol=1e-5, rtol=0)
 
 
 def test_minilm_shape_dtype_and_norm(minilm: MiniLMEmbedder) -> None:

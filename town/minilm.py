@@ -13,9 +13,11 @@ Two precisions:
   about twice as fast, with a mean cosine of 0.993 to the float vector on a town day's texts
   (at least 0.98), and 90% of the ten memories a query ranks first are the same. Seven bits,
   not eight: CPUs without VNNI instructions add int8 products in pairs that can overflow a
-  16-bit sum, and seven-bit weights never do. Each text runs alone, because an input is
-  quantised with one scale per run: in a batch, a text's vector would depend on its
-  batch-mates.
+  16-bit sum, and seven-bit weights never do. An input is quantised with one scale per matrix
+  product, so each text goes through the encoder alone (in a padded batch, a text's vector
+  would depend on its batch-mates); but many texts go in one run, the graph looping over them
+  (ONNX ``Scan``): a run per text cost a return to the interpreter, and a take of its lock
+  from the event loop, per text.
 
 A day of a 25-resident town embeds about 1,700 texts, so the precision decides whether the
 embedding thread keeps up with the town or the town waits for it.
@@ -77,7 +79,7 @@ class MiniLMEmbedder:
         model_dir: Path | None = None,
         *,
         precision: Precision = "int8",
-        batch_size: int | None = None,
+        batch_size: int = 64,
         batch_tokens: int = 512,
         threads: int = 1,
         max_tokens: int = MINILM_MAX_TOKENS,
@@ -85,8 +87,6 @@ class MiniLMEmbedder:
     ) -> None:
         if precision not in ("int8", "fp32"):
             raise ValueError(f"precision must be int8 or fp32, not {precision!r}")
-        if batch_size is None:
-            batch_size = 1 if precision == "int8" else 64  # (int8: see the module's text)
         if batch_size < 1 or batch_tokens < 1 or threads < 1:
             raise ValueError("batch_size, batch_tokens and threads must be >= 1")
         self.dim: int = 384
@@ -179,7 +179,8 @@ class MiniLMEmbedder:
         encodings = model.tokenizer.encode_batch([str(t).strip() for t in texts])
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
         # Shortest first, so a batch pads little; a batch stops at ``batch_size`` texts or
-        # ``batch_tokens`` padded tokens, which keeps its activations in the CPU's cache.
+        # ``batch_tokens`` padded tokens, which keeps its activations in the CPU's cache (int8:
+        # the token ids; each text is encoded alone).
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         start = 0
         while start < len(order):
@@ -199,10 +200,13 @@ class MiniLMEmbedder:
         """One padded batch through the graph, then mean pooling over the real tokens."""
         length = max(len(s) for s in seqs)
         ids = np.zeros((len(seqs), length), dtype=np.int64)
-        mask = np.zeros((len(seqs), length), dtype=np.float32)
         for row, seq in enumerate(seqs):
             ids[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1.0
+        if self.precision == "int8":  # (the graph pools each text's own tokens)
+            lengths = np.array([len(s) for s in seqs], dtype=np.int64)
+            (pooled,) = model.session.run(["pooled"], {"ids": ids, "lengths": lengths})
+            return normalise_rows(pooled)
+        mask = (np.arange(length) < np.array([[len(s)] for s in seqs])).astype(np.float32)
         positions = np.broadcast_to(np.arange(length, dtype=np.int64), ids.shape)
         bias = ((mask - 1.0) * np.float32(1e9)).reshape(len(seqs), 1, 1, length)
         (hidden,) = model.session.run(
@@ -216,9 +220,13 @@ class MiniLMEmbedder:
 
 
 def _build_graph(raw: dict[str, npt.NDArray[Any]], config: dict[str, Any], precision: str) -> bytes:
-    """The BERT encoder as a serialised ONNX model. Inputs: token ``ids`` and ``positions``
-    (batch, length) and the attention ``bias`` (batch, 1, 1, length: 0 for a token, -1e9 for
-    padding). Output: the last layer's ``hidden`` states (batch, length, hidden)."""
+    """The BERT encoder as a serialised ONNX model.
+
+    fp32: inputs token ``ids`` and ``positions`` (batch, length) and the attention ``bias``
+    (batch, 1, 1, length: 0 for a token, -1e9 for padding); output the last layer's ``hidden``
+    states (batch, length, hidden). int8: inputs ``ids`` (batch, length, zero-padded) and
+    ``lengths`` (batch); a ``Scan`` encodes each text's own tokens alone and outputs their
+    mean, ``pooled`` (batch, hidden)."""
     from onnx import TensorProto, helper, numpy_helper
 
     heads = int(config["num_attention_heads"])
@@ -275,13 +283,24 @@ def _build_graph(raw: dict[str, npt.NDArray[Any]], config: dict[str, Any], preci
             epsilon=eps,
         )
 
+    ids, positions, bias = "ids", "positions", "bias"
+    if precision != "fp32":  # the Scan's body: one text, of ``length`` tokens, a time
+        axis0 = const("axis0", np.array([0], dtype=np.int64))
+        zero, one = const("zero", np.array(0, dtype=np.int64)), const("one", np.array(1, np.int64))
+        end = node("Unsqueeze", ["length", axis0])
+        ids = node(
+            "Unsqueeze",
+            [node("Slice", ["row", const("start", np.zeros(1, np.int64)), end, axis0]), axis0],
+        )
+        positions = node("Unsqueeze", [node("Range", [zero, "length", one]), axis0])
+        bias = ""  # (no padding)
     emb = "embeddings."
     x = node(
         "Add",
         [
-            node("Gather", [const(emb + "word", f32(emb + "word_embeddings.weight")), "ids"]),
+            node("Gather", [const(emb + "word", f32(emb + "word_embeddings.weight")), ids]),
             node(
-                "Gather", [const(emb + "pos", f32(emb + "position_embeddings.weight")), "positions"]
+                "Gather", [const(emb + "pos", f32(emb + "position_embeddings.weight")), positions]
             ),
         ],
     )
@@ -299,7 +318,10 @@ def _build_graph(raw: dict[str, npt.NDArray[Any]], config: dict[str, Any], preci
         q = heads_of(dense(x, att + "query", scale=1.0 / float(np.sqrt(head_dim))))
         k = node("Transpose", [node("Reshape", [dense(x, att + "key"), split])], perm=[0, 2, 3, 1])
         v = heads_of(dense(x, att + "value"))
-        weights = node("Softmax", [node("Add", [node("MatMul", [q, k]), "bias"])], axis=-1)
+        scores = node("MatMul", [q, k])
+        if bias:
+            scores = node("Add", [scores, bias])
+        weights = node("Softmax", [scores], axis=-1)
         context = node("Transpose", [node("MatMul", [weights, v])], perm=[0, 2, 1, 3])
         context = node("Reshape", [context, merge])
         x = layer_norm(
@@ -308,20 +330,49 @@ def _build_graph(raw: dict[str, npt.NDArray[Any]], config: dict[str, Any], preci
         )
         inner = node("Gelu", [dense(x, p + "intermediate.dense")])
         x = layer_norm(node("Add", [dense(inner, p + "output.dense"), x]), p + "output.LayerNorm")
-    nodes.append(helper.make_node("Identity", [x], ["hidden"], name="hidden"))
-    if precision != "fp32":
+    if precision == "fp32":
+        nodes.append(helper.make_node("Identity", [x], ["hidden"], name="hidden"))
+        graph = helper.make_graph(
+            nodes,
+            "all-MiniLM-L6-v2",
+            [
+                helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "length"]),
+                helper.make_tensor_value_info("positions", TensorProto.INT64, ["batch", "length"]),
+                helper.make_tensor_value_info("bias", TensorProto.FLOAT, ["batch", 1, 1, "length"]),
+            ],
+            [
+                helper.make_tensor_value_info(
+                    "hidden", TensorProto.FLOAT, ["batch", "length", hidden]
+                )
+            ],
+            initializers,
+        )
+    else:
+        mean = node("ReduceMean", [x, const("axis1", np.array([1], np.int64))], keepdims=0)
+        nodes.append(helper.make_node("Squeeze", [mean, axis0], ["pooled_one"], name="pooled_one"))
+        body = helper.make_graph(
+            nodes,
+            "one text",
+            [
+                helper.make_tensor_value_info("row", TensorProto.INT64, ["length"]),
+                helper.make_tensor_value_info("length", TensorProto.INT64, []),
+            ],
+            [helper.make_tensor_value_info("pooled_one", TensorProto.FLOAT, [hidden])],
+        )
+        scan = helper.make_node(
+            "Scan", ["ids", "lengths"], ["pooled"], name="texts", num_scan_inputs=2, body=body
+        )
         opsets.append(helper.make_opsetid("com.microsoft", 1))
-    graph = helper.make_graph(
-        nodes,
-        "all-MiniLM-L6-v2",
-        [
-            helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "length"]),
-            helper.make_tensor_value_info("positions", TensorProto.INT64, ["batch", "length"]),
-            helper.make_tensor_value_info("bias", TensorProto.FLOAT, ["batch", 1, 1, "length"]),
-        ],
-        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "length", hidden])],
-        initializers,
-    )
+        graph = helper.make_graph(
+            [scan],
+            "all-MiniLM-L6-v2",
+            [
+                helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "length"]),
+                helper.make_tensor_value_info("lengths", TensorProto.INT64, ["batch"]),
+            ],
+            [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", hidden])],
+            initializers,  # (the body reads them from the outer graph)
+        )
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 9
     return bytes(model.SerializeToString())
