@@ -176,7 +176,9 @@ class MiniLMEmbedder:
         if not texts:
             return out
         model = self._load()
-        encodings = model.tokenizer.encode_batch([str(t).strip() for t in texts])
+        # one text at a time: a batch is split over a pool of threads, which then wake and spin
+        # on every CPU, the event loop's too
+        encodings = [model.tokenizer.encode(str(t).strip()) for t in texts]
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
         # Shortest first, so a batch pads little; a batch stops at ``batch_size`` texts or
         # ``batch_tokens`` padded tokens, which keeps its activations in the CPU's cache (int8:
