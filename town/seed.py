@@ -64,7 +64,7 @@ async def found_town(
             session.add(Location(town_id=town.id, path=f"{area.name}: {sub.name}"))
     for place, obj in spec.objects():
         session.add(WorldObject(town_id=town.id, location=place, name=obj.name, state=obj.state))
-    residents: list[tuple[Resident, ResidentSpec, ResidentState]] = []
+    residents: list[tuple[Resident, ResidentSpec, ResidentState, list[str]]] = []
     for person in spec.residents:
         state = ResidentState(known=dict.fromkeys(person.known_places, clock.isoformat()))
         row = Resident(
@@ -77,23 +77,20 @@ async def found_town(
             state=state.model_dump(mode="json"),
         )
         session.add(row)
-        residents.append((row, person, state))
+        residents.append((row, person, state, person.seed_phrases(spec.scenario)))
     session.flush()
     rated = await asyncio.gather(
         *(
             brain.run(
                 RATE_IMPORTANCE,
-                RateImportanceInput(
-                    resident=row.name, observations=person.seed_phrases(spec.scenario)
-                ),
+                RateImportanceInput(resident=row.name, observations=phrases),
                 resident=row.name,
             )
-            for row, person, _ in residents
+            for row, _, _, phrases in residents
         )
     )
-    for (row, person, state), scores in zip(residents, rated, strict=True):
+    for (row, person, state, phrases), scores in zip(residents, rated, strict=True):
         assert row.id is not None
-        phrases = person.seed_phrases(spec.scenario)
         padded = list(scores.scores) + [5] * (len(phrases) - len(scores.scores))
         stream = streams(row.id)
         await stream.record(
