@@ -19,9 +19,9 @@ from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.memory import MemoryStream, clean_text
-from town.mind import Tick, _replan_from_now, perceive, summary_queries
+from town.mind import Tick, perceive, summary_queries
 from town.persona_load import load_town
-from town.planning import current_action
+from town.planning import current_action, replan_from_now
 from town.seed import found_town
 from town.state import ResidentState
 from town.store.db import Store
@@ -525,5 +525,33 @@ async def test_reading_memories_and_plans_mid_tick_flushes_nothing(store: Store)
         row.action = "pending"  # a change the tick has not flushed
         await current_action(tick, row)
         tick.stream(row).recent(session)
-        _replan_from_now(tick, row)
+        replan_from_now(tick, row)
         assert row in session.dirty
+
+
+async def test_a_reaction_drops_from_the_kept_plan_what_it_deletes(store: Store) -> None:
+    """Replanning deletes today's hour items and actions not yet over (and the actions under
+    them) from the store and from the plan the engine keeps, which then still matches the
+    store: nothing is read again."""
+    engine = await make_engine(store)
+    await ticks(engine, 4)  # (up, planned, an hour and its actions decomposed)
+    with store.session() as session:
+        town = session.get(Town, engine.town_id)
+        assert town is not None
+        tick = engine.new_tick(session, town.clock + timedelta(minutes=town.minutes_per_tick))
+        row = next(r for r in tick.residents.values() if r.id in engine._plans)
+        assert await current_action(tick, row) is not None
+        kept = tick.plans[row.id]
+        before = {i.id for items in kept.groups.values() for i in items}
+        replan_from_now(tick, row)
+        stored = session.exec(
+            select(PlanItem).where(PlanItem.resident_id == row.id, PlanItem.day == tick.now.date())
+        ).all()
+        assert tick.plans[row.id] is kept
+        assert {i.id for items in kept.groups.values() for i in items} == {i.id for i in stored}
+        assert {i.id for i in stored} < before  # the hour in force and its actions went
+        assert all(
+            i.level == "day" or i.start + timedelta(minutes=i.duration_min) <= tick.now
+            for i in stored
+        )
+        assert any(i.level == "day" for i in stored)

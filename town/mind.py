@@ -14,8 +14,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import delete
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from town.events import TownEvent
 from town.gametime import at_clock, hhmm, spoken_day
@@ -31,9 +30,9 @@ from town.llm.schemas import (
 from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT, SUMMARIZE
 from town.memory import MemoryStream, NewMemory
 from town.persona import ResidentSpec
-from town.planning import DayPlan, current_action, forget_plan, plan_day
+from town.planning import DayPlan, current_action, plan_day, replan_from_now
 from town.state import ResidentState
-from town.store.models import PlanItem, Resident
+from town.store.models import Resident
 from town.world import World
 
 REACT_IMPORTANCE = 5  # an observation at least this important may interrupt the plan
@@ -358,7 +357,7 @@ async def _react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     state.item = None
     resident.action = reaction
     resident.emoji = offline_emoji(EmojiInput(action=reaction)).emoji
-    _replan_from_now(tick, resident)
+    replan_from_now(tick, resident)
     await stream.record(
         tick.session, [NewMemory("plan", f"{name} stopped to: {reaction}", 5)], tick.now
     )
@@ -396,25 +395,6 @@ async def _change_object(tick: Tick, resident: Resident, state: ResidentState) -
             object=f"{place}: {obj}",
             state=new.state,
         )
-
-
-def _replan_from_now(tick: Tick, resident: Resident) -> None:
-    """A reaction regenerates the plan from now: today's finer items not yet over are dropped and
-    decomposed again, lazily, when due. (Plan items are never pending in the session, so this
-    flushes nothing.)"""
-    with tick.session.no_autoflush:
-        rows = tick.session.execute(  # (their ids and times only: no rows built)
-            select(col(PlanItem.id), col(PlanItem.start), col(PlanItem.duration_min)).where(
-                PlanItem.resident_id == resident.id,
-                col(PlanItem.level).in_(["hour", "action"]),
-                PlanItem.day == tick.now.date(),
-            )
-        ).all()
-        stale = [i for i, start, length in rows if start + timedelta(minutes=length) > tick.now]
-        forget_plan(tick, resident)
-        if stale:
-            tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
-            tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
 
 
 async def _follow_plan(

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlmodel import select
+from sqlalchemy import delete
+from sqlmodel import col, select
 
 from town.gametime import at_clock, hhmm, spoken_day
 from town.llm import schemas as s
@@ -102,12 +103,13 @@ async def current_action(tick: Tick, resident: Resident) -> PlanItem | None:
 def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) -> PlanItem | None:
     """The ``level`` item (under ``parent``) in force now: the latest started one not yet over."""
     now = tick.now
-    found = [
-        item
-        for item in _today(tick, resident).under(level, parent)
-        if item.start <= now < _end(item)
-    ]
-    return max(found, key=lambda item: (item.start, item.id or 0), default=None)
+    best: PlanItem | None = None
+    for item in _today(tick, resident).under(level, parent):
+        if item.start <= now < _end(item) and (
+            best is None or (item.start, item.id or 0) > (best.start, best.id or 0)
+        ):
+            best = item
+    return best
 
 
 @dataclass
@@ -121,17 +123,23 @@ class DayPlan:
             self.groups.setdefault((item.level, item.parent_id), []).append(item)
 
     def under(self, level: str, parent: int | None) -> list[PlanItem]:
-        """The ``level`` items under ``parent`` (any parent when it is None)."""
-        if parent is not None:
-            return self.groups.get((level, parent), [])
-        return [i for (lv, _), items in self.groups.items() if lv == level for i in items]
+        """The ``level`` items under ``parent`` (the day's chunks have none)."""
+        return self.groups.get((level, parent), [])
+
+    def drop(self, ids: set[int]) -> None:
+        """Forget the items of ``ids`` and their children."""
+        for key, items in list(self.groups.items()):
+            if key[1] in ids:
+                del self.groups[key]
+            else:
+                items[:] = [i for i in items if i.id not in ids]
 
 
 def _today(tick: Tick, resident: Resident) -> DayPlan:
     """Today's plan of the resident, read from the store once and then kept (by the engine, from
-    tick to tick): ``_store`` adds to it, and a reaction that drops items forgets it (see
-    ``forget_plan``). Plan items are never pending in the session (``insert_rows``), so reading
-    them flushes nothing."""
+    tick to tick): ``_store`` adds to it, and a reaction's ``replan_from_now`` drops from it what
+    it deletes. Plan items are never pending in the session (``insert_rows``), so reading them
+    flushes nothing."""
     assert resident.id is not None
     cached = tick.plans.get(resident.id)
     if cached is None:
@@ -146,9 +154,23 @@ def _today(tick: Tick, resident: Resident) -> DayPlan:
     return cached
 
 
-def forget_plan(tick: Tick, resident: Resident) -> None:
-    if resident.id is not None:
-        tick.plans.pop(resident.id, None)
+def replan_from_now(tick: Tick, resident: Resident) -> None:
+    """A reaction regenerates the plan from now: today's hour items and actions not yet over are
+    dropped, with the actions under them, and decomposed again, lazily, when due. (Plan items
+    are never pending in the session, so this flushes nothing.)"""
+    plan = _today(tick, resident)
+    stale = {
+        item.id
+        for (level, _), items in plan.groups.items()
+        if level != "day"
+        for item in items
+        if item.id is not None and _end(item) > tick.now
+    }
+    if stale:
+        with tick.session.no_autoflush:
+            tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
+            tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
+        plan.drop(stale)
 
 
 async def _decompose(
