@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,6 +56,35 @@ def test_minilm_batching_does_not_change_results(minilm: MiniLMEmbedder) -> None
         assert minilm.batch_size > 1
     else:
         np.testing.assert_allclose(together, alone, atol=1e-5, rtol=0)
+
+
+_THREADS_OF_A_BATCH = """
+import os
+from town.minilm import MiniLMEmbedder
+minilm = MiniLMEmbedder()
+minilm._load()
+before = len(os.listdir("/proc/self/task"))
+minilm.embed([f"text number {i} about the town" for i in range(200)])
+print(before, len(os.listdir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_minilm_tokenizes_a_batch_without_a_thread_pool() -> None:
+    """A batch is tokenized in one call on the calling thread: the tokenizer's pool of threads
+    (one per CPU, spinning on every call) is never started. (A process of its own: a pool once
+    started stays.)"""
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    done = subprocess.run(
+        [sys.executable, "-c", _THREADS_OF_A_BATCH],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    before, after = done.stdout.split()
+    assert after == before
 
 
 def test_minilm_shape_dtype_and_norm(minilm: MiniLMEmbedder) -> None:

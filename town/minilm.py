@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,6 +162,10 @@ class MiniLMEmbedder:
         session = ort.InferenceSession(
             graph, options, providers=["CPUExecutionProvider"], disabled_optimizers=UNFUSED
         )
+        # A batch is tokenized on this thread, not split over the tokenizer's pool of threads,
+        # which wake and spin on every CPU (the event loop's too) on each call; a deployment
+        # that sets the variable itself keeps its choice.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tokenizer.no_padding()
         positions = int(raw["embeddings.position_embeddings.weight"].shape[0])
@@ -176,9 +181,9 @@ class MiniLMEmbedder:
         if not texts:
             return out
         model = self._load()
-        # one text at a time: a batch is split over a pool of threads, which then wake and spin
-        # on every CPU, the event loop's too
-        encodings = [model.tokenizer.encode(str(t).strip()) for t in texts]
+        # in one call, which tokenizes without the interpreter's lock (on this thread: see
+        # ``_load_files``); one call a text would take the lock from the event loop each time
+        encodings = model.tokenizer.encode_batch([str(t).strip() for t in texts])
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
         # Shortest first, so a batch pads little; a batch stops at ``batch_size`` texts or
         # ``batch_tokens`` padded tokens, which keeps its activations in the CPU's cache (int8:
