@@ -66,6 +66,7 @@ class Tick:
     answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
     states: dict[str, ResidentState] = field(default_factory=dict)
     plans: dict[int, DayPlan] = field(default_factory=dict)  # today's, per resident id
+    _present: dict[str, list[tuple[str, str, bool]]] | None = field(default=None, repr=False)
 
     def state(self, resident: Resident) -> ResidentState:
         """The resident's state for this tick: one object shared by every unit of work that
@@ -74,6 +75,15 @@ class Tick:
         if found is None:
             found = self.states[resident.name] = ResidentState.of(resident)
         return found
+
+    def present(self, area: str) -> list[tuple[str, str, bool]]:
+        """Who was in ``area`` when the tick began: (name, action, awake), in the residents'
+        order."""
+        if self._present is None:
+            self._present = {}
+            for name, (location, action, awake) in self.start.items():
+                self._present.setdefault(World.area_of(location), []).append((name, action, awake))
+        return self._present.get(area, [])
 
     def save_states(self) -> None:
         for name, state in self.states.items():
@@ -102,8 +112,8 @@ def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Obser
     before = state.seen.get(area)
     seen: dict[str, str] = {}
     found: list[Observation] = []
-    for name, (location, action, awake) in tick.start.items():
-        if name != resident.name and World.area_of(location) == area:
+    for name, action, awake in tick.present(area):
+        if name != resident.name:
             key = f"@{name}"
             seen[key] = ""
             if before is None or key not in before:
