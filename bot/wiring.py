@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import openai
-from sqlmodel import select
+from sqlmodel import func, select
 
 from bot.settings import Settings
 from town.embedding import (
@@ -29,7 +29,7 @@ from town.llm.port import Brain
 from town.memory import MemoryStream, RetrievalWeights
 from town.minilm import MiniLMEmbedder
 from town.store.db import Store
-from town.store.models import Resident, Town
+from town.store.models import Memory, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.vectors import ChromaIndex
 
@@ -127,19 +127,32 @@ class Services:
     def stream(self, resident_id: int) -> MemoryStream:
         found = self._streams.get(resident_id)
         if found is None:
-            s = self.settings
-            found = MemoryStream(
-                resident_id=resident_id,
-                embedder=self.embedder,
-                index=self.index,
-                namespace=s.chroma_namespace,
-                weights=RetrievalWeights(
-                    s.recency_weight, s.importance_weight, s.relevance_weight, s.recency_decay
-                ),
-                executor=self.executor,
-            )
-            self._streams[resident_id] = found
+            found = self._streams[resident_id] = self.new_stream(resident_id)
         return found
+
+    def new_stream(self, resident_id: int) -> MemoryStream:
+        """A memory stream of the resident's own, not the one this deployment's towns use."""
+        s = self.settings
+        return MemoryStream(
+            resident_id=resident_id,
+            embedder=self.embedder,
+            index=self.index,
+            namespace=s.chroma_namespace,
+            weights=RetrievalWeights(
+                s.recency_weight, s.importance_weight, s.relevance_weight, s.recency_decay
+            ),
+            executor=self.executor,
+        )
+
+    def repair_index(self, town_id: int) -> int:
+        """Embed and index again the town's memories the vector index lacks, as of now; how
+        many. A worker killed while holding the town lost the index writes it had buffered
+        (up to a minute's); its residents' streams would mend that only as each one loads.
+        Runs on the calling thread (the embedding executor, say) beside the running town."""
+        with self.store.session() as session:
+            upto = session.exec(select(func.max(Memory.id))).one() or 0
+            residents = session.exec(select(Resident.id).where(Resident.town_id == town_id)).all()
+            return sum(self.new_stream(r).repair(session, upto) for r in residents if r)
 
     def town(self, name: str, *, create: bool = False, clock: datetime | None = None) -> Town:
         with self.store.session() as s:

@@ -133,6 +133,7 @@ class Worker:
     _unfoundable: set[str] = field(default_factory=set)
     _next_expiry: float | None = None  # seconds until another's lease on a town here may end
     _tick_lock: asyncio.Lock | None = None  # one writer at a time on SQLite
+    _repairs: set[asyncio.Future[int]] = field(default_factory=set)  # (kept till they end)
 
     def __post_init__(self) -> None:
         check_platforms(self.platforms, self.towns)
@@ -348,6 +349,23 @@ class Worker:
         task = asyncio.create_task(run_town(runtime, self.platforms), name=f"town-{name}")
         self.held[town_id] = HeldTown(town_id, name, lease, task, sent, lost, why_lost)
         log.info("running town %r (#%d) under lease epoch %d", name, town_id, lease.epoch)
+        repair = asyncio.get_running_loop().run_in_executor(
+            opened.services.executor, opened.services.repair_index, town_id
+        )
+        self._repairs.add(repair)
+        repair.add_done_callback(lambda done: self._repaired(done, name))
+
+    def _repaired(self, done: asyncio.Future[int], name: str) -> None:
+        """The end of a town's index repair (``Services.repair_index``), run as it starts here."""
+        self._repairs.discard(done)
+        if done.cancelled():
+            return
+        if (error := done.exception()) is not None:
+            log.warning("could not check town %r's vector index: %s", name, _reason(error))
+        elif count := done.result():
+            log.info(
+                "town %r: %d memories the vector index lacked were embedded again", name, count
+            )
 
     def _open(self, town_id: int) -> OpenTown:
         """The town with memory streams of its own over this worker's store and index (a

@@ -265,6 +265,28 @@ def test_restart_reloads_and_reembeds_missing_vectors(tmp_path: Path) -> None:
     assert vecs.shape == (2, 2)
 
 
+def test_repair_embeds_only_what_the_index_lacks_up_to_an_id(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    emb = TableEmbedder({"a": [1, 0], "b": [0, 1], "c": [1, 1]})
+    index = ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
+    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=index)
+    with store.session() as s:
+        a, b, _ = stream.add(s, [NewMemory("seed", t, 5) for t in "abc"], T0)
+    assert a.id is not None and b.id is not None
+    # a process killed before its buffered writes went out: the index holds a's vector only
+    index.drop(stream.collection)
+    index.upsert(stream.collection, [a.id], emb.embed(["a"]))
+    emb.calls.clear()
+    repairer = MemoryStream(resident_id=stream.resident_id, embedder=emb, index=index)
+    with store.session() as s:
+        assert repairer.repair(s, upto=b.id) == 1  # c came later: its own writer has it
+        assert repairer.repair(s, upto=b.id) == 0
+    assert emb.calls == [["b"]]
+    assert sorted(index.ids(stream.collection).tolist()) == [a.id, b.id]
+    ids, vectors = index.fetch(stream.collection)
+    assert np.allclose(vectors[ids.tolist().index(b.id)], emb.embed(["b"])[0])
+
+
 def test_bad_memories_are_refused_or_trimmed(store: Store) -> None:
     emb = TableEmbedder({"x": [1.0]})
     emb.table = {}

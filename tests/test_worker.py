@@ -26,7 +26,7 @@ from sqlmodel import col, select
 from bot.worker import check_platforms, worker_url
 from town.store.db import Store
 from town.store.lease import Lease, LeaseLost, Leases, WorkerNameTaken, aware
-from town.store.models import Delivery, OutboxEvent, Town, TownLease, WorkerRow
+from town.store.models import Delivery, OutboxEvent, Resident, Town, TownLease, WorkerRow
 
 pytest_plugins = ["tests.servers"]
 
@@ -916,6 +916,37 @@ async def test_an_input_on_a_lost_town_commits_nothing(runtime: Any) -> None:
     await inputs.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) > before  # heard and audited
+
+
+def test_a_town_s_index_is_repaired_from_its_stored_memories(tmp_path: Path) -> None:
+    """What a worker does as it takes a town over (``Services.repair_index``): every resident's
+    memories that the index lacks are embedded again; other towns' are left alone."""
+    from bot.settings import load_settings
+    from bot.wiring import Services
+    from town.memory import NewMemory
+
+    settings = load_settings(embedder="hash", brain="offline", data_dir=tmp_path / "data")
+    services = Services.open(settings)
+    try:
+        with services.store.session() as s:
+            towns = [Town(name=f"t{i}", clock=T0) for i in range(2)]
+            s.add_all(towns)
+            s.flush()
+            residents = [Resident(town_id=t.id or 0, name=f"r{i}") for i, t in enumerate(towns)]
+            residents.append(Resident(town_id=towns[0].id or 0, name="r2"))
+            s.add_all(residents)
+            s.flush()
+            for r in residents:
+                stream = services.stream(r.id or 0)
+                stream.add(s, [NewMemory("seed", f"{r.name} {n}", 5) for n in range(3)], T0)
+        streams = [services.stream(r.id or 0) for r in residents]
+        for stream in streams:
+            services.index.drop(stream.collection)  # (the writes a killed worker never made)
+        assert services.repair_index(towns[0].id or 0) == 6
+        assert [len(services.index.ids(st.collection)) for st in streams] == [3, 0, 3]
+        assert services.repair_index(towns[0].id or 0) == 0
+    finally:
+        services.close()
 
 
 def test_only_an_embedded_index_is_written_in_the_loop_s_quiet_waits(

@@ -528,6 +528,25 @@ class MemoryStream:
         self._matrix = matrix
         return matrix
 
+    def repair(self, session: Session, upto: int) -> int:
+        """Embed and index again those of the resident's memories, up to id ``upto``, that the
+        index lacks (a process killed before its buffered index writes went out); how many.
+        The stream's own state is left alone, so this may run on a stream of its own on
+        another thread while the town goes on."""
+        rows = session.execute(
+            sa_select(col(Memory.id), col(Memory.text))
+            .where(col(Memory.resident_id) == self.resident_id, col(Memory.id) <= upto)
+            .order_by(col(Memory.id))
+        ).all()
+        if not rows:
+            return 0
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        lost = ~np.isin(ids, self.index.ids(self.collection))
+        if lost.any():  # (as a stream does when it loads: the text as stored)
+            texts = [r[1] for r, gone in zip(rows, lost, strict=True) if gone]
+            self.index.upsert(self.collection, ids[lost].tolist(), self.embedder.embed(texts))
+        return int(lost.sum())
+
     def _vectors_for(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
         """Vectors for these ids from the index; any the index lacks are embedded again."""
         have_ids, have_vecs = self.index.fetch(self.collection)

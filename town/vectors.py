@@ -8,7 +8,7 @@ Chroma's default embedding function (which downloads a model at run time) is nev
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -29,6 +29,10 @@ class VectorIndex(Protocol):
 
     def fetch(self, collection: str) -> tuple[np.ndarray, np.ndarray]:
         """All (ids as int64, vectors as float32) of a collection, in no particular order."""
+        ...
+
+    def ids(self, collection: str) -> np.ndarray:
+        """The ids (int64) a collection holds vectors for, in no particular order."""
         ...
 
     def drop(self, collection: str) -> None: ...
@@ -119,21 +123,30 @@ class ChromaIndex:
             )
 
     def fetch(self, collection: str) -> tuple[np.ndarray, np.ndarray]:
-        coll = self._collection(collection)
         id_parts: list[np.ndarray] = []
         vec_parts: list[np.ndarray] = []
-        offset = 0
-        while True:
-            got = coll.get(include=["embeddings"], limit=_BATCH, offset=offset)
-            ids = got["ids"]
-            if not ids:
-                break
-            id_parts.append(np.fromiter((int(i) for i in ids), dtype=np.int64, count=len(ids)))
+        for ids, got in self._pages(collection, ["embeddings"]):
+            id_parts.append(ids)
             vec_parts.append(np.asarray(got["embeddings"], dtype=np.float32))
-            offset += len(ids)
         if not id_parts:
             return np.empty(0, dtype=np.int64), np.empty((0, self.dim), dtype=np.float32)
         return np.concatenate(id_parts), np.concatenate(vec_parts)
+
+    def ids(self, collection: str) -> np.ndarray:
+        parts = [ids for ids, _ in self._pages(collection, [])]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    def _pages(self, collection: str, include: list[Any]) -> Iterator[tuple[np.ndarray, Any]]:
+        """The collection a page at a time: its ids (int64) and what Chroma returned."""
+        coll = self._collection(collection)
+        offset = 0
+        while True:
+            got = coll.get(include=include, limit=_BATCH, offset=offset)
+            ids = got["ids"]
+            if not ids:
+                return
+            yield np.fromiter((int(i) for i in ids), dtype=np.int64, count=len(ids)), got
+            offset += len(ids)
 
     def drop(self, collection: str) -> None:
         self._collections.pop(collection, None)
@@ -160,6 +173,10 @@ class InMemoryIndex:
             return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
         ids = np.fromiter(coll.keys(), dtype=np.int64, count=len(coll))
         return ids, np.stack(list(coll.values()))
+
+    def ids(self, collection: str) -> np.ndarray:
+        coll = self._data.get(collection, {})
+        return np.fromiter(coll.keys(), dtype=np.int64, count=len(coll))
 
     def drop(self, collection: str) -> None:
         self._data.pop(collection, None)
