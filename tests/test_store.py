@@ -55,7 +55,18 @@ def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> Non
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     Store.open(url)  # a second start finds the schema current and changes nothing
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0004"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0005"
+
+
+def test_a_replanning_finds_stale_plan_items_by_index(tmp_path: Path) -> None:
+    """Deleting plan items by parent (and SQLite's check for items under a deleted one) reads
+    the index, not every plan item the town ever made."""
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    with store.engine.connect() as conn:
+        plan = conn.execute(
+            text("explain query plan delete from planitem where parent_id in (1, 2)")
+        ).all()
+    assert any("ix_planitem_parent_id" in str(row[-1]) for row in plan), plan
 
 
 def test_corrupt_database_gets_a_clear_error(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ class PlanItem(SQLModel, table=True):
     resident_id: int = Field(foreign_key="resident.id")
     day: date
     level: str = Field(max_length=10)  # day, hour or action
-    parent_id: int | None = Field(default=None, foreign_key="planitem.id")
+    parent_id: int | None = Field(default=None, foreign_key="planitem.id", index=True)
     start: datetime
     duration_min: int
     location: str = Field(max_length=300)
