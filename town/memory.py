@@ -542,9 +542,8 @@ class MemoryStream:
             return 0
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         lost = ~np.isin(ids, self.index.ids(self.collection))
-        if lost.any():  # (as a stream does when it loads: the text as stored)
-            texts = [r[1] for r, gone in zip(rows, lost, strict=True) if gone]
-            self.index.upsert(self.collection, ids[lost].tolist(), self.embedder.embed(texts))
+        if lost.any():
+            self._reembed(ids[lost], [r[1] for r, gone in zip(rows, lost, strict=True) if gone])
         return int(lost.sum())
 
     def _vectors_for(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
@@ -563,10 +562,14 @@ class MemoryStream:
             missing = ~hit
         if missing.any():
             lost = np.flatnonzero(missing)
-            vectors = self.embedder.embed([texts[i] for i in lost])
-            out[lost] = vectors
-            self.index.upsert(self.collection, ids[lost].tolist(), vectors)
+            out[lost] = self._reembed(ids[lost], [texts[i] for i in lost])
         return out
+
+    def _reembed(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
+        """Vectors for memories the index lost, from their text as stored, indexed again."""
+        vectors = self.embedder.embed(texts)
+        self.index.upsert(self.collection, ids.tolist(), vectors)
+        return vectors
 
 
 # Unicode's control characters (category Cc) but tab and newline, which fold to spaces below.
