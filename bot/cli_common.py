@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bot.logs import setup_logging
 from bot.settings import Settings, SettingsError, load_settings
 from town.embedding import EmbeddingError
+from town.engine import TownChanged
 from town.memory import InvalidMemory
 from town.persona import PersonaError
 from town.store.db import StoreError
@@ -26,6 +27,7 @@ T = TypeVar("T")
 
 CLEAR_ERRORS = (
     PersonaError,
+    TownChanged,
     ValueError,
     SettingsError,
     StoreError,

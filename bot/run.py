@@ -23,7 +23,7 @@ from bot.scheduler import Pace, Timekeeper
 from bot.settings import Settings
 from bot.town_cmds import OpenTown, open_town
 from town import audit, inputs
-from town.engine import Engine, TickReport
+from town.engine import Engine, TickReport, TownChanged
 from town.limits import VisitorRateLimit
 from town.store.db import Store
 from town.store.lease import Leases
@@ -150,6 +150,13 @@ class TownRuntime:
             report = await self.engine.tick()
         except self.stop_on:
             raise
+        except TownChanged:
+            log.warning(
+                "%s: another process changed the town during a tick; the tick rolled back "
+                "(the clock did not move) and runs again",
+                self.town_name,
+            )
+            return None
         except Exception:
             log.exception(
                 "%s: a tick failed and was rolled back; the clock did not move", self.town_name

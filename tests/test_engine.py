@@ -14,7 +14,7 @@ import pytest
 from sqlmodel import col, select
 
 from town.embedding import CachedEmbedder, HashEmbedder, flush_queues, shared_queue
-from town.engine import Engine, TickReport, talks_to_begin
+from town.engine import Engine, TickReport, TownChanged, talks_to_begin
 from town.inputs import UnknownResident, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
@@ -317,7 +317,8 @@ async def test_a_tick_takes_the_rows_the_last_one_kept_until_someone_else_writes
 ) -> None:
     """A tick reads the residents and objects again only when the town changed since the last
     tick committed: by an input here, or by any writer elsewhere (another process, here
-    another engine on the same store). What those wrote is never overwritten."""
+    another engine on the same store). What those wrote is never overwritten: a tick that
+    another writer overtook rolls back (``TownChanged``), and the next one reads again."""
     from sqlalchemy import event
 
     engine = await make_engine(store)
@@ -350,8 +351,13 @@ async def test_a_tick_takes_the_rows_the_last_one_kept_until_someone_else_writes
             return chain
 
         engine._run = meddled  # type: ignore[method-assign]
-        await engine.tick()
+        with store.session() as s:
+            clock = engine.town(s).clock
+        with pytest.raises(TownChanged):  # it would write over what the other one wrote
+            await engine.tick()
         engine._run = run  # type: ignore[method-assign]
+        with store.session() as s:
+            assert engine.town(s).clock == clock  # rolled back whole
         reads.clear()
         await engine.tick()
         assert any("FROM resident" in r for r in reads)

@@ -29,8 +29,9 @@ from bot.scheduler import TICK_FUNC, Timekeeper, job_id
 from bot.settings import Settings, load_settings
 from bot.town_cmds import open_town
 from town.engine import TickReport
+from town.mind import Tick
 from town.store.db import Store
-from town.store.models import OutboxEvent, Town
+from town.store.models import Conversation, OutboxEvent, Town
 from town.vectors import ChromaIndex
 
 MINITOWN = Path(__file__).parent / "data" / "minitown"
@@ -416,6 +417,39 @@ async def test_an_error_the_runtime_stops_on_ends_run_town(tmp_path: Path) -> No
         with runtime.store.session() as s:
             assert runtime.engine.town(s).clock == clock  # the tick rolled back
         assert Timekeeper.current is None and runtime.keeper is None
+    finally:
+        runtime.opened.services.close()
+
+
+async def test_a_tick_another_process_overtook_is_said_and_tried_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tick that another process's input overtook rolls back with a warning, no traceback,
+    and the next one goes ahead."""
+    runtime = await open_runtime(settings_for(tmp_path))
+    with runtime.store.session() as s:
+        clock = runtime.engine.town(s).clock
+
+    engine = runtime.engine
+    run = engine._run
+
+    async def meddled(tick: Tick, talks: dict[int, Conversation]) -> int:
+        chain = await run(tick, talks)
+        tick.session.connection().exec_driver_sql(  # (as another process would meanwhile)
+            "UPDATE town SET revision = revision + 1"
+        )
+        return chain
+
+    engine._run = meddled  # type: ignore[method-assign]
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert await runtime.tick() is None
+        said = [r for r in caplog.records if "another process changed the town" in r.message]
+        assert len(said) == 1 and said[0].exc_info is None
+        engine._run = run  # type: ignore[method-assign]
+        assert await runtime.tick() is not None
+        with runtime.store.session() as s:
+            assert runtime.engine.town(s).clock > clock
     finally:
         runtime.opened.services.close()
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -281,3 +283,74 @@ def test_a_row_built_without_attribute_events_is_stored_as_the_constructors(
             "FROM memory ORDER BY id"
         ).all()
     assert first == second
+
+
+# -- two processes on one town ----------------------------------------------------------------
+
+
+class _HeldBrain:
+    """A scripted brain whose first call waits until ``go`` is set: a tick in mid-flight."""
+
+    def __init__(self) -> None:
+        from town.llm.port import ScriptedBrain
+
+        self.inner = ScriptedBrain()
+        self.name = self.inner.name
+        self.waiting = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def run(self, task: Any, inputs: Any, *, resident: str | None = None) -> Any:
+        if not self.go.is_set():
+            self.waiting.set()
+            await self.go.wait()
+        return await self.inner.run(task, inputs, resident=resident)
+
+
+async def test_an_input_from_another_process_is_never_written_over(any_store: Store) -> None:
+    """Another process (here another engine on its own connections) changes the town while a
+    tick is in flight, or ticks it while an input is under way: whichever commits second rolls
+    back with ``TownChanged`` instead of writing over the first, and the next tick reads what
+    the other wrote. On PostgreSQL nothing else would stop it; SQLite makes the second wait."""
+    from tests.test_engine import Streams, make_engine
+    from town.engine import Engine, TownChanged
+    from town.inputs import whisper
+
+    brain = _HeldBrain()
+    brain.go.set()
+    engine = await make_engine(any_store, brain)
+    await engine.tick()
+    other_store = Store.open(any_store.url)
+    elsewhere = Engine(other_store, engine.spec, brain.inner, Streams(), engine.town_id)
+
+    def clock() -> datetime:
+        with any_store.session() as s:
+            return engine.town(s).clock
+
+    # 1. an input elsewhere commits while a tick is in flight (PostgreSQL: SQLite would make
+    # the input wait for the tick's write lock)
+    if not any_store.is_sqlite:
+        before = clock()
+        brain.go.clear()
+        flying = asyncio.create_task(engine.tick())
+        await brain.waiting.wait()
+        await asyncio.to_thread(asyncio.run, whisper(elsewhere, "Klaus", "Call your mother"))
+        brain.go.set()
+        with pytest.raises(TownChanged):
+            await flying
+        assert clock() == before  # the tick rolled back whole
+        await engine.tick()
+        assert clock() > before  # the next tick went ahead
+        with any_store.session() as s:
+            texts = [m.text for m in s.exec(select(Memory).where(Memory.kind == "directive"))]
+        assert any("Call your mother" in t for t in texts)
+
+    # 2. a tick commits while an input elsewhere is under way: the input rolls back
+    with pytest.raises(TownChanged, match="changed by another process"), elsewhere.unit() as s:
+        klaus = s.exec(select(Resident).where(Resident.name == "Klaus Mueller")).one()
+        klaus.action = "written over the tick"
+        await engine.tick()
+    with any_store.session() as s:
+        klaus = s.exec(select(Resident).where(Resident.name == "Klaus Mueller")).one()
+    assert klaus.action != "written over the tick"
+    await engine.tick()  # and ticking goes on
+    other_store.dispose()

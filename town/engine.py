@@ -22,9 +22,10 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 from typing import Any
 
-from sqlalchemy import bindparam
+from sqlalchemy import Update, bindparam
 from sqlmodel import Session, col, select, update
 
 from town import dialogue, reflection
@@ -48,14 +49,32 @@ REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the 
 _TOWN_NOW = select(
     col(Town.paused), col(Town.clock), col(Town.minutes_per_tick), col(Town.revision)
 ).where(col(Town.id) == bindparam("town_id"))
+_REVISION = select(col(Town.revision)).where(col(Town.id) == bindparam("town_id"))
+# raises the revision only if it is still the one the writer read ("seen"): see TownChanged
 _REVISE = (
-    update(Town).where(col(Town.id) == bindparam("town_id")).values(revision=col(Town.revision) + 1)
+    update(Town)
+    .where(col(Town.id) == bindparam("town_id"), col(Town.revision) == bindparam("seen"))
+    .values(revision=col(Town.revision) + 1)
 )
 _TICKED = _REVISE.values(clock=bindparam("now"), last_tick_at=bindparam("at"))
 
 
 class TownNotFound(LookupError):
     """No such town in the store."""
+
+
+class TownChanged(RuntimeError):
+    """Another process changed the town (an input, or a tick) after this tick or unit of work
+    read it: it rolled back rather than write over that change. Run it again.
+
+    In one process the engine's lock keeps ticks and inputs apart; across processes sharing a
+    PostgreSQL database nothing else would (SQLite refuses such a commit itself)."""
+
+    def __init__(self, town_id: int) -> None:
+        super().__init__(
+            f"town #{town_id} was changed by another process meanwhile; nothing was saved, "
+            "try again"
+        )
 
 
 @dataclass
@@ -100,22 +119,34 @@ class Engine:
     _kept: _Kept | None = field(default=None, init=False, repr=False)
 
     @contextmanager
-    def unit(self) -> Iterator[Session]:
+    def unit(self, *, changes_town: bool = True) -> Iterator[Session]:
         """A unit of work on this town from outside a tick (an input), checked by ``guard``
-        before it commits like a tick is, so a worker that lost the town commits nothing. It
-        raises the town's revision, so the next tick, here or in another process, reads the
-        residents, the world and the talks again."""
+        before it commits like a tick is, so a worker that lost the town commits nothing.
+
+        One that ``changes_town`` (its residents, world or talks) raises the town's revision,
+        so the next tick, here or in another process, reads them again; and raises
+        :class:`TownChanged` instead of committing if another process raised it first (a tick
+        committed since this unit began, say). One that reads only, or writes only memories'
+        last-access times (an interview), leaves the revision alone."""
         self._kept = None
         with self.store.session() as session:
-            Store.before_commit(session, self._revise)
+            if changes_town:
+                seen = session.connection().execute(_REVISION, {"town_id": self.town_id}).scalar()
+                if seen is None:
+                    raise TownNotFound(f"town #{self.town_id} is not in the store")
+                Store.before_commit(session, partial(self._revise, seen=seen))
             if self.guard is not None:
                 Store.before_commit(session, self.guard)
             yield session
 
-    def _revise(self, session: Session) -> None:
-        """Raise the town's revision (in the database: no raise by another writer is lost),
-        so that whoever kept rows of the town reads them again."""
-        session.connection().execute(_REVISE, {"town_id": self.town_id})
+    def _revise(self, session: Session, *, seen: int) -> None:
+        """Raise the town's revision from ``seen``, so that whoever kept rows of the town reads
+        them again; :class:`TownChanged` if another writer raised it since."""
+        self._raise_revision(session, _REVISE, {"town_id": self.town_id, "seen": seen})
+
+    def _raise_revision(self, session: Session, statement: Update, values: dict[str, Any]) -> None:
+        if session.connection().execute(statement, values).rowcount != 1:
+            raise TownChanged(self.town_id)
 
     def specs(self) -> dict[str, ResidentSpec]:
         return {r.name: r for r in self.spec.residents}
@@ -149,9 +180,9 @@ class Engine:
                 tick = self.new_tick(session, now, kept)
                 chain = await self._run(tick, kept.talks if kept else {})
                 talks = self._talks(tick, {})  # (those of this tick are in the session)
-                session.connection().execute(
-                    _TICKED, {"town_id": self.town_id, "now": now, "at": datetime.now(UTC)}
-                )
+                at = datetime.now(UTC)
+                ticked = {"town_id": self.town_id, "seen": seen, "now": now, "at": at}
+                self._raise_revision(session, _TICKED, ticked)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)

@@ -260,7 +260,7 @@ async def interview(
     if not words:
         raise ValueError("ask what? the question is empty")
     async with engine.lock:
-        with engine.unit() as session:
+        with engine.unit(changes_town=False) as session:
             row = _resident(engine.residents(session), resident)
             now = engine.town(session).clock
             assert row.id is not None
@@ -343,7 +343,7 @@ class Whereabouts:
 async def whereabouts(engine: Engine) -> Whereabouts:
     """Who is where and doing what, with the town's clock."""
     async with engine.lock:
-        with engine.unit() as session:
+        with engine.unit(changes_town=False) as session:
             town = engine.town(session)
             by_area: dict[str, list[tuple[str, str, bool]]] = {}
             for row in engine.residents(session).values():
@@ -357,7 +357,7 @@ async def whereabouts(engine: Engine) -> Whereabouts:
 async def look(engine: Engine, location: str) -> str:
     """A place as a visitor sees it now: what it is, if it is open, its objects, who is there."""
     async with engine.lock:
-        with engine.unit() as session:
+        with engine.unit(changes_town=False) as session:
             world = World.load(session, engine.town_id, engine.spec)
             area = _area(world, location)
             clock = engine.town(session).clock
