@@ -67,8 +67,8 @@ class TownChanged(RuntimeError):
     """Another process changed the town (an input, or a tick) after this tick or unit of work
     read it: it rolled back rather than write over that change. Run it again.
 
-    In one process the engine's lock keeps ticks and inputs apart; across processes sharing a
-    PostgreSQL database nothing else would (SQLite refuses such a commit itself)."""
+    In one process the engine's lock keeps ticks and inputs apart; across processes this check
+    does (on PostgreSQL nothing else would)."""
 
     def __init__(self, town_id: int) -> None:
         super().__init__(
@@ -134,17 +134,18 @@ class Engine:
                 seen = session.connection().execute(_REVISION, {"town_id": self.town_id}).scalar()
                 if seen is None:
                     raise TownNotFound(f"town #{self.town_id} is not in the store")
-                Store.before_commit(session, partial(self._revise, seen=seen))
+                values = {"town_id": self.town_id, "seen": seen}
+                Store.before_commit(session, partial(self._raise_revision, values=values))
             if self.guard is not None:
                 Store.before_commit(session, self.guard)
             yield session
 
-    def _revise(self, session: Session, *, seen: int) -> None:
-        """Raise the town's revision from ``seen``, so that whoever kept rows of the town reads
-        them again; :class:`TownChanged` if another writer raised it since."""
-        self._raise_revision(session, _REVISE, {"town_id": self.town_id, "seen": seen})
-
-    def _raise_revision(self, session: Session, statement: Update, values: dict[str, Any]) -> None:
+    def _raise_revision(
+        self, session: Session, *, values: dict[str, Any], statement: Update = _REVISE
+    ) -> None:
+        """Raise the town's revision from the one read (``values["seen"]``), so that whoever
+        kept rows of the town reads them again; :class:`TownChanged` if another writer raised
+        it since."""
         if session.connection().execute(statement, values).rowcount != 1:
             raise TownChanged(self.town_id)
 
@@ -182,7 +183,7 @@ class Engine:
                 talks = self._talks(tick, {})  # (those of this tick are in the session)
                 at = datetime.now(UTC)
                 ticked = {"town_id": self.town_id, "seen": seen, "now": now, "at": at}
-                self._raise_revision(session, _TICKED, ticked)
+                self._raise_revision(session, values=ticked, statement=_TICKED)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)
