@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -29,9 +30,12 @@ class Server:
 
 
 @asynccontextmanager
-async def raw_server(answer: Answer, *, close_after: bool = False) -> AsyncIterator[Server]:
+async def raw_server(
+    answer: Answer, *, close_after: bool = False, close_on: Collection[int] = ()
+) -> AsyncIterator[Server]:
     """Reads each request (head and Content-Length body) and writes ``answer(n)``; hangs up
-    when it is None, or after every answer with ``close_after``."""
+    when it is None, after every answer with ``close_after``, or after the answers to the
+    requests numbered in ``close_on``."""
     server = Server("")
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -49,7 +53,7 @@ async def raw_server(answer: Answer, *, close_after: bool = False) -> AsyncItera
                     break
                 writer.write(reply)
                 await writer.drain()
-                if close_after:
+                if close_after or len(server.requests) - 1 in close_on:
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
@@ -136,6 +140,35 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
         await asyncio.sleep(0.05)  # the server's end of stream arrives meanwhile
         assert (await fetch(transport, server.url)).content == b"fine"
         assert server.connections == 2
+    await transport.aclose()
+
+
+async def test_a_request_a_kept_connection_lost_unanswered_goes_again_on_a_new_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server closed a kept connection as the next request went out on it (here: it read
+    the request and hung up): not a byte came back, so the request goes once more on a new
+    connection. A fresh connection that ends so, or a kept one that ended mid-response, is an
+    error as before: the request may have been acted on."""
+    transport = PlainHTTPTransport()
+    answers = {0: ok(b"first"), 1: None, 2: ok(b"second")}
+    async with raw_server(answers.get) as server:
+        assert (await fetch(transport, server.url)).content == b"first"
+        with caplog.at_level(logging.DEBUG, logger="town.llm.plain_http"):
+            assert (await fetch(transport, server.url)).content == b"second"
+        assert len(server.requests) == 3 and server.requests[1] == server.requests[2]
+        assert server.connections == 2
+        assert any("sent again" in r.getMessage() for r in caplog.records)
+    partial = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort"
+    async with raw_server({0: ok(b"first"), 1: partial}.get, close_on={1}) as server:
+        assert (await fetch(transport, server.url)).content == b"first"
+        with pytest.raises(httpx2.RemoteProtocolError, match="mid-response"):
+            await fetch(transport, server.url)
+        assert len(server.requests) == 2  # not sent again
+    async with raw_server(lambda n: None) as server:
+        with pytest.raises(httpx2.RemoteProtocolError, match="mid-response"):
+            await fetch(transport, server.url)
+        assert len(server.requests) == 1
     await transport.aclose()
 
 

@@ -16,16 +16,23 @@ URLs and proxied ones keep httpx's own transport (``town/llm/client.py`` chooses
 
 Errors are raised as httpx's, which the openai client turns into ``APIConnectionError`` and
 ``APITimeoutError`` as it does for its own transport. The read timeout bounds the whole
-response; a connection the server closed while idle is noticed and not reused. A response body
-is read whole (chat completions are never streamed here) and at most ``max_body`` bytes long.
+response; a connection the server closed while idle is noticed and not reused. A server may
+also close an idle connection just as a request goes out on it (its keep-alive timeout ran out
+meanwhile): when a kept connection ends before a single byte of the response came back, the
+request is sent once more on a new connection, as clients of HTTP/1.1 do, instead of failing
+over to the gateway's retry and its backoff. A response body is read whole (chat completions
+are never streamed here) and at most ``max_body`` bytes long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 import httpx2
+
+log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
 MAX_HEADERS = 100
@@ -36,6 +43,10 @@ _WRITTEN_HERE = {b"content-length", b"transfer-encoding", b"accept-encoding"}
 
 class _BadResponse(Exception):
     """The server's bytes are not an HTTP/1.1 response this transport can read."""
+
+
+class _Stale(Exception):
+    """A kept connection ended before any byte of the response: the server had closed it."""
 
 
 @dataclass
@@ -77,9 +88,18 @@ class PlainHTTPTransport(httpx2.AsyncBaseTransport):
         timeouts = request.extensions.get("timeout", {})
         key = (url.host, url.port or 80)
         payload = _serialise(request, await request.aread())
-        conn = self._checkout(key) or await self._connect(key, timeouts, request)
+        conn = self._checkout(key)
+        kept = conn is not None
+        if conn is None:
+            conn = await self._connect(key, timeouts, request)
         try:
-            response, keep = await self._exchange(conn, request, payload, timeouts)
+            try:
+                response, keep = await self._exchange(conn, request, payload, timeouts, kept)
+            except _Stale:
+                log.debug("%s:%s closed a kept connection as a request went out: sent again", *key)
+                conn.close()
+                conn = await self._connect(key, timeouts, request)
+                response, keep = await self._exchange(conn, request, payload, timeouts, False)
         except BaseException:
             conn.close()
             raise
@@ -119,7 +139,10 @@ class PlainHTTPTransport(httpx2.AsyncBaseTransport):
         request: httpx2.Request,
         payload: bytes,
         timeouts: dict[str, float | None],
+        kept: bool = False,
     ) -> tuple[httpx2.Response, bool]:
+        """One request and its response; ``_Stale`` when a ``kept`` connection ended before
+        any byte of the response came."""
         try:
             conn.writer.write(payload)
             if conn.writer.transport.get_write_buffer_size():  # (most requests go out at once)
@@ -128,10 +151,18 @@ class PlainHTTPTransport(httpx2.AsyncBaseTransport):
         except TimeoutError:
             raise httpx2.WriteTimeout("the request was not sent in time", request=request) from None
         except OSError as error:
+            if kept:
+                raise _Stale from error
             raise httpx2.WriteError(str(error), request=request) from error
         try:
             async with asyncio.timeout(timeouts.get("read")):
-                head = await _read_head(conn.reader)
+                try:
+                    first = await conn.reader.readuntil(b"\n")
+                except (asyncio.IncompleteReadError, ConnectionResetError) as error:
+                    if kept and not getattr(error, "partial", b""):
+                        raise _Stale from error
+                    raise
+                head = await _read_head(conn.reader, first)
                 body, keep = await self._read_body(conn.reader, head)
         except TimeoutError:
             raise httpx2.ReadTimeout("no complete response in time", request=request) from None
@@ -226,10 +257,11 @@ def _serialise(request: httpx2.Request, body: bytes) -> bytes:
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
-async def _read_head(reader: asyncio.StreamReader) -> _Head:
-    """The status line and headers of the final response (1xx ones skipped)."""
+async def _read_head(reader: asyncio.StreamReader, line: bytes) -> _Head:
+    """The status line (``line``, read already) and headers of the final response (1xx ones
+    skipped)."""
     while True:
-        version, status, reason = _status(await reader.readuntil(b"\n"))
+        version, status, reason = _status(line)
         headers: list[tuple[bytes, bytes]] = []
         while line := (await reader.readuntil(b"\n")).rstrip(b"\r\n"):
             name, colon, value = line.partition(b":")
@@ -240,6 +272,7 @@ async def _read_head(reader: asyncio.StreamReader) -> _Head:
                 raise _BadResponse(f"over {MAX_HEADERS} headers")
         if status >= 200:
             return _Head(version, status, reason, headers)
+        line = await reader.readuntil(b"\n")
 
 
 def _status(line: bytes) -> tuple[bytes, int, bytes]:
