@@ -519,6 +519,45 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert insights  # reflections, embedded before they are stored
 
 
+async def test_a_tick_updates_the_residents_rows_in_one_statement(store: Store) -> None:
+    """Whatever columns each resident's row had changed, a tick writes them all with one
+    statement (one parameter set a row), and what it wrote is what the rows hold."""
+    from sqlalchemy import event
+
+    engine = await make_engine(store)
+    updates: list[tuple[str, int]] = []
+    written = 0
+
+    def spy(
+        _c: object, _cur: object, statement: str, params: Any, _ctx: object, many: bool
+    ) -> None:
+        if statement.startswith("UPDATE resident"):
+            updates.append((statement, len(params) if many else 1))
+
+    event.listen(store.engine, "before_cursor_execute", spy)
+    try:
+        for _ in range(12):  # waking, planning, moving, talking
+            updates.clear()
+            await engine.tick()
+            plain = [rows for statement, rows in updates if "summary" not in statement]
+            assert len(plain) <= 1, updates  # (a new summary makes the other one)
+            written += sum(plain)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", spy)
+    assert written >= 6  # rows changed in most ticks
+    kept = engine._kept
+    assert kept is not None
+    with store.session() as s:
+        for row in s.exec(select(Resident)).all():
+            mine = kept.residents[row.name]
+            assert (row.location, row.action, row.emoji, row.state) == (
+                mine.location,
+                mine.action,
+                mine.emoji,
+                mine.state,
+            )
+
+
 async def test_reading_memories_and_plans_mid_tick_flushes_nothing(store: Store) -> None:
     """Memories and plan items are never pending in a tick's session (they go in as plain
     inserts), so reading them, or a reaction dropping plan items, leaves the residents' pending

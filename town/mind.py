@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from sqlalchemy.orm.attributes import flag_modified, instance_state
 from sqlmodel import Session
 
 from town.events import TownEvent
@@ -46,6 +47,10 @@ SUMMARY_WARM_AHEAD = timedelta(hours=1)  # a sleeper's summary queries are embed
 class Observation:
     key: str  # "@Name" for a resident, "object|<sub-area>|<object>", "inbox" for inputs
     text: str
+
+
+# The columns of a resident's row that ticks change (see ``Tick.save_states``).
+TICK_COLUMNS = ("location", "action", "emoji", "state")
 
 
 @dataclass
@@ -86,10 +91,17 @@ class Tick:
         return self._present.get(area, [])
 
     def save_states(self) -> None:
+        """Write each resident's state back to its row; every row the tick changed then has all
+        of ``TICK_COLUMNS`` written, so that the flush updates the rows in one statement (it
+        makes one per set of changed columns: about eight a tick, each ~0.1 ms)."""
         for name, state in self.states.items():
             row = self.residents[name]
             if state.save(row):
                 self.session.add(row)
+        for row in self.residents.values():
+            if instance_state(row).modified:
+                for column in TICK_COLUMNS:
+                    flag_modified(row, column)
 
     def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
         channel = World.area_of(resident.location)
