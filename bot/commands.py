@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from adapters.base import Caller, Reply
 from town import inputs
-from town.engine import Engine
+from town.engine import Engine, TownChanged
 from town.llm.port import Brain
 from town.store.usage import DailyTokenBudget, StoredUsage
 
@@ -119,6 +119,8 @@ class Commands:
             return Reply(f"Only admins may use {name}.", True, False)
         try:
             return await command.run(caller, args)
+        except TownChanged as exc:  # another process committed meanwhile: nothing was saved
+            return Reply(str(exc), True, False)
         except (LookupError, ValueError) as exc:
             message = exc.args[0] if exc.args else str(exc)
             return Reply(f"{message}\nUsage: {command.usage}", True, False)

@@ -104,21 +104,45 @@ class TownRuntime:
     async def visitor_says(
         self, platform: str, user_id: str, display_name: str, area: str, text: str
     ) -> None:
-        try:
-            result = await inputs.say(
-                self.opened.engine,
-                area,
-                display_name,
-                text,
-                platform=platform,
-                user_id=user_id,
-                rate=self.visitor_rate,  # over it: audited, but heard by nobody
-            )
-        except ValueError as exc:  # an empty message, an unknown place: nothing to remember
-            log.info("ignored a %s message in %s: %s", platform, area, exc)
-        else:
-            if result.limited:
-                log.debug("a %s visitor in %s is over the message rate: not heard", platform, area)
+        rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
+        for attempt in (1, 2):
+            try:
+                result = await inputs.say(
+                    self.opened.engine,
+                    area,
+                    display_name,
+                    text,
+                    platform=platform,
+                    user_id=user_id,
+                    rate=rate,
+                )
+            except TownChanged:  # rolled back whole: heard again, and counted once
+                if attempt == 2:
+                    log.warning(
+                        "%s: a %s message in %s was not heard: the town kept changing in "
+                        "another process",
+                        self.town_name,
+                        platform,
+                        area,
+                    )
+                    break
+                log.info(
+                    "%s: another process changed the town while a %s message in %s was "
+                    "heard; hearing it again",
+                    self.town_name,
+                    platform,
+                    area,
+                )
+                rate = None
+                continue
+            except ValueError as exc:  # an empty message, an unknown place: nothing to remember
+                log.info("ignored a %s message in %s: %s", platform, area, exc)
+            else:
+                if result.limited:
+                    log.debug(
+                        "a %s visitor in %s is over the message rate: not heard", platform, area
+                    )
+            break
         self.wake.set()
 
     async def command(self, caller: Caller, line: str) -> Reply:

@@ -403,3 +403,44 @@ async def test_a_running_town_prunes_at_start_and_then_daily(runtime: TownRuntim
 )
 def test_the_name_in_an_identity_is_found_again(name: str, platform: str, user_id: str) -> None:
     assert audit.name_of(audit.identity(name, platform, user_id)) == (name or "someone")
+
+
+@contextlib.contextmanager
+def overtaken_once(runtime: TownRuntime) -> Any:
+    """The next unit of work that changes the town finds it changed by another process before it
+    commits (here: its own session raises the revision, as another connection would)."""
+    engine = runtime.opened.engine
+    real = engine.unit
+    left = [1]
+
+    @contextlib.contextmanager
+    def unit(**kw: Any) -> Any:
+        with real(**kw) as session:
+            if left and kw.get("changes_town", True):
+                left.pop()
+                session.connection().exec_driver_sql("UPDATE town SET revision = revision + 1")
+            yield session
+
+    engine.unit = unit  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        engine.unit = real  # type: ignore[method-assign]
+
+
+async def test_words_another_process_overtook_are_heard_again_and_a_command_says_so(
+    runtime: TownRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A visitor's message whose unit of work another process overtook rolled back whole, and is
+    heard again (once); a command so overtaken tells the caller nothing was saved."""
+    await tick_until_awake_at_cafe(runtime)
+    with overtaken_once(runtime), caplog.at_level("INFO"):
+        await runtime.visitor_says("discord", "4242", "Alice", HOBBS, "Hello Isabella")
+    (said_in,) = entries(runtime.store, direction="in", kind="say")
+    assert said_in.text == "Hello Isabella"
+    assert any("hearing it again" in r.getMessage() for r in caplog.records)
+    admin = Caller("web", "u2", "Ada", is_admin=True, location=HOBBS)
+    with overtaken_once(runtime):
+        reply = await runtime.command(admin, 'whisper Isabella "call Klaus"')
+    assert "changed by another process" in reply.text
+    assert "Usage" not in reply.text
