@@ -26,8 +26,9 @@ from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
-from town.memory import MemoryStream, RetrievalWeights
+from town.memory import MemoryStream
 from town.minilm import MiniLMEmbedder
+from town.retrieval import RetrievalWeights
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage

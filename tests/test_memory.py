@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from town.memory import InvalidMemory, MemoryStream, NewMemory, RetrievalWeights, game_hours
+from town.memory import InvalidMemory, MemoryStream, NewMemory
+from town.retrieval import RetrievalWeights, game_hours
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
 from town.vectors import ChromaIndex, InMemoryIndex

@@ -1,17 +1,11 @@
-"""A resident's memory stream and the paper's retrieval (Park et al., section 4.1).
+"""A resident's memory stream (Park et al., section 4.1): memories stored, embedded and
+retrieved.
 
 Rows live in the store; vectors live in the vector index under the memory's id. For retrieval each
-resident keeps a numpy matrix of its vectors beside arrays of importance, last access and kind, so a
-query is a handful of vectorised operations over every memory, with no Python loop over rows:
-
-    score = w_rec * minmax(decay ** hours_since_last_access)
-          + w_imp * minmax(importance)
-          + w_rel * minmax(cosine(query, memory))
-
-Each component is min-max normalised over the candidates (all memories, or the kinds asked for);
-when a component is the same for every candidate it contributes 0.5. The top k are returned, best
-first (ties: the newer memory first), and their last access is set to the query's game time (in
-the arrays at once, in the store when the caller's unit of work commits).
+resident keeps its memories as arrays (``town/retrieval.py``: the paper's score over every
+memory with no Python loop over rows). The top k are returned, best first, and their last access
+is set to the query's game time (in the arrays at once, in the store when the caller's unit of
+work commits).
 """
 
 from __future__ import annotations
@@ -22,8 +16,8 @@ import re
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import cast
 
 import numpy as np
@@ -33,13 +27,19 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from town.embedding import Embedder, EmbeddingQueue, shared_queue
+from town.retrieval import (
+    MemoryMatrix,
+    RetrievalWeights,
+    game_hours,
+    score_candidates,
+    top_k,
+)
 from town.store.db import Store, insert_rows, new_row
 from town.store.models import MEMORY_KINDS, Memory
 from town.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
-EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 KIND_CODES = {kind: code for code, kind in enumerate(MEMORY_KINDS)}
 MAX_TEXT = 4000
 ROWS_KEPT = 1024  # memory rows a stream keeps for retrieval (the most recently used)
@@ -47,14 +47,6 @@ ROWS_KEPT = 1024  # memory rows a stream keeps for retrieval (the most recently 
 
 class InvalidMemory(ValueError):
     """A memory that cannot be stored as given."""
-
-
-@dataclass(frozen=True)
-class RetrievalWeights:
-    recency: float = 1.0
-    importance: float = 1.0
-    relevance: float = 1.0
-    decay: float = 0.99
 
 
 @dataclass(frozen=True)
@@ -75,84 +67,6 @@ class Retrieved:
     recency: float
     importance: float
     relevance: float
-
-
-def game_hours(at: datetime) -> float:
-    """Hours since a fixed epoch: the unit of recency decay."""
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return (at - EPOCH).total_seconds() / 3600.0
-
-
-def minmax(values: np.ndarray) -> np.ndarray:
-    lo = float(values.min())
-    hi = float(values.max())
-    if hi - lo <= 1e-12:
-        return np.full(values.shape, 0.5, dtype=np.float64)
-    return (values - lo) / (hi - lo)
-
-
-def score_candidates(
-    relevance: np.ndarray,
-    importance: np.ndarray,
-    last_access_h: np.ndarray,
-    now_h: float,
-    weights: RetrievalWeights,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(score, recency, importance, relevance), each component normalised over the candidates."""
-    hours = np.maximum(now_h - last_access_h, 0.0)
-    rec = minmax(np.power(weights.decay, hours))
-    imp = minmax(importance.astype(np.float64))
-    rel = minmax(relevance.astype(np.float64))
-    score = weights.recency * rec + weights.importance * imp + weights.relevance * rel
-    return score, rec, imp, rel
-
-
-@dataclass
-class _Matrix:
-    """The resident's memories as arrays, grown by doubling."""
-
-    dim: int
-    size: int = 0
-    ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    vectors: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.float32))
-    importance: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float32))
-    access_h: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
-    kinds: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
-    row_of: dict[int, int] = field(default_factory=dict)
-
-    def append(
-        self,
-        ids: np.ndarray,
-        vectors: np.ndarray,
-        imp: np.ndarray,
-        acc: np.ndarray,
-        kinds: np.ndarray,
-    ) -> None:
-        need = self.size + len(ids)
-        if need > len(self.ids):
-            cap = max(need, 2 * len(self.ids), 256)
-            self.ids = _grow(self.ids, cap)
-            self.vectors = _grow(self.vectors.reshape(-1, self.dim), cap)
-            self.importance = _grow(self.importance, cap)
-            self.access_h = _grow(self.access_h, cap)
-            self.kinds = _grow(self.kinds, cap)
-        sl = slice(self.size, need)
-        self.ids[sl], self.vectors[sl], self.importance[sl] = ids, vectors, imp
-        self.access_h[sl], self.kinds[sl] = acc, kinds
-        for offset, mem_id in enumerate(ids.tolist()):
-            self.row_of[mem_id] = self.size + offset
-        self.size = need
-
-    def touch(self, ids: Sequence[int], hours: float) -> None:
-        rows = [self.row_of[i] for i in ids if i in self.row_of]
-        self.access_h[rows] = hours
-
-
-def _grow(arr: np.ndarray, cap: int) -> np.ndarray:
-    out = np.zeros((cap, *arr.shape[1:]), dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out
 
 
 Vectors = np.ndarray | Future[np.ndarray]
@@ -194,7 +108,7 @@ class MemoryStream:
         self.collection = f"{namespace}-r{resident_id}"
         self.weights = weights or RetrievalWeights()
         self.executor = executor
-        self._matrix: _Matrix | None = None
+        self._matrix: MemoryMatrix | None = None
         self._pending: list[_Pending] = []
         self._rows: OrderedDict[int, Memory] = OrderedDict()  # id -> row, least recent first
         self._index_key = f"bottown_index_{self.collection}"
@@ -386,7 +300,7 @@ class MemoryStream:
         score, rec, imp, rel = score_candidates(
             relevance[cand], matrix.importance[cand], matrix.access_h[cand], now_h, self.weights
         )
-        top = _top_k(score, matrix.ids[cand], k)
+        top = top_k(score, matrix.ids[cand], k)
         chosen_ids = [int(i) for i in matrix.ids[cand][top]]
         found = self._rows_of(session, chosen_ids)
         touched: dict[int, datetime] = session.info.setdefault(_TOUCH_KEY, {})
@@ -478,7 +392,7 @@ class MemoryStream:
         codes = [KIND_CODES[kind] for kind in kinds if kind in KIND_CODES]
         return [p.vectors for p in self._pending if np.isin(p.kinds, codes).any()]
 
-    def _ready(self, session: Session, kinds: Collection[str] | None = None) -> _Matrix:
+    def _ready(self, session: Session, kinds: Collection[str] | None = None) -> MemoryMatrix:
         """The cache with the pending vectors a retrieval of ``kinds`` needs (waiting for those
         still computed); other kinds' stay pending, done or not, so that what the cache holds
         at each retrieval never depends on how fast the embedding thread was (a matrix product
@@ -499,7 +413,7 @@ class MemoryStream:
             matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
         return matrix
 
-    def _load(self, session: Session) -> _Matrix:
+    def _load(self, session: Session) -> MemoryMatrix:
         if self._matrix is not None:
             return self._matrix
         rows = session.execute(
@@ -513,7 +427,7 @@ class MemoryStream:
             .where(col(Memory.resident_id) == self.resident_id)
             .order_by(col(Memory.id))
         ).all()
-        matrix = _Matrix(dim=self.embedder.dim)
+        matrix = MemoryMatrix(dim=self.embedder.dim)
         matrix.vectors = np.empty((0, self.embedder.dim), dtype=np.float32)
         if rows:
             ids = np.array([r[0] for r in rows], dtype=np.int64)
@@ -609,14 +523,3 @@ def clean_text(text: str) -> str:
     """A memory's text: control characters dropped, white space folded, at most MAX_TEXT long."""
     flat = " ".join(_CONTROL.sub("", text).split())
     return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
-
-
-def _top_k(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k best scores, best first; equal scores put the newer (higher id) first."""
-    if k < len(score):
-        kth = np.partition(score, len(score) - k)[len(score) - k]
-        pool = np.flatnonzero(score >= kth)
-    else:
-        pool = np.arange(len(score))
-    order = np.lexsort((-ids[pool], -score[pool]))
-    return pool[order[:k]]
