@@ -202,9 +202,13 @@ def test_decompose_fills_the_chunk(granularity: str, duration: int) -> None:
         assert (minutes(before.start) + before.duration_min) % 1440 == minutes(after.start)
     if granularity == "hour":
         assert all(i.duration_min <= 60 for i in items)
-    elif duration >= 10:
-        assert all(5 <= i.duration_min <= 19 for i in items)
-        assert "making coffee" in items[0].description
+        assert all(i.emoji == "" for i in items)  # an hour is no action
+    else:  # each action carries its emoji, as a model's answer would
+        assert all(i.emoji == think(EMOJI, s.EmojiInput(action=i.description)).emoji for i in items)
+        if duration >= 10:
+            assert all(5 <= i.duration_min <= 19 for i in items)
+            assert "making coffee" in items[0].description
+            assert items[0].emoji == "☕"
 
 
 @pytest.mark.parametrize(

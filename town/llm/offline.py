@@ -16,9 +16,9 @@ from pydantic import BaseModel
 
 from town.llm import offline_coaching, offline_day, offline_gather, offline_judge, offline_social
 from town.llm import schemas as s
-from town.llm.lexicon import EMOJI, STATE_CHANGES
+from town.llm.lexicon import STATE_CHANGES
 from town.llm.tasks import Task
-from town.llm.text import importance, stem, words
+from town.llm.text import emoji_for, importance, words
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
@@ -29,12 +29,7 @@ def rate_importance(inputs: s.RateImportanceInput) -> s.RateImportanceResult:
 
 
 def emoji(inputs: s.EmojiInput) -> s.EmojiResult:
-    found: list[str] = []
-    for word in words(inputs.action):
-        symbol = EMOJI.get(word) or EMOJI.get(stem(word))
-        if symbol and symbol not in found:
-            found.append(symbol)
-    return s.EmojiResult(emoji="".join(found[:3]) or "💭")
+    return s.EmojiResult(emoji=emoji_for(inputs.action))
 
 
 def object_state(inputs: s.ObjectStateInput) -> s.ObjectStateResult:

@@ -11,7 +11,7 @@ from town.llm import schemas as s
 from town.llm.checks import clock, minutes
 from town.llm.lexicon import HOME_ACTIVITY, HOME_WORDS, PLACE_HINTS
 from town.llm.steps import action_steps, gerund
-from town.llm.text import content_words, first_name, stable_rng, stem, stems, words
+from town.llm.text import content_words, emoji_for, first_name, stable_rng, stem, stems, words
 
 DAY = 24 * 60
 _TIME = re.compile(
@@ -188,6 +188,7 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
     else:
         lengths = _action_lengths(chunk.duration_min, stable_rng("decompose", inputs))
         texts = action_steps(chunk.description, len(lengths))
+    actions = inputs.granularity != "hour"  # (an action carries its emoji, as a model's would)
     items, offset = [], 0
     for length, text in zip(lengths, texts, strict=True):
         items.append(
@@ -196,6 +197,7 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
                 duration_min=length,
                 location=chunk.location,
                 description=text,
+                emoji=emoji_for(text) if actions else "",
             )
         )
         offset += length

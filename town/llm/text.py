@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from town.llm.lexicon import IMPORTANCE, STOPWORDS
+from town.llm.lexicon import EMOJI, IMPORTANCE, STOPWORDS
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NAME = re.compile(r"\b[A-Z][a-zA-Z'’-]*(?:\s+[A-Z][a-zA-Z'’-]*)*")
@@ -33,6 +33,16 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
     return word
+
+
+def emoji_for(action: str) -> str:
+    """1-3 emoji for an action, from its words ("💭" when none fits)."""
+    found: list[str] = []
+    for word in words(action):
+        symbol = EMOJI.get(word) or EMOJI.get(stem(word))
+        if symbol and symbol not in found:
+            found.append(symbol)
+    return "".join(found[:3]) or "💭"
 
 
 def content_words(text: str) -> list[str]:
