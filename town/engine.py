@@ -49,7 +49,6 @@ REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the 
 _TOWN_NOW = select(
     col(Town.paused), col(Town.clock), col(Town.minutes_per_tick), col(Town.revision)
 ).where(col(Town.id) == bindparam("town_id"))
-_REVISION = select(col(Town.revision)).where(col(Town.id) == bindparam("town_id"))
 # raises the revision only if it is still the one the writer read ("seen"): see TownChanged
 _REVISE = (
     update(Town)
@@ -131,10 +130,7 @@ class Engine:
         self._kept = None
         with self.store.session() as session:
             if changes_town:
-                seen = session.connection().execute(_REVISION, {"town_id": self.town_id}).scalar()
-                if seen is None:
-                    raise TownNotFound(f"town #{self.town_id} is not in the store")
-                values = {"town_id": self.town_id, "seen": seen}
+                values = {"town_id": self.town_id, "seen": self.town(session).revision}
                 Store.before_commit(session, partial(self._raise_revision, values=values))
             if self.guard is not None:
                 Store.before_commit(session, self.guard)
