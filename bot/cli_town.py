@@ -24,7 +24,7 @@ from bot.settings import SettingsError
 from bot.town_cmds import RunSummary, open_town, target_time
 from bot.town_cmds import simulate as run_simulation
 from town import audit, inputs
-from town.engine import Engine, TickReport
+from town.engine import Engine, TickReport, until_unchanged
 from town.gametime import parse_game_time
 from town.store.usage import DailyTokenBudget
 
@@ -110,12 +110,13 @@ def _print_summary(summary: RunSummary, replay: Path) -> None:
 
 
 def _on_town(town: str, act: Callable[[Engine], Awaitable[T]]) -> T:
-    """Open the town, act on it through its engine, and return what the action returns."""
+    """Open the town, act on it through its engine, and return what the action returns; an
+    action another process overtook (a worker's tick, say) runs again (``until_unchanged``)."""
 
     async def go() -> T:
         opened = await open_town(settings_and_logging(), town)
         try:
-            return await act(opened.engine)
+            return await until_unchanged(lambda: act(opened.engine))
         finally:
             opened.services.close()
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from adapters.base import Caller, Reply
 from town import inputs
-from town.engine import Engine, TownChanged
+from town.engine import Engine, TownChanged, until_unchanged
 from town.llm.port import Brain
 from town.store.usage import DailyTokenBudget, StoredUsage
 
@@ -117,9 +117,9 @@ class Commands:
             return Reply(f"There is no command {name!r}. " + self._names(), True, False)
         if command.admin and not caller.is_admin:
             return Reply(f"Only admins may use {name}.", True, False)
-        try:
-            return await command.run(caller, args)
-        except TownChanged as exc:  # another process committed meanwhile: nothing was saved
+        try:  # (overtaken by another process, it rolled back whole: it runs again)
+            return await until_unchanged(lambda: command.run(caller, args))
+        except TownChanged as exc:  # overtaken every time: nothing was saved
             return Reply(str(exc), True, False)
         except (LookupError, ValueError) as exc:
             message = exc.args[0] if exc.args else str(exc)

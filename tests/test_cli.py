@@ -18,6 +18,8 @@ from bot.bench_town import cpus_apart
 from bot.cli import app
 from bot.settings import Settings
 from bot.wiring import Services
+from tests.test_commands import overtaking
+from town.engine import Engine
 from town.store.db import Store
 from town.store.models import LlmUsage
 
@@ -209,6 +211,25 @@ def test_town_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     assert missing.exit_code == 2 and "no town named 'atlantis'" in missing.output
     broken = runner.invoke(app, ["simulate", "--town", "/nowhere/town", "--days", "0.1"])
     assert broken.exit_code == 2
+
+
+def test_a_shell_input_another_process_overtook_runs_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A running worker's tick that commits while ``bottown say`` is under way does not make the
+    command fail: it runs again, and the words are heard once."""
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.06"])
+    assert sim.exit_code == 0, sim.output
+    times = [1]
+    monkeypatch.setattr(Engine, "unit", overtaking(times))
+    words = "Is the cafe open on Sunday?"
+    said = runner.invoke(app, ["say", "Hobbs Cafe", words, "--as", "Alice", "--town", "mini"])
+    assert said.exit_code == 0 and times == [0], said.output
+    assert "heard by: Isabella Rodriguez" in said.output
+    found = runner.invoke(app, ["recall", "Isabella Rodriguez", words, "--json", "--town", "mini"])
+    assert found.exit_code == 0, found.output
+    assert found.output.count(words) == 1
 
 
 def test_chat_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from adapters.base import Caller
 from bot.commands import Commands
 from tests.test_engine import CAFE_PAIR, at_cafe, make_engine, until
+from town.engine import Engine
 from town.llm.offline import OfflineBrain
+from town.state import ResidentState
 from town.store.db import Store
-from town.store.models import Town, Visitor
+from town.store.models import AuditEntry, Resident, Town, Visitor
 from town.store.usage import DailyTokenBudget, StoredUsage
 
 MEMBER = Caller("web", "u1", "Alice", is_admin=False, location="Hobbs Cafe")
@@ -96,6 +101,55 @@ async def test_interview_whisper_set_and_join(commands: Commands) -> None:
         "a news reporter",
         "web",
     )
+
+
+def overtaking(times: list[int]) -> Callable[..., Any]:
+    """``Engine.unit`` whose next ``times[0]`` units another process overtakes: it raises the
+    town's revision on connections of its own (a worker's tick committing, say) meanwhile."""
+    unit = Engine.unit
+
+    @contextmanager
+    def overtaken(self: Engine, **kw: Any) -> Iterator[Session]:
+        with unit(self, **kw) as session:
+            if times[0] > 0:
+                times[0] -= 1
+                other = Store.open(self.store.url)
+                try:
+                    with other.session() as s:
+                        s.connection().exec_driver_sql(
+                            "UPDATE town SET revision = revision + 1 WHERE id = ?",
+                            (self.town_id,),
+                        )
+                        s.commit()
+                finally:
+                    other.dispose()
+            yield session
+
+    return overtaken
+
+
+async def test_a_command_another_process_overtook_runs_again(
+    commands: Commands, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command whose unit of work another process overtook rolled back whole, so it runs
+    again, and what it does is done once; overtaken every time, it says so and leaves the town
+    as it was."""
+    store, times = commands.engine.store, [1]
+
+    def klaus() -> tuple[list[str], int]:
+        with store.session() as s:
+            row = s.exec(select(Resident).where(Resident.name == "Klaus Mueller")).one()
+            whispers = s.exec(select(AuditEntry).where(AuditEntry.kind == "whisper")).all()
+            return ResidentState.of(row).inbox, len(whispers)
+
+    monkeypatch.setattr(Engine, "unit", overtaking(times))
+    reply = await commands.handle(ADMIN, "whisper Klaus go home")
+    assert reply.ok and times == [0]
+    assert klaus() == (["Inner voice: go home"], 1)  # once, though it ran twice
+    times[0] = 99
+    lost = await commands.handle(ADMIN, "whisper Klaus stay")
+    assert not lost.ok and "changed by another process" in lost.text and times == [96]
+    assert klaus() == (["Inner voice: go home"], 1)
 
 
 async def test_status_shows_clock_brain_and_budget(commands: Commands) -> None:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Update, bindparam
 from sqlmodel import Session, col, select, update
@@ -43,6 +44,10 @@ from town.store.models import Conversation, Resident, Town
 from town.world import World
 
 REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
+INPUT_ATTEMPTS = 3  # an input another process overtook runs again, up to this many times in all
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # A tick's statements on the town's row, built once (their compiled forms are cached with them).
@@ -74,6 +79,27 @@ class TownChanged(RuntimeError):
             f"town #{town_id} was changed by another process meanwhile; nothing was saved, "
             "try again"
         )
+
+
+async def until_unchanged(act: Callable[[], Awaitable[T]], attempts: int = INPUT_ATTEMPTS) -> T:
+    """``act()`` (an input: one unit of work), run again while another process overtakes it,
+    up to ``attempts`` times in all. An overtaken unit rolled back whole (:class:`TownChanged`),
+    so running it again from the start loses and doubles nothing; the last attempt's
+    ``TownChanged`` is raised."""
+    attempt = 1
+    while True:
+        try:
+            return await act()
+        except TownChanged:
+            if attempt >= attempts:
+                raise
+            attempt += 1
+            log.info(
+                "another process changed the town meanwhile; running the input again "
+                "(attempt %d of %d)",
+                attempt,
+                attempts,
+            )
 
 
 @dataclass
