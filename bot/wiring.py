@@ -22,6 +22,7 @@ from town.embedding import (
     flush_queues,
     shared_queue,
 )
+from town.inputs import resident_named
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
@@ -167,19 +168,20 @@ class Services:
             return town
 
     def resident(self, town: Town, name: str, *, create: bool = False) -> Resident:
+        """The town's resident ``name`` stands for (a full name in any case, or a first name:
+        ``resident_named``); with ``create``, one of that name is added if none is."""
         with self.store.session() as s:
-            found = s.exec(
-                select(Resident).where(Resident.town_id == town.id, Resident.name == name)
-            ).first()
-            if found is None:
-                if not create:
-                    known = s.exec(select(Resident.name).where(Resident.town_id == town.id)).all()
-                    hint = f"; residents: {', '.join(known)}" if known else ""
-                    raise LookupError(f"no resident named {name!r} in {town.name}{hint}")
-                assert town.id is not None
-                found = Resident(town_id=town.id, name=name)
-                s.add(found)
-                s.flush()
+            rows = {r.name: r for r in s.exec(select(Resident).where(Resident.town_id == town.id))}
+            full = resident_named(rows, name)
+            if full is not None:
+                return rows[full]
+            if not create:
+                hint = f"; residents: {', '.join(sorted(rows))}" if rows else ""
+                raise LookupError(f"no resident named {name!r} in {town.name}{hint}")
+            assert town.id is not None
+            found = Resident(town_id=town.id, name=" ".join(name.split()))
+            s.add(found)
+            s.flush()
             return found
 
 

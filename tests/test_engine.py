@@ -15,7 +15,7 @@ from sqlmodel import col, select
 
 from town.embedding import CachedEmbedder, HashEmbedder, flush_queues, shared_queue
 from town.engine import Engine, TickReport, TownChanged, talks_to_begin
-from town.inputs import UnknownResident, say, set_object, whisper
+from town.inputs import UnknownResident, resident_named, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.memory import MemoryStream, clean_text
@@ -600,3 +600,11 @@ async def test_a_reaction_drops_from_the_kept_plan_what_it_deletes(store: Store)
             for i in stored
         )
         assert any(i.level == "day" for i in stored)
+
+
+def test_a_resident_is_named_by_its_full_or_first_name_in_any_case() -> None:
+    names = ["Sam Moore", "Sam", "Isabella Rodriguez"]
+    assert resident_named(names, "  sam   MOORE ") == "Sam Moore"
+    assert resident_named(names, "sam") == "Sam"  # a full name before a first name
+    assert resident_named(names, "isabella") == "Isabella Rodriguez"
+    assert resident_named(names, "Rodriguez") is None

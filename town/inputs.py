@@ -8,7 +8,7 @@ admin's inner voice is a directive.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from uuid import uuid4
@@ -38,12 +38,24 @@ class UnknownResident(LookupError):
 clean_text = audit.clean_text  # one line of printable text, cut (the audit log stores it so)
 
 
-def _resident(residents: dict[str, Resident], name: str) -> Resident:
+def resident_named(names: Iterable[str], name: str) -> str | None:
+    """The full name among ``names`` that ``name`` stands for: the same name in any case and
+    spacing, else a first name ("isabella" for Isabella Rodriguez); None if none does."""
     wanted = " ".join(name.split()).casefold()
-    for known, row in residents.items():
-        if known.casefold() == wanted or known.split()[0].casefold() == wanted:
-            return row
-    raise UnknownResident(f"no resident named {name!r}; residents: {', '.join(sorted(residents))}")
+    known = list(names)
+    for full in known:
+        if full.casefold() == wanted:
+            return full
+    return next((full for full in known if full.split()[0].casefold() == wanted), None)
+
+
+def _resident(residents: dict[str, Resident], name: str) -> Resident:
+    full = resident_named(residents, name)
+    if full is None:
+        raise UnknownResident(
+            f"no resident named {name!r}; residents: {', '.join(sorted(residents))}"
+        )
+    return residents[full]
 
 
 @dataclass
