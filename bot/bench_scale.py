@@ -41,7 +41,7 @@ import typer
 from sqlmodel import select
 
 from bot.bench_town import bench_gateway, start_fake_llm
-from bot.cli_common import JsonFlag
+from bot.cli_common import JsonFlag, run_async
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
 from town.depth import ChainCountingBrain
@@ -188,7 +188,7 @@ def prepared(settings: Settings, towns: int, residents: int, embedder: Embedder)
         with store.session() as s:
             return [r.id for r in s.exec(select(Resident)).all() if r.id is not None]
 
-    resident_ids = asyncio.run(found())
+    resident_ids = run_async(found())
     services.close()  # the vectors are written before the copies are taken
     seeds = {rid: index.fetch(f"tpl-r{rid}") for rid in resident_ids}
     arrays: dict[str, np.ndarray] = {}
@@ -403,7 +403,7 @@ def bench_scale(
             def progress(done: int, total: int) -> None:
                 bar.update(task, description="ticks", completed=done, total=total)
 
-            result = asyncio.run(
+            result = run_async(
                 run_scale_bench(
                     settings,
                     towns,

@@ -22,6 +22,7 @@ from bot.cli_common import (
     out,
     progress_bar,
     progress_counter,
+    run_async,
     settings_and_logging,
 )
 from bot.eval_society import society
@@ -103,7 +104,7 @@ def fake_llm(
         f"fake OpenAI-compatible server on http://{host}:{port}/v1 "
         f"(offline brain, latency {latency_ms:g} ms, fault rate {fault_rate:g}); Ctrl-C stops it"
     )
-    with suppress(KeyboardInterrupt):
+    with suppress(KeyboardInterrupt):  # (on asyncio's loop: uvloop's timers round to 1 ms)
         asyncio.run(serve(host, port, latency_ms=latency_ms, fault_rate=fault_rate, seed=seed))
 
 
@@ -120,7 +121,7 @@ def llm_check() -> None:
                 "(set BOTTOWN_LLM_BASE_URL and/or BOTTOWN_LLM_API_KEY)"
             )
             return
-        ok, message = asyncio.run(check_llm(settings))
+        ok, message = run_async(check_llm(settings))
         (out if ok else err).print(message, highlight=False)
         if not ok:
             raise typer.Exit(1)
@@ -145,7 +146,7 @@ def remember(
 
     def run() -> None:
         settings = settings_and_logging()
-        memory = asyncio.run(add_memory(settings, town, resident, text, kind, importance))
+        memory = run_async(add_memory(settings, town, resident, text, kind, importance))
         out.print(f"remembered #{memory.id} (importance {memory.importance}): {memory.text}")
 
     guarded(run)
@@ -221,9 +222,9 @@ def demo(
             settings = settings.model_copy(update={"web_port": port})
         try:
             if headless:
-                asyncio.run(run_demo(settings, out, hours))
+                run_async(run_demo(settings, out, hours))
             else:
-                asyncio.run(serve_demo(settings, out, tick_seconds=tick_seconds))
+                run_async(serve_demo(settings, out, tick_seconds=tick_seconds))
         except KeyboardInterrupt:
             err.print("stopped")
 
@@ -244,7 +245,7 @@ def bench_town(
     def run() -> None:
         settings = settings_and_logging()
         with progress_counter("ticks") as progress:
-            result = asyncio.run(
+            result = run_async(
                 run_town_bench(settings, residents, hours, latency_ms, concurrency, progress)
             ).as_json()
         if as_json:
@@ -294,7 +295,7 @@ def bench_client(
     def run() -> None:
         settings_and_logging()
         with progress_counter("rounds") as progress:
-            result = asyncio.run(run_client_bench(calls, rounds, latency_ms, progress)).as_json()
+            result = run_async(run_client_bench(calls, rounds, latency_ms, progress)).as_json()
         if as_json:
             print(json.dumps(result))
             return

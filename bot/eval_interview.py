@@ -17,6 +17,7 @@ from bot.cli_common import (
     guarded,
     out,
     progress_bar,
+    run_async,
     settings_and_logging,
     settings_with_brain,
     stamped_folder,
@@ -58,13 +59,13 @@ def interview(
         settings = settings_with_brain(brain)
         chosen = parse_conditions(conditions)
         questions = load_questions()
-        opened = asyncio.run(open_town(settings, town))
+        opened = run_async(open_town(settings, town))
         names = [r.name for r in opened.engine.spec.residents][:residents]
         target = stamped_folder(settings, "eval", f"interview-{town}", out_dir)
         total = len(names) * len(questions) * len(chosen)
         with progress_bar() as bar:
             task = bar.add_task("interviewing", total=max(1, total))
-            answers = asyncio.run(
+            answers = run_async(
                 run_interviews(
                     opened.engine,
                     names,
@@ -123,7 +124,7 @@ def rate(
         if table:
             print_table(trueskill_table(rankings, conditions), len(rankings))
             return
-        asyncio.run(_serve(run, port))
+        run_async(_serve(run, port))
 
     guarded(go)
 

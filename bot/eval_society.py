@@ -3,14 +3,21 @@ paper's figures (see ``town.experiments.society``)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain, stamped_folder
+from bot.cli_common import (
+    err,
+    guarded,
+    out,
+    progress_bar,
+    run_async,
+    settings_with_brain,
+    stamped_folder,
+)
 from bot.town_cmds import open_town
 from town.experiments.society import (
     PAPER_ATTENDANCE,
@@ -50,7 +57,7 @@ def society(
         replay_path = run or settings.data_dir / "replays" / f"{town}.jsonl"
         if run is not None and not run.is_file():
             raise LookupError(f"no run file {str(run)!r}: give the replay written by simulate")
-        opened = asyncio.run(open_town(settings, town))
+        opened = run_async(open_town(settings, town))
         try:
             scenario = opened.engine.spec.scenario
             events = None
@@ -70,7 +77,7 @@ def society(
             target = stamped_folder(settings, "eval", f"society-{town}", out_dir)
             with progress_bar() as bar:
                 task = bar.add_task("interviewing", total=max(1, total))
-                result = asyncio.run(
+                result = run_async(
                     evaluate(
                         opened.engine,
                         scenario,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -15,7 +14,15 @@ import openai
 import typer
 from rich.table import Table
 
-from bot.cli_common import err, guarded, out, progress_bar, settings_with_brain, stamped_folder
+from bot.cli_common import (
+    err,
+    guarded,
+    out,
+    progress_bar,
+    run_async,
+    settings_with_brain,
+    stamped_folder,
+)
 from bot.settings import Settings
 from bot.wiring import build_embedder
 from town.embedding import CachedEmbedder, Embedder, HashEmbedder
@@ -287,7 +294,7 @@ def gather(
                 finished[n] = done
                 bar.update(task, description=f"{n} agents", completed=sum(finished.values()))
 
-            report = asyncio.run(
+            report = run_async(
                 run_gather_experiment(
                     counts,
                     base,

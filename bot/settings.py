@@ -136,6 +136,10 @@ class Settings(BaseSettings):
     slack_port: int = Field(3000, ge=0, le=65535, description="Port for slack_mode = http.")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        "auto",
+        description="auto: uvloop where it is installed (Linux, macOS), else asyncio's own.",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -39,7 +39,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import col, select
 
-from bot.cli_common import err, guarded, out, settings_and_logging
+from bot.cli_common import err, guarded, out, run_async, settings_and_logging
 from bot.run import PLATFORMS, TownRuntime, run_town
 from bot.settings import Settings
 from bot.town_cmds import OpenTown
@@ -510,7 +510,7 @@ def worker(
             towns=chosen,
         )
         try:
-            asyncio.run(run_worker(settings, the_worker))
+            run_async(run_worker(settings, the_worker))
         except WorkerNameTaken as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
