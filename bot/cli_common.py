@@ -68,12 +68,12 @@ def settings_with_brain(brain: str | None) -> Settings:
     return settings
 
 
-def run_async(main: Coroutine[Any, Any, T], settings: Settings | None = None) -> T:
+def run_async(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)`` on the event loop the settings choose (``event_loop``): by default
     uvloop where it is installed, which runs a town's tick on about a tenth less CPU than
     asyncio's own loop (``bottown bench town``: ``loop_cpu_s``)."""
     try:
-        factory = loop_factory((settings or load_settings()).event_loop)
+        factory = loop_factory(load_settings().event_loop)
     except BaseException:
         main.close()  # never awaited: no warning about it
         raise

@@ -179,6 +179,8 @@ class Services:
                 hint = f"; residents: {', '.join(sorted(rows))}" if rows else ""
                 raise LookupError(f"no resident named {name!r} in {town.name}{hint}")
             assert town.id is not None
+            if not name.strip():
+                raise ValueError("a resident needs a name")
             found = Resident(town_id=town.id, name=" ".join(name.split()))
             s.add(found)
             s.flush()

@@ -110,6 +110,8 @@ def test_clear_errors_exit_2() -> None:
     assert unknown.exit_code == 2 and "no town named 'demo'" in unknown.output
     bad_kind = runner.invoke(app, ["remember", "Tom", "x", "--kind", "dream", "--importance", "3"])
     assert bad_kind.exit_code == 2 and "unknown memory kind" in bad_kind.output
+    nameless = runner.invoke(app, ["remember", " ", "x", "--importance", "3"])
+    assert nameless.exit_code == 2 and "a resident needs a name" in nameless.output
     Path("bottown.toml").write_text('llm_modle = "x"\n')
     typo = runner.invoke(app, ["config"])
     assert typo.exit_code == 2 and "llm_modle: unknown key" in typo.output

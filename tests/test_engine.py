@@ -608,3 +608,4 @@ def test_a_resident_is_named_by_its_full_or_first_name_in_any_case() -> None:
     assert resident_named(names, "sam") == "Sam"  # a full name before a first name
     assert resident_named(names, "isabella") == "Isabella Rodriguez"
     assert resident_named(names, "Rodriguez") is None
+    assert resident_named([*names, ""], "  ") is None

@@ -42,11 +42,13 @@ def resident_named(names: Iterable[str], name: str) -> str | None:
     """The full name among ``names`` that ``name`` stands for: the same name in any case and
     spacing, else a first name ("isabella" for Isabella Rodriguez); None if none does."""
     wanted = " ".join(name.split()).casefold()
+    if not wanted:
+        return None
     known = list(names)
     for full in known:
         if full.casefold() == wanted:
             return full
-    return next((full for full in known if full.split()[0].casefold() == wanted), None)
+    return next((full for full in known if full.partition(" ")[0].casefold() == wanted), None)
 
 
 def _resident(residents: dict[str, Resident], name: str) -> Resident:
