@@ -47,6 +47,7 @@ from bot.wiring import Services, build_embedder
 from town.depth import ChainCountingBrain
 from town.embedding import Embedder, embedding_executor, flush_queues
 from town.engine import Engine
+from town.gametime import sleep_until
 from town.llm.client import open_client
 from town.llm.offline import OfflineBrain
 from town.llm.usage import UsageTally
@@ -343,7 +344,7 @@ async def run_scale_bench(
             async def one_town(town: BenchTown) -> None:
                 for k in range(ticks):
                     due = town.offset + k * tick_s
-                    await asyncio.sleep(max(0.0, start + due - time.monotonic()))
+                    await sleep_until(start + due)
                     before = town.tally.total.calls
                     t0 = time.monotonic() - start
                     await town.engine.tick(force=True)

@@ -29,6 +29,7 @@ from bot.scheduler import TICK_FUNC, Timekeeper, job_id
 from bot.settings import Settings, load_settings
 from bot.town_cmds import open_town
 from town.engine import TickReport
+from town.gametime import sleep_until
 from town.mind import Tick
 from town.store.db import Store
 from town.store.models import Conversation, OutboxEvent, Town
@@ -563,3 +564,12 @@ def test_pause_resume_and_speed_from_the_shell(founded: Path) -> None:
         assert bad.exit_code == 2 and words in bad.output, (args, bad.output)
     assert (town().minutes_per_tick, town().tick_seconds) == (1, 60)
     store.dispose()
+
+
+async def test_waiting_for_a_moment_never_ends_before_it() -> None:
+    """``sleep_until`` on the loop the commands run on (uvloop's timers count whole
+    milliseconds, and may fire early): never a wake-up before the moment asked for."""
+    for k in range(40):
+        deadline = time.monotonic() + 0.001 + k * 0.00037
+        await sleep_until(deadline)
+        assert time.monotonic() >= deadline

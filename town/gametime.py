@@ -1,7 +1,10 @@
-"""Game time: the town's own clock, as timezone-aware UTC datetimes."""
+"""Game time: the town's own clock, as timezone-aware UTC datetimes; and waiting for a moment
+of real time."""
 
 from __future__ import annotations
 
+import asyncio
+import time as wall
 from datetime import UTC, date, datetime, time, timedelta
 
 from town.persona import clock_time
@@ -35,3 +38,12 @@ def minutes_between(start: datetime, end: datetime) -> int:
 
 def midnight_after(at: datetime) -> datetime:
     return datetime.combine(at.date() + timedelta(days=1), time(0), tzinfo=UTC)
+
+
+async def sleep_until(deadline: float) -> None:
+    """Wait until ``time.monotonic()`` reaches ``deadline``, never less: an event loop's timer
+    may fire a little early (uvloop's count whole milliseconds), and then it waits again."""
+    left = deadline - wall.monotonic()
+    while left > 0:
+        await asyncio.sleep(left)
+        left = deadline - wall.monotonic()

@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from town.gametime import sleep_until
 from town.llm import fake_wire as wire
 from town.llm.offline import OfflineBrain
 from town.llm.tasks import Task
@@ -170,7 +171,7 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
     state.by_task[task.name if task else "unknown"] += 1
     content, refused = _answer(state, task, body)
     if state.latency_s > 0:
-        await asyncio.sleep(max(0.0, state.latency_s - (time.monotonic() - began)))
+        await sleep_until(began + state.latency_s)
     fault = state.next_fault()
     if fault == "hang":
         state.by_fault[fault] += 1
