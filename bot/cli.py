@@ -104,7 +104,7 @@ def fake_llm(
         f"fake OpenAI-compatible server on http://{host}:{port}/v1 "
         f"(offline brain, latency {latency_ms:g} ms, fault rate {fault_rate:g}); Ctrl-C stops it"
     )
-    with suppress(KeyboardInterrupt):  # (on asyncio's loop: uvloop's timers round to 1 ms)
+    with suppress(KeyboardInterrupt):  # (asyncio's loop: the bench's stand-in stays as measured)
         asyncio.run(serve(host, port, latency_ms=latency_ms, fault_rate=fault_rate, seed=seed))
 
 

@@ -70,7 +70,7 @@ def settings_with_brain(brain: str | None) -> Settings:
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)`` on the event loop the settings choose (``event_loop``): by default
-    uvloop where it is installed, which runs a town's tick on about a tenth less CPU than
+    uvloop where it is installed, which runs a town's tick on about 8% less CPU than
     asyncio's own loop (``bottown bench town``: ``loop_cpu_s``)."""
     try:
         factory = loop_factory(load_settings().event_loop)
