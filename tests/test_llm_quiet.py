@@ -47,8 +47,11 @@ async def test_nothing_is_told_while_calls_still_go_out() -> None:
     told_at: list[float] = []
     watch = QuietWatch(lambda _: told_at.append(time.monotonic()), after=0.01)
 
+    sent: list[float] = []
+
     async def call(delay: float) -> None:
         await asyncio.sleep(delay)
+        sent.append(time.monotonic())
         with watch.flying():
             await asyncio.sleep(0.2)
 
@@ -56,7 +59,8 @@ async def test_nothing_is_told_while_calls_still_go_out() -> None:
         await asyncio.sleep(0.2)  # a round trip known
     began = time.monotonic()
     await asyncio.gather(*(call(0.005 * n) for n in range(8)))  # one every 5 ms for 35 ms
-    assert len(told_at) == 1 and told_at[0] - began >= 0.035 + 0.01
+    # (from the last call as it went out: a loop's timer may fire a little early)
+    assert max(sent) - began >= 0.03 and len(told_at) == 1 and told_at[0] - max(sent) >= 0.01
 
 
 async def test_the_gateway_tells_its_quiet_waits() -> None:
