@@ -394,11 +394,17 @@ def bench_scale(
     as_json: JsonFlag = False,
 ) -> None:
     """How many residents one process keeps in real time, against the fake LLM server."""
-    from bot.cli_common import guarded, out, progress_bar, settings_and_logging
+    from bot.cli_common import (
+        BENCH_REFRESH_PER_SECOND,
+        guarded,
+        out,
+        progress_bar,
+        settings_and_logging,
+    )
 
     def run() -> None:
         settings = settings_and_logging()
-        with progress_bar() as bar:
+        with progress_bar(refresh_per_second=BENCH_REFRESH_PER_SECOND) as bar:
             task = bar.add_task("founding and loading", total=1)
 
             def progress(done: int, total: int) -> None:

@@ -102,8 +102,13 @@ def guarded(fn: Callable[[], T]) -> T:
         return fn()
 
 
-def progress_bar() -> Progress:
-    """The progress bar of long commands, on stderr, gone when done."""
+BENCH_REFRESH_PER_SECOND = 2.0  # a bar redrawn in a terminal holds the interpreter ~0.7 ms
+
+
+def progress_bar(*, refresh_per_second: float = 10.0) -> Progress:
+    """The progress bar of long commands, on stderr, gone when done. The benchmarks redraw it
+    less often (``BENCH_REFRESH_PER_SECOND``): each redraw, on a thread of its own, stops the
+    event loop they time."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -111,6 +116,7 @@ def progress_bar() -> Progress:
         TimeElapsedColumn(),
         console=err,
         transient=True,
+        refresh_per_second=refresh_per_second,
     )
 
 
@@ -121,8 +127,9 @@ FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per 
 
 @contextmanager
 def progress_counter(description: str) -> Iterator[Callable[[int, int], None]]:
-    """A ``progress_bar`` of one task, and the callback that moves it: ``(done, total)``."""
-    with progress_bar() as bar:
+    """A benchmark's ``progress_bar`` of one task, and the callback that moves it:
+    ``(done, total)``."""
+    with progress_bar(refresh_per_second=BENCH_REFRESH_PER_SECOND) as bar:
         task = bar.add_task(description, total=1)
 
         def progress(done: int, total: int) -> None:

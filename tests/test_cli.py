@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import urllib.request
-from contextlib import closing
+from collections.abc import Callable
+from contextlib import AbstractContextManager, closing
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,31 @@ def test_bench_keeps_the_fake_server_off_the_loops_cpus_and_restores_them() -> N
     with cpus_apart(server):  # a server that is gone: timed as it is, nothing raised
         assert os.sched_getaffinity(0) == own
     assert os.sched_getaffinity(0) == own
+
+
+def test_a_benchmarks_progress_bar_is_redrawn_twice_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each redraw runs on a thread of its own and stops the event loop being timed: in a
+    terminal the benchmarks redraw their bar 2 times a second, other commands 10 times."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from bot import cli_common
+
+    def redraws(bar_of: Callable[[], AbstractContextManager[object]]) -> int:
+        screen = io.StringIO()
+        monkeypatch.setattr(cli_common, "err", Console(file=screen, force_terminal=True))
+        with bar_of():
+            time.sleep(1.0)
+        return screen.getvalue().count("ticks")
+
+    def plain() -> AbstractContextManager[object]:
+        bar = cli_common.progress_bar()
+        bar.add_task("ticks", total=10)
+        return bar
+
+    bench, other = redraws(lambda: cli_common.progress_counter("ticks")), redraws(plain)
+    assert 1 <= bench <= 4 and other >= 6, (bench, other)
