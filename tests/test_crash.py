@@ -40,7 +40,10 @@ import pytest
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, fake_slack_in_thread
 
 KILLS = 20
-BUSY = 40  # at least this many town events and visitors' words heard: the town kept working
+BUSY = 40  # at least this many town events: the town kept working
+# visitors' lines heard, over all the runs: how many depends on how long each run was up before
+# its kill and on the machine's speed (35 to 209 seen), so the bar is well below those
+HEARD = 20
 MINITOWN = Path(__file__).parent / "data" / "minitown"
 BOTTOWN = Path(sys.executable).with_name("bottown")
 RUN = ["run", "--town", "mini", "--persona", str(MINITOWN), "-p", "web", "-p", "slack"]
@@ -294,7 +297,7 @@ def test_sigkill_at_random_points_loses_nothing_and_posts_nothing_twice(
         lost = {i: m for i, m in snapshot.memories.items() if last.memories.get(i) != m}
         assert not lost, f"memories lost or changed after a kill: {list(lost.items())[:3]}"
     heard = sum(1 for _, _, text in last.memories.values() if "Visitor line" in text)
-    assert heard >= BUSY and len(last.memories) > len(snapshots[0].memories), heard
+    assert heard >= HEARD and len(last.memories) > len(snapshots[0].memories), heard
 
     # 2. The clock only went on, across every kill and restart.
     clocks = [s.clock for s in snapshots] + [last.clock]
