@@ -183,6 +183,29 @@ def test_a_quiet_wait_writes_the_fullest_keys_first_while_a_write_fits_in_it() -
     assert written == [[2, 3], [1], [4]]
 
 
+def test_one_slow_write_does_not_keep_the_next_ones_out_of_quiet_waits() -> None:
+    """A write that once took 300 ms (a new collection's files, a busy disk) is not what the
+    next writes are expected to take: a wait of 100 ms is still used for a 10 ms write."""
+    written: list[list[int]] = []
+    took = iter([0.3, 0.01, 0.01])
+
+    def write(items: list[int]) -> None:
+        time.sleep(next(took))
+        written.append(items)
+
+    with ThreadPoolExecutor(1) as pool:
+        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
+        queue.write("a", [1], write)
+        queue.flush().result(5)  # the slow one
+        for key, item in (("b", 2), ("c", 3)):
+            queue.write(key, [item], write)
+            queue.quiet(0.1)
+            deadline = time.monotonic() + 5
+            while [item] not in written and time.monotonic() < deadline:
+                time.sleep(0.005)
+        assert written == [[1], [2], [3]]  # each in its quiet wait, none waiting to be due
+
+
 def test_a_quiet_wait_writes_only_after_the_embeddings_asked_for() -> None:
     embedder = Recording()
     order: list[str] = []

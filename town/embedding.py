@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -150,6 +150,10 @@ class CachedEmbedder:
 
 
 WRITE_GUESS_S = 0.015  # how long an index write takes, until one was timed
+# A quiet wait is used for a write if a write takes less, as the last writes took: their 80th
+# percentile, so that now and then a slow one (a new collection's files, the disk) neither
+# decides alone (the longest of them would, for the last WRITES_TIMED writes) nor sticks.
+WRITES_TIMED = 16
 
 
 @dataclass
@@ -180,7 +184,8 @@ class EmbeddingQueue:
     writes, only behind the one being written. ``flush`` writes what is buffered without waiting
     for the delay. ``quiet`` says the event loop will only wait for a while (for LLM replies):
     the keys with the most items buffered are written then, as long as a write (as long as the
-    last ones took) ends before the wait does, so that few are left to stop the loop later.
+    last ones took, ``WRITES_TIMED``) ends before the wait does, so that few are left to stop
+    the loop later.
     """
 
     def __init__(
@@ -206,7 +211,7 @@ class EmbeddingQueue:
         self._running = False
         self._warming: set[str] = set()  # texts asked for by warm() and not embedded yet
         self._quiet_until = 0.0  # (monotonic) the event loop waits with nothing to do until then
-        self._write_s = WRITE_GUESS_S  # how long a write takes, as the last ones did
+        self._write_times: deque[float] = deque([WRITE_GUESS_S], maxlen=WRITES_TIMED)
         self._lock = threading.Lock()
 
     def submit(
@@ -312,8 +317,8 @@ class EmbeddingQueue:
                     writer(items)
                 except Exception:  # a writer reports its own failures; the queue goes on
                     log.exception("an index write failed")
-                took = time.monotonic() - began
-                self._write_s = max(took, (self._write_s + took) / 2)
+                with self._lock:
+                    self._write_times.append(time.monotonic() - began)
             for future in flushed:
                 if future.set_running_or_notify_cancel():
                     future.set_result(None)
@@ -326,9 +331,15 @@ class EmbeddingQueue:
         now, keys = time.monotonic(), list[object](self._writes)
         if self._flushed or now >= (self._due or 0):
             return keys[0]
-        if now + self._write_s < self._quiet_until:
+        if now + self._write_estimate() < self._quiet_until:
             return max(keys, key=lambda key: len(self._writes[key][1]))
         return None
+
+    def _write_estimate(self) -> float:
+        """Under the lock: how long the next index write will take, in seconds, as the last
+        ones took (see ``WRITES_TIMED``)."""
+        times = sorted(self._write_times)
+        return times[(len(times) - 1) * 4 // 5]
 
     def _next_batch(self) -> list[_Job]:
         """Under the lock: the urgent requests with their owners' earlier ones, or else the
