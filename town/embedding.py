@@ -150,9 +150,9 @@ class CachedEmbedder:
 
 
 WRITE_GUESS_S = 0.015  # how long an index write takes, until one was timed
-# A quiet wait is used for a write if a write takes less, as the last writes took: their 80th
-# percentile, so that now and then a slow one (a new collection's files, the disk) neither
-# decides alone (the longest of them would, for the last WRITES_TIMED writes) nor sticks.
+# A quiet wait is used for a write that would end in it, a write taken to last as long as the
+# 80th percentile of the last WRITES_TIMED took: a slow one now and then (a new collection's
+# files, a busy disk) neither decides alone nor sticks.
 WRITES_TIMED = 16
 
 
