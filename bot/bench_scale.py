@@ -44,6 +44,7 @@ from bot.bench_town import bench_gateway, start_fake_llm
 from bot.cli_common import JsonFlag, run_async
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
+from town import chroma_host
 from town.depth import ChainCountingBrain
 from town.embedding import Embedder, embedding_executor, flush_queues
 from town.engine import Engine
@@ -243,22 +244,34 @@ class BenchTown:
     offset: float
 
 
+def _ours() -> list[str]:
+    """This process and the helper that runs an embedded Chroma index, if it was started."""
+    helper = chroma_host.helper_pid()
+    return ["self"] if helper is None else ["self", str(helper)]
+
+
 def _peak_rss_reset() -> None:
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
+    for pid in _ours():
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 def _peak_rss_mb() -> float:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The peak resident memory of this process plus the Chroma helper's."""
+    total = 0.0
+    for pid in _ours():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / 1024
+    return total or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _cpu_s() -> float:
+    """The CPU time of this process plus the Chroma helper's."""
     used = resource.getrusage(resource.RUSAGE_SELF)
-    return used.ru_utime + used.ru_stime
+    helper = chroma_host.helper_pid()
+    return used.ru_utime + used.ru_stime + (_process_cpu_s(helper) if helper else 0.0)
 
 
 def _process_cpu_s(pid: int) -> float:

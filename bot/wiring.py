@@ -121,8 +121,9 @@ class Services:
 
     def quiet(self, seconds: float) -> None:
         """The event loop expects to wait ``seconds`` for LLM replies with nothing else to do:
-        an embedded index's buffered writes, which stop the loop, are written then
-        (``EmbeddingQueue.quiet``); a Chroma server's do not, and keep to the minute."""
+        an embedded index's buffered writes are written then (``EmbeddingQueue.quiet``), so that
+        its helper process's disk and CPU work falls in the wait; a Chroma server's keep to the
+        minute."""
         if self.index.embedded:
             shared_queue(self.embedder, self.executor).quiet(seconds)
 

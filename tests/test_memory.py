@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ from town.memory import InvalidMemory, MemoryStream, NewMemory
 from town.retrieval import RetrievalWeights, game_hours
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
-from town.vectors import ChromaIndex, InMemoryIndex
+from town.vectors import ChromaIndex, InMemoryIndex, VectorIndexError
 
 T0 = datetime(2023, 2, 13, 0, 0, tzinfo=UTC)
 
@@ -389,3 +390,27 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
             assert not every.done()  # the plans are needed here
             gate.set()
             assert len(await asyncio.wait_for(every, 5)) == 4
+
+
+def test_an_embedded_index_lives_in_a_helper_process_that_comes_back(tmp_path: Path) -> None:
+    """Chroma's embedded client runs in a process of its own (its writes hold the interpreter's
+    lock of the process they run in); if that process dies, a call to it says so, and the next
+    index call starts a new one, the vectors on disk intact."""
+    from town import chroma_host
+
+    index = ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
+    index.upsert("town-r1", [1, 2], np.array([[1, 0], [0, 1]], dtype=np.float32))
+    helper = chroma_host.host()
+    assert helper.alive and helper._proc.pid != os.getpid()
+    helper._proc.kill()
+    helper._proc.wait()
+    with pytest.raises(VectorIndexError, match="helper process stopped"):
+        helper.call("ids", index.where, "table", 2, "town-r1")
+    ids, vectors = index.fetch("town-r1")
+    assert chroma_host.host() is not helper
+    assert sorted(ids.tolist()) == [1, 2]
+    assert np.allclose(vectors[ids.tolist().index(2)], [0, 1])
+    with pytest.raises(VectorIndexError, match="embedder 'table'"):
+        ChromaIndex(path=tmp_path / "chroma", embedder_name="other", dim=2).ids("town-r1")
+    with pytest.raises(ValueError, match="differ in length"):
+        index.upsert("town-r1", [3], np.zeros((2, 2), dtype=np.float32))

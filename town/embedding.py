@@ -176,16 +176,16 @@ class EmbeddingQueue:
 
     ``write`` buffers index writes by key for up to ``write_delay`` seconds, then hands each
     key's items to its writer in one call: a vector index pays mostly per call, not per item. A
-    Chroma upsert into an embedded index takes 5-12 ms, mostly waiting for its disk writes, and
-    holds the interpreter's lock all along (the event loop stops meanwhile), whether it writes
-    one vector or 30; so writes are held back a minute, and a vector a crash kept from the index
-    is computed again when its stream next loads. Writes run after every embedding asked for
-    before them and only while no embedding is waiting: a query never waits behind a queue of
-    writes, only behind the one being written. ``flush`` writes what is buffered without waiting
-    for the delay. ``quiet`` says the event loop will only wait for a while (for LLM replies):
-    the keys with the most items buffered are written then, as long as a write (as long as the
-    last ones took, ``WRITES_TIMED``) ends before the wait does, so that few are left to stop
-    the loop later.
+    Chroma upsert into an embedded index takes 5-12 ms, mostly waiting for its disk writes,
+    whether it writes one vector or 30 (in a helper process, ``town/chroma_host.py``, since it
+    holds the interpreter's lock all along); so writes are held back a minute, and a vector a
+    crash kept from the index is computed again when its stream next loads. Writes run after
+    every embedding asked for before them and only while no embedding is waiting: a query never
+    waits behind a queue of writes, only behind the one being written. ``flush`` writes what is
+    buffered without waiting for the delay. ``quiet`` says the event loop will only wait for a
+    while (for LLM replies): the keys with the most items buffered are written then, as long as
+    a write (as long as the last ones took, ``WRITES_TIMED``) ends before the wait does, so that
+    the index's disk and CPU work falls while the loop has nothing else to do.
     """
 
     def __init__(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import urlparse
 
 import numpy as np
@@ -39,10 +39,67 @@ class VectorIndex(Protocol):
 
 
 class ChromaIndex:
-    """Chroma's embedded ``PersistentClient`` by default, its ``HttpClient`` when given a URL."""
+    """The vector index of a deployment: Chroma's embedded ``PersistentClient`` by default, in a
+    helper process of its own (``town/chroma_host.py``: its writes hold the interpreter's lock
+    of the process they run in), or its ``HttpClient`` in this process when given a URL."""
 
     def __init__(
         self, *, path: Path | None = None, url: str | None = None, embedder_name: str, dim: int
+    ) -> None:
+        self.embedder_name = embedder_name
+        self.dim = dim
+        # writes are batched into the event loop's idle waits (see EmbeddingQueue)
+        self.embedded = not url
+        self._client: ChromaClient | None = None
+        if url:
+            self._client = ChromaClient(url=url, embedder_name=embedder_name, dim=dim)
+            self.where = url
+        else:
+            folder = (path or Path("data/chroma")).resolve()
+            self.where = str(folder)
+            self._call("open")  # a folder Chroma cannot use is reported now
+
+    def _call(self, op: str, *args: Any) -> Any:
+        if self._client is not None:
+            return getattr(self._client, op)(*args)
+        from town.chroma_host import host
+
+        return host().call(op, self.where, self.embedder_name, self.dim, *args)
+
+    @staticmethod
+    def release_all() -> None:
+        """Forget Chroma's clients of this process and of the helper (before a data folder is
+        deleted)."""
+        from town.chroma_host import release_all
+
+        release_all()
+        ChromaClient.release_all()
+
+    def upsert(self, collection: str, ids: Sequence[int], vectors: np.ndarray) -> None:
+        if len(ids) != len(vectors):
+            raise ValueError("ids and vectors differ in length")
+        self._call("upsert", collection, [int(i) for i in ids], np.asarray(vectors, np.float32))
+
+    def fetch(self, collection: str) -> tuple[np.ndarray, np.ndarray]:
+        return cast(tuple[np.ndarray, np.ndarray], self._call("fetch", collection))
+
+    def ids(self, collection: str) -> np.ndarray:
+        return cast(np.ndarray, self._call("ids", collection))
+
+    def drop(self, collection: str) -> None:
+        self._call("drop", collection)
+
+
+class ChromaClient:
+    """Chroma's ``PersistentClient`` for a folder or ``HttpClient`` for a URL, in this process."""
+
+    def __init__(
+        self,
+        *,
+        path: Path | str | None = None,
+        url: str | None = None,
+        embedder_name: str,
+        dim: int,
     ) -> None:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
@@ -50,8 +107,6 @@ class ChromaIndex:
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         self.embedder_name = embedder_name
         self.dim = dim
-        # in this process: its writes hold the interpreter's lock (see EmbeddingQueue)
-        self.embedded = not url
         try:
             if url:
                 parts = urlparse(url)
@@ -66,7 +121,7 @@ class ChromaIndex:
                 self.where = url
             else:
                 # absolute: Chroma caches clients by this string for the life of the process
-                folder = (path or Path("data/chroma")).resolve()
+                folder = Path(path or "data/chroma").resolve()
                 folder.mkdir(parents=True, exist_ok=True)
                 self._client = chromadb.PersistentClient(path=str(folder), settings=chroma_settings)
                 self.where = str(folder)
