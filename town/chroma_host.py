@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -125,10 +126,16 @@ def serve(conn: Connection) -> None:
             reply = ("error", str(exc))
         except Exception as exc:  # the parent hears of it, and the helper goes on
             reply = ("error", f"Chroma at {args[0] if args else '?'}: {type(exc).__name__}: {exc}")
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:  # the parent is gone (killed mid-call, say): nothing left to do
+            return
 
 
 if __name__ == "__main__":  # pragma: no cover - the helper process itself
+    # Ctrl-C in a terminal reaches the whole process group: the parent decides, and the helper
+    # ends when the parent closes its end (or exits)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(_NICE)
     serve(Connection(int(sys.argv[1])))
