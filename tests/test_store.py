@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
 from sqlmodel import Session, select
 
 from town.memory import MemoryStream, NewMemory
@@ -354,3 +356,32 @@ async def test_an_input_from_another_process_is_never_written_over(any_store: St
     assert klaus.action != "written over the tick"
     await engine.tick()  # and ticking goes on
     other_store.dispose()
+
+
+def test_the_sqlite_log_is_checkpointed_beside_the_commits(tmp_path: Path) -> None:
+    """A commit never checkpoints SQLite's write-ahead log (a checkpoint waits for the disk, on
+    the event loop for a tick's commit); a thread of the store's does, soon after commits."""
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    seen: list[tuple[str, str]] = []
+
+    def spy(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append((threading.current_thread().name, statement))
+
+    event.listen(store.engine, "before_cursor_execute", spy)
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+    for i in range(30):
+        with store.session() as s:
+            s.add(Town(name=f"town {i}", clock=T0))
+    deadline = time.monotonic() + 10
+    while ("bottown-wal-checkpoint", "PRAGMA wal_checkpoint(PASSIVE)") not in seen:
+        assert time.monotonic() < deadline, "no checkpoint within 10 s of the commits"
+        time.sleep(0.05)
+    checkpoints = [name for name, sql in seen if "wal_checkpoint" in sql]
+    assert set(checkpoints) == {"bottown-wal-checkpoint"}
+    assert len(checkpoints) < 30  # at most one a second, not one a commit
+    thread = store._checkpoints._thread if store._checkpoints else None
+    store.dispose()
+    assert thread is not None and not thread.is_alive()
+    with store.session() as s:  # the file holds it all
+        assert len(s.exec(select(Town)).all()) == 30

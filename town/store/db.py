@@ -13,6 +13,8 @@ event loop, where waiting for the lock would stop the tick that holds it.
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -56,8 +58,12 @@ class Store:
             kwargs["pool_pre_ping"] = True
             kwargs["max_overflow"] = -1  # a checkout never waits (and never blocks the loop)
         self.engine: Engine = create_engine(url, **kwargs)
+        self._checkpoints: _Checkpointer | None = None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            if parsed.database and parsed.database != ":memory:":
+                self._checkpoints = _Checkpointer(self.engine)
+                event.listen(self.engine, "commit", self._checkpoints.committed)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -137,7 +143,65 @@ class Store:
             callbacks.append(fn)
 
     def dispose(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.stop()
         self.engine.dispose()
+
+
+class _Checkpointer:
+    """Checkpoints an SQLite file's write-ahead log on a thread of its own, at most every
+    ``EVERY_S`` seconds after commits, instead of in the commit that fills it past 1,000 pages
+    (SQLite's default): a checkpoint copies the log into the file and waits for the disk, which
+    here took 100-900 ms now and then, and a tick's commit on the event loop waited with it. A
+    passive checkpoint takes no lock that writers or readers wait for; the commits themselves,
+    in WAL mode with ``synchronous=NORMAL``, never wait for the disk."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = weakref.ref(engine)  # (a store dropped undisposed lets its thread end)
+        self._wanted = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def committed(self, *_: Any) -> None:
+        """A transaction commits (any, on the engine's connections): checkpoint soon."""
+        self._wanted.set()
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None and not self._stopped.is_set():
+                    self._thread = threading.Thread(
+                        target=self._run, name="bottown-wal-checkpoint", daemon=True
+                    )
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            wanted = self._wanted.wait(60)
+            if self._stopped.is_set() or self._engine() is None:
+                return
+            if wanted:
+                self._wanted.clear()
+                self._checkpoint()
+                if self._stopped.wait(self.EVERY_S):
+                    return
+
+    def _checkpoint(self) -> None:
+        engine = self._engine()
+        if engine is None:
+            return
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+        except Exception as exc:  # the next commit asks again; SQLite checkpoints on close
+            log.warning("checkpointing the SQLite log failed: %s", _first_line(exc))
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wanted.set()
+        if self._thread is not None:
+            self._thread.join(10)
 
 
 _M = TypeVar("_M", bound=SQLModel)
@@ -277,4 +341,5 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA wal_autocheckpoint=0")  # (see _Checkpointer)
     cur.close()
