@@ -35,6 +35,14 @@ class Reply:
 
 
 @dataclass(frozen=True)
+class Thinking:
+    """Who thinks for the residents, as visitors are told."""
+
+    label: str  # "offline brain (deterministic, no LLM)", "llm:gpt-4o-mini"
+    offline: bool  # the offline brain answers: no LLM configured, or it is out of use for now
+
+
+@dataclass(frozen=True)
 class Outgoing:
     """One message for one location channel."""
 
@@ -68,6 +76,10 @@ class TownPort(Protocol):
 
     def command_names(self) -> list[str]:
         """The chat commands' names (``help``, ``look``, ...)."""
+        ...
+
+    def thinking(self) -> Thinking:
+        """Who thinks for the residents now (the offline brain, or which LLM)."""
         ...
 
 

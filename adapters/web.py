@@ -268,13 +268,15 @@ class WebAdapter:
                 "areas": self.town.areas(),
                 "admin": self.owner_is_local,
                 "max_text": MAX_TEXT,
+                "brain": asdict(self.town.thinking()),
             }
         )
 
     async def _now(self, request: web.Request) -> web.Response:
         where = await self.town.command(PAGE_CALLER, "where")
         clock = await self.town.command(PAGE_CALLER, "time")
-        return web.json_response({"where": where.text, "time": clock.text})
+        brain = asdict(self.town.thinking())  # (the LLM's budget may run out meanwhile)
+        return web.json_response({"where": where.text, "time": clock.text, "brain": brain})
 
     async def _history(self, request: web.Request) -> web.Response:
         area = self._area(request.query.get("area"))

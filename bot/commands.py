@@ -11,12 +11,14 @@ import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from adapters.base import Caller, Reply
+from adapters.base import Caller, Reply, Thinking
 from town import inputs
 from town.engine import Engine, TownChanged, until_unchanged
+from town.llm.gateway import MODE_LLM
 from town.llm.port import Brain
 from town.store.usage import DailyTokenBudget, StoredUsage
 
+OFFLINE_LABEL = "offline brain (deterministic, no LLM)"
 MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
 SECONDS_REALTIME = 60.0
 
@@ -135,6 +137,7 @@ class Commands:
         lines = [
             f"{c.usage} - {c.help}" for c in self.table.values() if caller.is_admin or not c.admin
         ]
+        lines.append(f"The residents are AI personas. Brain: {thinking(self.engine.brain).label}")
         return Reply("\n".join(lines), True)
 
     async def _join(self, caller: Caller, args: list[str]) -> Reply:
@@ -264,7 +267,7 @@ class Commands:
             f"Clock: {seen.clock:%A %Y-%m-%d %H:%M}"
             + (" (paused)" if seen.paused else f", {seen.minutes_per_tick} min a tick"),
             f"Residents awake: {awake} of {len(people)}",
-            f"Brain: {_brain_label(self.engine.brain)}",
+            f"Brain: {thinking(self.engine.brain).label}",
         ]
         if self.usage is not None:
             calls, tokens = self.usage.totals_today()
@@ -285,11 +288,16 @@ class Commands:
         return Reply("\n".join(lines), True)
 
 
-def _brain_label(brain: Brain) -> str:
-    mode = getattr(brain, "mode", None)
+def thinking(brain: Brain) -> Thinking:
+    """Who thinks for the residents, through any wrapper: the offline brain (none configured),
+    or the LLM gateway's model and, while it is out of use, why (``"llm:gpt-4o-mini (offline
+    (budget spent))"``: the offline brain answers meanwhile)."""
     inner = getattr(brain, "inner", None)
     if inner is not None:
-        return _brain_label(inner)
+        return thinking(inner)
     if brain.name == "offline":
-        return "offline brain (deterministic, no LLM)"
-    return f"{brain.name} ({mode})" if mode else brain.name
+        return Thinking(OFFLINE_LABEL, True)
+    mode = getattr(brain, "mode", None)
+    if mode is None or mode == MODE_LLM:
+        return Thinking(brain.name, False)
+    return Thinking(f"{brain.name} ({mode})", True)

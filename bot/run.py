@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import SecretStr
 
-from adapters.base import Adapter, Caller, Reply
+from adapters.base import Adapter, Caller, Reply, Thinking
 from adapters.delivery import OutboxPump
-from bot.commands import Command, Commands
+from bot.commands import Command, Commands, thinking
 from bot.scheduler import Pace, Timekeeper
 from bot.settings import Settings
 from bot.town_cmds import OpenTown, open_town
@@ -163,6 +163,9 @@ class TownRuntime:
 
     def command_names(self) -> list[str]:
         return list(self.commands.table)
+
+    def thinking(self) -> Thinking:
+        return thinking(self.engine.brain)
 
     def _adapter_status(self) -> str:
         return "\n".join(a.status_line() for a in self.adapters)

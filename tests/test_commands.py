@@ -7,13 +7,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from sqlmodel import Session, select
 
-from adapters.base import Caller
-from bot.commands import Commands
+from adapters.base import Caller, Thinking
+from bot.commands import OFFLINE_LABEL, Commands, thinking
 from tests.test_engine import CAFE_PAIR, at_cafe, make_engine, until
+from town.depth import ChainCountingBrain
 from town.engine import Engine
+from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.state import ResidentState
 from town.store.db import Store
@@ -34,8 +37,12 @@ async def commands(tmp_path: Path) -> Commands:
 
 
 async def test_help_and_unknown_commands(commands: Commands) -> None:
+    commands.engine.brain = OfflineBrain()
     member_help = await commands.handle(MEMBER, "help")
     assert "look" in member_help.text and "whisper" not in member_help.text
+    assert member_help.text.endswith(
+        "The residents are AI personas. Brain: offline brain (deterministic, no LLM)"
+    )
     assert "whisper" in (await commands.handle(ADMIN, "/help")).text
     assert "admins only" in (await commands.handle(MEMBER, "help pause")).text
     unknown = await commands.handle(MEMBER, "dance wildly")
@@ -158,3 +165,23 @@ async def test_status_shows_clock_brain_and_budget(commands: Commands) -> None:
     status = await commands.handle(ADMIN, "status")
     assert "Residents awake: 2 of 3" in status.text
     assert "offline brain" in status.text and "Budget left: 1,000" in status.text
+
+
+class _Spent:
+    def __init__(self) -> None:
+        self.spent = False
+
+    def exhausted(self) -> bool:
+        return self.spent
+
+
+async def test_who_thinks_is_named_through_any_wrapper() -> None:
+    assert thinking(OfflineBrain()) == Thinking(OFFLINE_LABEL, True)
+    assert thinking(ChainCountingBrain(OfflineBrain())) == Thinking(OFFLINE_LABEL, True)
+    budget = _Spent()
+    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0)
+    gateway = ChainCountingBrain(LLMGateway(client, model="town-model", budget=budget))
+    assert thinking(gateway) == Thinking("llm:town-model", False)
+    budget.spent = True  # the offline brain answers until the budget is back
+    assert thinking(gateway) == Thinking("llm:town-model (offline (budget spent))", True)
+    await client.close()

@@ -129,9 +129,11 @@ async def test_page_town_and_status(web: WebAdapter, http: aiohttp.ClientSession
         "areas": ["Hobbs Cafe", "Rodriguez home", "Mueller home"],
         "admin": True,
         "max_text": 10_000,
+        "brain": {"label": "offline brain (deterministic, no LLM)", "offline": True},
     }
     now = await (await http.get(web.url + "/api/now")).json()
     assert now["time"].startswith("It is Monday, February 13, 06:50")
+    assert now["brain"] == town["brain"]
     assert "Rodriguez home: Isabella Rodriguez (asleep)" in now["where"]
     assert (await http.get(web.url + "/static/../web.py")).status == 404
 
@@ -357,6 +359,9 @@ async def test_a_visitor_in_the_browser_sees_a_resident_answer(tmp_path: Path) -
         cafe = page.locator(f"#channels button[data-area='{HOBBS}']")
         await expect(cafe).to_contain_text(resident)  # who is where
         await expect(page.locator("#clock")).to_contain_text("It is Monday")
+        brain = page.locator("#brain")  # the offline brain is labelled as such
+        await expect(brain).to_have_text("offline brain (deterministic, no LLM)")
+        await expect(brain).to_have_attribute("data-offline", "true")
         await cafe.click()
         await expect(page.locator("#channel-title")).to_have_text(HOBBS)
         await expect(page.locator("#feed .msg.town").first).to_be_visible()  # history

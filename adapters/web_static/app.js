@@ -245,10 +245,20 @@ function drawPeople() {
 
 // -- who is where, the clock ---------------------------------------------------------------
 
+// Who thinks for the residents (the offline brain stands out: its answers come from no LLM).
+function drawBrain(brain) {
+  const badge = $("brain");
+  badge.textContent = brain.label;
+  badge.title = "The residents are AI personas. Brain: " + brain.label;
+  badge.dataset.offline = String(brain.offline);
+  badge.hidden = false;
+}
+
 async function refreshNow() {
   try {
     const now = await api("/api/now");
     $("clock").textContent = now.time;
+    drawBrain(now.brain);
     state.where = new Map();
     for (const line of now.where.split("\n").slice(1)) {
       const cut = line.indexOf(": ");
@@ -352,6 +362,7 @@ async function main() {
     state.areas = town.areas;
     document.title = `${town.name} · bottown`;
     $("town-name").textContent = town.name;
+    drawBrain(town.brain);
   } catch (error) {
     setStatus(`The town is out of reach: ${error.message}`, true);
     return;
