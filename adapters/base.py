@@ -124,6 +124,15 @@ class Adapter(Platform, Protocol):
 
 # -- text helpers every adapter uses ---------------------------------------------------------
 
+
+def channel_about(town: str, area: str) -> str:
+    """What a location channel is, for its topic or purpose where a platform has one."""
+    return (
+        f"{area}, a place in {town}. Its residents are AI personas who post under their own "
+        "names; what you write here, they hear."
+    )
+
+
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 
 

@@ -33,7 +33,15 @@ import discord
 from discord import app_commands
 from sqlmodel import select
 
-from adapters.base import Caller, DeliveryError, Outgoing, Reply, TownPort, split_text
+from adapters.base import (
+    Caller,
+    DeliveryError,
+    Outgoing,
+    Reply,
+    TownPort,
+    channel_about,
+    split_text,
+)
 from town.store.db import Store
 from town.store.models import ChannelLink
 
@@ -276,14 +284,10 @@ class DiscordAdapter:
         if self._category is None or guild.get_channel(self._category.id) is None:
             found = list(await guild.fetch_channels())
             self._category = await self._ensure_category(guild, found)
-        topic = (
-            f"{area}, a place in {self.port.town_name}. Residents here post under their own "
-            "names; what you write here, they hear."
-        )
         return await guild.create_text_channel(
             channel_name(area),
             category=self._category,
-            topic=topic[:1024],
+            topic=channel_about(self.port.town_name, area)[:1024],
             reason="bottown: one channel per town location",
         )
 

@@ -41,7 +41,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlmodel import select
 
-from adapters.base import Caller, DeliveryError, Outgoing, TownPort
+from adapters.base import Caller, DeliveryError, Outgoing, TownPort, channel_about
 from adapters.slack_text import (
     MARKUP,
     NAME_LIMIT,
@@ -274,7 +274,7 @@ class SlackAdapter:
     ) -> str:
         known = next((c for c in listing if c.get("id") == linked), None) if linked else None
         if known is None or known.get("is_archived"):
-            known = await self._find_or_create(channel_name(self._town.town_name, area), listing)
+            known = await self._find_or_create(area, listing)
         if not known.get("is_member"):
             await self.client.conversations_join(channel=known["id"])
             known["is_member"] = True
@@ -284,7 +284,17 @@ class SlackAdapter:
         self._areas[channel_id] = area
         return channel_id
 
-    async def _find_or_create(self, base: str, listing: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _describe(self, channel_id: str, area: str) -> None:
+        """A new channel's purpose says what it is, and that its residents are AI; a channel
+        is usable without it (the app may lack ``channels:manage``)."""
+        purpose = channel_about(self._town.town_name, area)[:250]  # Slack's limit
+        try:
+            await self.client.conversations_setPurpose(channel=channel_id, purpose=purpose)
+        except SlackApiError as exc:
+            log.warning("Slack: could not set the purpose of %s (%s)", area, _error_code(exc))
+
+    async def _find_or_create(self, area: str, listing: list[dict[str, Any]]) -> dict[str, Any]:
+        base = channel_name(self._town.town_name, area)
         for n in range(1, 50):
             name = numbered(base, n)
             found = next((c for c in listing if c.get("name") == name), None)
@@ -300,6 +310,7 @@ class SlackAdapter:
                 raise
             channel = dict(created["channel"])
             channel["is_member"] = True  # the creator is in it
+            await self._describe(str(channel["id"]), area)
             listing.append(channel)
             log.info("Slack: created #%s", name)
             return channel

@@ -187,6 +187,7 @@ async def test_provisioning_twice_creates_nothing_new(runtime: Any, fake: FakeDi
     for area, name in AREAS.items():
         channel = fake.channel_named(name)
         assert channel["parent_id"] == category["id"] and area in channel["topic"]
+        assert "AI personas" in channel["topic"]
         link = links(runtime)[area]
         hook = fake.webhooks[link.extra["webhook_id"]]
         assert link.channel_id == channel["id"] and hook["channel_id"] == channel["id"]

@@ -276,6 +276,12 @@ async def test_provisioning_twice_creates_nothing_new(
     assert stored["Hobbs Cafe"] == existing
     assert stored["Mueller home"] == slack.channel_id("mini-mueller-home-2") != old
     assert stored["Rodriguez home"] == slack.channel_id("mini-rodriguez-home")
+    purposes = {
+        c.params["channel"]: c.params["purpose"] for c in slack.called("conversations.setPurpose")
+    }
+    assert set(purposes) == {stored["Mueller home"], stored["Rodriguez home"]}  # the new ones
+    assert all("AI personas" in p and len(p) <= 250 for p in purposes.values())
+    assert slack.channels[stored["Rodriguez home"]]["purpose"]["value"].startswith("Rodriguez home")
     assert "workspace Town Workspace, 3 location channels" in first.status_line()
 
     slack.calls.clear()
@@ -509,6 +515,7 @@ async def test_a_lost_channel_is_provisioned_again(
     outbox = pump(runtime, adapter, [])
 
     slack.channels[old]["is_archived"] = True  # archived: a new channel, numbered
+    slack.fail("conversations.setPurpose", error="missing_scope")  # (usable without one)
     say_in_outbox(runtime, area, speaker, "Anyone here?", "archived")
     await outbox.deliver_pending()
     [posted] = [m for m in slack.messages if m["text"] == "Anyone here?"]

@@ -175,6 +175,14 @@ class FakeSlack:
                 return {"ok": False, "error": "is_archived"}
             channel["is_member"] = True
             return {"ok": True, "channel": channel}
+        if method == "conversations.setPurpose":
+            purpose = str(p.get("purpose", ""))
+            if len(purpose) > 250:
+                return {"ok": False, "error": "too_long"}
+            if not channel["is_member"]:
+                return {"ok": False, "error": "not_in_channel"}
+            channel["purpose"] = {"value": purpose}
+            return {"ok": True, "purpose": purpose}
         if method in ("chat.postMessage", "chat.postEphemeral"):
             return self._post(method, channel, p)
         return {"ok": False, "error": "unknown_method"}
