@@ -26,11 +26,9 @@ from town.experiments.society import (
     PAPER_HALLUCINATION_RATE,
     SocietyResult,
     evaluate,
-    plot_diffusion,
-    plot_graphs,
     read_replay,
-    write_answers,
 )
+from town.experiments.society_report import plot_diffusion, plot_graphs, write_answers
 
 
 def _pct(share: float) -> str:

@@ -22,12 +22,10 @@ from town.experiments.society import (
     evaluate,
     mentions_fact,
     parse_verdict,
-    plot_diffusion,
-    plot_graphs,
     present_at,
     whereabouts,
-    write_answers,
 )
+from town.experiments.society_report import plot_diffusion, plot_graphs, write_answers
 from town.llm.offline import OfflineBrain
 from town.llm.port import ScriptedBrain
 from town.llm.schemas import JudgeKnowsInput
