@@ -373,9 +373,15 @@ def test_warming_skips_what_is_cached_or_on_its_way_and_needs_a_cache() -> None:
 def test_the_embedding_thread_yields_the_cpu_to_the_event_loop() -> None:
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     with embedding_executor() as pool:
-        theirs = pool.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        assert theirs.result(5) == min(19, mine + BACKGROUND_NICE)
+        theirs = pool.submit(
+            lambda: (
+                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
+                os.sched_getscheduler(0),
+            )
+        )
+        assert theirs.result(5) == (min(19, mine + BACKGROUND_NICE), os.SCHED_BATCH)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # not this thread
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
 
 
 async def test_memories_warmed_ahead_are_recorded_from_the_cache(store: Store) -> None:

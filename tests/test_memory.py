@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -402,6 +403,11 @@ def test_an_embedded_index_lives_in_a_helper_process_that_comes_back(tmp_path: P
     index.upsert("town-r1", [1, 2], np.array([[1, 0], [0, 1]], dtype=np.float32))
     helper = chroma_host.host()
     assert helper.alive and helper._proc.pid != os.getpid()
+    if sys.platform == "linux":  # a background process: it never preempts the event loop
+        assert os.sched_getscheduler(helper._proc.pid) == os.SCHED_BATCH
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        # (started from the embedding thread, it adds its 10 to that thread's)
+        assert os.getpriority(os.PRIO_PROCESS, helper._proc.pid) >= min(19, mine + 10)
     helper._proc.kill()
     helper._proc.wait()
     with pytest.raises(VectorIndexError, match="helper process stopped"):

@@ -14,8 +14,6 @@ next call starts a new one.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -24,6 +22,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+from town.embedding import lower_priority
 from town.vectors import ChromaClient, VectorIndexError
 
 _NICE = 10  # as the embedding thread: the event loop should win a contended core
@@ -136,6 +135,5 @@ if __name__ == "__main__":  # pragma: no cover - the helper process itself
     # Ctrl-C in a terminal reaches the whole process group: the parent decides, and the helper
     # ends when the parent closes its end (or exits)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with contextlib.suppress(OSError):
-        os.nice(_NICE)
+    lower_priority(_NICE)  # (before Chroma starts its threads: they inherit it)
     serve(Connection(int(sys.argv[1])))
