@@ -338,7 +338,7 @@ async def run_scale_bench(
                     executor=executor,
                 )
                 tally = UsageTally()
-                brain = ChainCountingBrain(bench_gateway(client, services, tally, concurrency))
+                brain = ChainCountingBrain(bench_gateway(client, tally, concurrency))
                 engine = Engine(store, spec, brain, services.stream, town_id)
                 with store.session() as s:  # load every memory stream before the clock starts
                     for row in engine.residents(s).values():

@@ -12,25 +12,17 @@ process on a loopback port) with a fixed latency per completion, through the rea
   ``town/depth.py``) times the latency, summed over the ticks; ``loop_cpu_s``: the CPU time of
   the event loop's thread over the ticks (what the wall time adds to the critical path is mostly
   this: the loop thinks for every resident in turn, and one tick's calls go out one after another).
-
-``bottown bench client`` measures the floor under that: rounds of N concurrent calls through the
-same gateway and client, with no town around them, and the loop's CPU time per call.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -39,21 +31,17 @@ from typing import Any
 import openai
 
 from bot.settings import Settings
-from bot.wiring import Services, settle_heap
+from bot.wiring import Services
 from town.depth import ChainCountingBrain
 from town.embedding import flush_queues
 from town.engine import Engine, TickReport
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
-from town.llm.schemas import RateImportanceInput
-from town.llm.tasks import RATE_IMPORTANCE
 from town.llm.usage import UsageTally
 from town.persona_load import load_town
 from town.seed import found_town
 from town.vectors import ChromaIndex
-
-log = logging.getLogger(__name__)
 
 ACTIVITY = {
     "actions": "action",
@@ -136,46 +124,10 @@ def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the fake LLM server did not open its port within 30 s")
 
 
-def bench_gateway(
-    client: openai.AsyncOpenAI, services: Services, tally: UsageTally, concurrency: int
-) -> LLMGateway:
+def bench_gateway(client: openai.AsyncOpenAI, tally: UsageTally, concurrency: int) -> LLMGateway:
     """The gateway a town bench thinks through, as a deployment's: to the fake server's model,
-    counting usage, telling the embedding queue of its quiet waits."""
-    return LLMGateway(
-        client,
-        model="bottown-fake",
-        usage=tally,
-        concurrency=concurrency,
-        on_quiet=services.quiet,
-    )
-
-
-@contextmanager
-def cpus_apart(server: subprocess.Popen[bytes]) -> Iterator[None]:
-    """While timing: the fake server on the last CPU, and the calling thread (the event loop) on
-    the others; as before afterwards. Linux with two CPUs or more only; elsewhere nothing moves.
-
-    The fake server stands in for a remote one, which takes no CPU from the town. On a CPU of its
-    own it does not here either: sharing one, the scheduler put the server, woken by a request,
-    beside the loop that sent it and in its place, so a send took about 200 us instead of 35."""
-    if not hasattr(os, "sched_setaffinity"):
-        yield
-        return
-    own = os.sched_getaffinity(0)
-    cpus = sorted(own)
-    if len(cpus) < 2:
-        yield
-        return
-    try:
-        for task in os.listdir(f"/proc/{server.pid}/task"):
-            os.sched_setaffinity(int(task), {cpus[-1]})
-        os.sched_setaffinity(0, set(cpus[:-1]))
-    except OSError as error:  # the server is gone, or this is not allowed: time it as it is
-        log.debug("could not keep the fake server on a CPU of its own: %s", error)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, own)
+    counting usage."""
+    return LLMGateway(client, model="bottown-fake", usage=tally, concurrency=concurrency)
 
 
 def _count(activity: Counter[str], report: TickReport) -> None:
@@ -213,26 +165,24 @@ async def run_town_bench(
                 )
             assert town.id is not None
             flush_queues(services.executor)  # founding's vectors too are not counted
-            settle_heap()
             tally = UsageTally()
             client = open_client(url, "bench", max(30.0, latency_ms / 100))
-            gateway = bench_gateway(client, services, tally, concurrency)
+            gateway = bench_gateway(client, tally, concurrency)
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
             )
             total = int(timedelta(hours=hours) / timedelta(minutes=town.minutes_per_tick))
             activity: Counter[str] = Counter()
             chain = 0
-            with cpus_apart(proc):
-                began, began_cpu = time.perf_counter(), time.thread_time()
-                for done in range(total):
-                    report = await engine.tick()
-                    chain += report.chain
-                    _count(activity, report)
-                    if progress:
-                        progress(done + 1, total)
-                flush_queues(services.executor)  # the day's index writes are part of its cost
-                wall, loop_cpu = time.perf_counter() - began, time.thread_time() - began_cpu
+            began, began_cpu = time.perf_counter(), time.thread_time()
+            for done in range(total):
+                report = await engine.tick()
+                chain += report.chain
+                _count(activity, report)
+                if progress:
+                    progress(done + 1, total)
+            flush_queues(services.executor)  # the day's index writes are part of its cost
+            wall, loop_cpu = time.perf_counter() - began, time.thread_time() - began_cpu
             await client.close()
             services.close()  # pending index writes finish before the folder goes
             ChromaIndex.release_all()
@@ -241,68 +191,4 @@ async def run_town_bench(
         proc.wait(10)
     return TownBench(
         residents, hours / 24, latency_ms, tally, activity, wall, chain, total, loop_cpu
-    )
-
-
-@dataclass
-class ClientBench:
-    calls: int  # in flight together, a round
-    rounds: int
-    latency_ms: float
-    round_wall_ms: float  # median
-    loop_cpu_ms_per_call: float
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "rounds": self.rounds,
-            "latency_ms": self.latency_ms,
-            "round_wall_ms": round(self.round_wall_ms, 2),
-            "overhead_ms": round(self.round_wall_ms - self.latency_ms, 2),
-            "loop_cpu_ms_per_call": round(self.loop_cpu_ms_per_call, 3),
-        }
-
-
-async def run_client_bench(
-    calls: int = 13,
-    rounds: int = 100,
-    latency_ms: float = 100,
-    progress: Callable[[int, int], None] | None = None,
-) -> ClientBench:
-    """Rounds of ``calls`` concurrent ``rate_importance`` calls through the gateway and the
-    ``openai`` client to the fake server: what a tick of that many calls costs with no town
-    around it (13 is a busy tick's median in ``bench town``)."""
-    proc, url = start_fake_llm(latency_ms)
-    try:
-        client = open_client(url, "bench", max(30.0, latency_ms / 100))
-        gateway = LLMGateway(client, model="bottown-fake", concurrency=calls)
-        inputs = RateImportanceInput(
-            resident="Isabella Rodriguez",
-            observations=["Klaus Mueller is reading at Hobbs Cafe", "the stove is burning"],
-        )
-
-        async def one_round() -> None:
-            await asyncio.gather(*(gateway.run(RATE_IMPORTANCE, inputs) for _ in range(calls)))
-
-        await one_round()  # connections opened, nothing timed
-        walls: list[float] = []
-        with cpus_apart(proc):
-            began_cpu = time.thread_time()
-            for done in range(rounds):
-                began = time.perf_counter()
-                await one_round()
-                walls.append(time.perf_counter() - began)
-                if progress:
-                    progress(done + 1, rounds)
-            cpu = time.thread_time() - began_cpu
-        await client.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
-    return ClientBench(
-        calls,
-        rounds,
-        latency_ms,
-        statistics.median(walls) * 1000,
-        cpu * 1000 / (calls * rounds),
     )

@@ -281,34 +281,6 @@ def bench_town(
     guarded(run)
 
 
-@bench_app.command("client")
-def bench_client(
-    calls: Annotated[int, typer.Option(min=1, help="Concurrent calls a round.")] = 13,
-    rounds: Annotated[int, typer.Option(min=1, help="Timed rounds.")] = 100,
-    latency_ms: FakeLatencyMs = 100.0,
-    as_json: JsonFlag = False,
-) -> None:
-    """What the LLM client costs on this machine: rounds of concurrent calls to the fake LLM
-    server through the gateway, with no town around them."""
-    from bot.bench_town import run_client_bench
-
-    def run() -> None:
-        settings_and_logging()
-        with progress_counter("rounds") as progress:
-            result = run_async(run_client_bench(calls, rounds, latency_ms, progress)).as_json()
-        if as_json:
-            print(json.dumps(result))
-            return
-        out.print(
-            f"{calls} calls at once, {latency_ms:g} ms each: a round takes "
-            f"{result['round_wall_ms']} ms (median of {rounds}), {result['overhead_ms']} ms over "
-            f"the latency; the event loop spends {result['loop_cpu_ms_per_call']} ms of CPU on "
-            "each call"
-        )
-
-    guarded(run)
-
-
 @bench_app.command("retrieval")
 def bench_retrieval(
     as_json: JsonFlag = False,

@@ -102,7 +102,8 @@ def build_thinker(settings: Settings, uses_llm: bool) -> Thinker:
     if not uses_llm:
         return Thinker(OfflineBrain(), OFFLINE_LABEL)
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s)
+    retries = settings.llm_max_attempts - 1
+    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s, retries)
     ledger = CallLedger()
     gateway = LLMGateway(
         client,
@@ -110,7 +111,6 @@ def build_thinker(settings: Settings, uses_llm: bool) -> Thinker:
         usage=ledger,
         budget=TokenBudget(settings.daily_token_budget or None, lambda: ledger.total_tokens),
         concurrency=settings.llm_concurrency,
-        max_attempts=settings.llm_max_attempts,
         temperature=TEMPERATURE,
         max_tokens=MAX_TOKENS,
     )

@@ -16,7 +16,7 @@ async def check_llm(settings: Settings) -> tuple[bool, str]:
     """(works, message). The message names the setting to fix; it never contains the key."""
     where = settings.llm_base_url or "the OpenAI API"
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s)
+    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s, max_retries=0)
     inputs = EmojiInput(action="opening Hobbs Cafe for the day")
     schema = {"name": EMOJI.name, "schema": EMOJI.json_schema(), "strict": False}
     create: Any = client.chat.completions.create  # the messages are our own typed dicts

@@ -63,7 +63,9 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM server.")
     llm_model: str = Field("gpt-4o-mini", description="Chat model name.")
     llm_timeout_s: float = Field(60.0, gt=0, description="Seconds before an LLM call times out.")
-    llm_max_attempts: int = Field(4, ge=1, le=10, description="Tries per call (429/5xx/timeouts).")
+    llm_max_attempts: int = Field(
+        4, ge=1, le=10, description="Tries per call: the openai client retries 429/5xx/timeouts."
+    )
     llm_concurrency: int = Field(8, ge=1, le=256, description="LLM calls in flight at once.")
     daily_token_budget: int = Field(
         2_000_000, ge=0, description="Tokens per town per day; 0 = no limit. Then: offline brain."

@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlmodel import select
 
 from bot.settings import Settings
-from bot.wiring import Services, build_brain, settle_heap
+from bot.wiring import Services, build_brain
 from town.engine import Engine, TickReport
 from town.events import TownEvent
 from town.persona_load import load_town
@@ -58,11 +58,10 @@ async def open_town(
     else:
         spec = load_town(town.scenario or name)
     assert town.id is not None
-    brain, usage = build_brain(settings, services.store, town.id, services.quiet)
+    brain, usage = build_brain(settings, services.store, town.id)
     if founded:
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
-    settle_heap()
     return OpenTown(services, engine, usage, town, founded)
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import logging
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,21 +57,20 @@ def _api_key(settings: Settings) -> str:
     return settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
 
 
-def build_brain(
-    settings: Settings,
-    store: Store,
-    town_id: int,
-    on_quiet: Callable[[float], None] | None = None,
-) -> tuple[Brain, StoredUsage]:
+def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, StoredUsage]:
     """The configured LLM behind the gateway, or the offline brain when no LLM is configured.
 
     The usage tally is returned beside it: flush it after each unit of work that used the brain.
-    ``on_quiet`` is told when the event loop only waits for replies (``Services.quiet``).
     """
     usage = StoredUsage(store, town_id)
     if not settings.uses_llm:
         return OfflineBrain(), usage
-    client = open_client(settings.llm_base_url, _api_key(settings), settings.llm_timeout_s)
+    client = open_client(
+        settings.llm_base_url,
+        _api_key(settings),
+        settings.llm_timeout_s,
+        max_retries=settings.llm_max_attempts - 1,
+    )
     gateway = LLMGateway(
         client,
         model=settings.llm_model,
@@ -82,8 +79,6 @@ def build_brain(
             usage, settings.daily_token_budget, limit_calls=settings.daily_call_budget
         ),
         concurrency=settings.llm_concurrency,
-        max_attempts=settings.llm_max_attempts,
-        on_quiet=on_quiet,
     )
     return gateway, usage
 
@@ -186,23 +181,3 @@ class Services:
             s.add(found)
             s.flush()
             return found
-
-
-_settled = False
-YOUNG_COLLECT_AFTER = 10_000  # allocations between collections of the youngest generation
-
-
-def settle_heap() -> None:
-    """Once a process holds what it keeps (its libraries, the embedding model, a town), move all
-    of it into the garbage collector's permanent generation, once per process: a full collection
-    then looks only at what came later. Without this, each one stopped the event loop for
-    100-150 ms in a running town. The youngest generation is collected after 10,000 allocations
-    instead of 700: a tick makes and frees many thousands of objects, nearly all freed by their
-    reference counts, and a game day of ``bench town`` spent 66 ms in 260 collections instead
-    of ~15 ms."""
-    global _settled
-    if not _settled:
-        _settled = True
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(YOUNG_COLLECT_AFTER, *gc.get_threshold()[1:])

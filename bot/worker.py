@@ -43,7 +43,7 @@ from bot.cli_common import err, guarded, out, run_async, settings_and_logging
 from bot.run import PLATFORMS, TownRuntime, run_town
 from bot.settings import Settings
 from bot.town_cmds import OpenTown
-from bot.wiring import Services, build_brain, settle_heap
+from bot.wiring import Services, build_brain
 from town.engine import Engine
 from town.persona import PersonaError
 from town.persona_load import load_town
@@ -343,7 +343,6 @@ class Worker:
             self.wake.set()
 
         opened.engine.guard = self.leases.guard(lease, on_lost)
-        settle_heap()
         runtime = TownRuntime(opened, self.settings)
         runtime.stop_on = (LeaseLost,)  # a tick that finds the lease gone ends the town's run
         task = asyncio.create_task(run_town(runtime, self.platforms), name=f"town-{name}")
@@ -380,7 +379,7 @@ class Worker:
         services = Services(
             shared.settings, shared.store, shared.embedder, shared.index, executor=shared.executor
         )
-        brain, usage = build_brain(self.settings, shared.store, town_id, shared.quiet)
+        brain, usage = build_brain(self.settings, shared.store, town_id)
         engine = Engine(
             shared.store, spec, brain, services.stream, town_id, after_commit=usage.flush
         )

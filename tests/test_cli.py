@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable
 from contextlib import AbstractContextManager, closing
@@ -15,7 +12,6 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from bot.bench_town import cpus_apart
 from bot.cli import app
 from bot.settings import Settings
 from bot.wiring import Services
@@ -250,23 +246,6 @@ def test_chat_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     assert member.exit_code == 1 and "Only admins" in member.output
 
 
-def test_a_process_settles_its_heap_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gc
-
-    import bot.wiring as wiring
-
-    frozen: list[int] = []
-    thresholds: list[tuple[int, ...]] = []
-    monkeypatch.setattr(wiring, "_settled", False)
-    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
-    monkeypatch.setattr(gc, "set_threshold", lambda *t: thresholds.append(t))
-    wiring.settle_heap()
-    wiring.settle_heap()  # a second town opened in the same process: nothing more to do
-    assert frozen == [1]
-    # the youngest generation is collected less often; the older ones as before
-    assert thresholds == [(wiring.YOUNG_COLLECT_AFTER, *gc.get_threshold()[1:])]
-
-
 def test_bench_town_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
     args = ["bench", "town", "--residents", "3", "--hours", "2", "--latency-ms", "5", "--json"]
@@ -281,37 +260,6 @@ def test_bench_town_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert figures["serial_s"] >= figures["critical_path_s"] > 0
     assert 0 < figures["loop_cpu_s"] <= figures["wall_s"] + 0.01  # one thread: at most its wall
     assert figures["activity"]["actions"] > 0
-
-
-def test_bench_client_json() -> None:
-    args = ["bench", "client", "--calls", "4", "--rounds", "3", "--latency-ms", "30", "--json"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    figures = json.loads(result.output.strip().splitlines()[-1])
-    assert (figures["calls"], figures["rounds"]) == (4, 3)
-    assert figures["round_wall_ms"] >= 30 and figures["overhead_ms"] >= 0
-    assert figures["loop_cpu_ms_per_call"] > 0
-
-
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="CPU affinity needs Linux and two CPUs",
-)
-def test_bench_keeps_the_fake_server_off_the_loops_cpus_and_restores_them() -> None:
-    own = os.sched_getaffinity(0)
-    cpus = sorted(own)
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        with cpus_apart(server):
-            assert os.sched_getaffinity(server.pid) == {cpus[-1]}
-            assert os.sched_getaffinity(0) == set(cpus[:-1])
-        assert os.sched_getaffinity(0) == own
-    finally:
-        server.kill()
-        server.wait(10)
-    with cpus_apart(server):  # a server that is gone: timed as it is, nothing raised
-        assert os.sched_getaffinity(0) == own
-    assert os.sched_getaffinity(0) == own
 
 
 def test_a_benchmarks_progress_bar_is_redrawn_twice_a_second(

@@ -9,7 +9,6 @@ every :class:`Brain`: the :class:`LLMGateway`, the :class:`OfflineBrain` or a
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain, ScriptedBrain, ScriptedCall
-from town.llm.retry import RetryPolicy
 from town.llm.tasks import (
     CHOOSE_LOCATION,
     DECOMPOSE,
@@ -46,7 +45,6 @@ __all__ = [
     "Budget",
     "LLMGateway",
     "OfflineBrain",
-    "RetryPolicy",
     "ScriptedBrain",
     "ScriptedCall",
     "Task",

@@ -1,15 +1,10 @@
 """The LLM gateway: the town's one way to ask a language model, never a crash.
 
-Per thought: render the task's messages, ask for structured JSON (``json_schema``, or
-``json_object`` once a server has rejected that), validate with the task's result model, repair
-once, and otherwise let the offline brain answer. Retries, the concurrency cap, usage accounting
-and the daily budget all live here.
-
-Requests go through the openai client's low-level ``post`` (its documented way to make any
-request): the client's base URL, auth, headers, timeouts and exception classes, without its
-per-call transform of the parameters and pydantic parsing of the reply (together about 0.8 ms
-of CPU a call, 40% of a call's cost against a local server). The gateway reads the few fields
-it needs from the reply's JSON itself; a body that is no chat completion is an unusable reply.
+Per thought: render the task's messages, ask ``chat.completions.create`` for structured JSON
+(``json_schema``, or ``json_object`` once a server has rejected that), validate with the task's
+result model, repair once, and otherwise let the offline brain answer. The openai client retries
+and times out (``open_client``); the concurrency cap, usage accounting and the daily budget live
+here.
 """
 
 from __future__ import annotations
@@ -18,18 +13,16 @@ import asyncio
 import json
 import logging
 import math
-import random
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
 from pydantic import BaseModel
 
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
-from town.llm.quiet import QuietWatch
-from town.llm.retry import RetryPolicy
 from town.llm.tasks import Message, Task
 from town.llm.usage import Budget, NullRecorder, Unlimited, UsageRecorder
 
@@ -42,6 +35,9 @@ MODE_LLM = "llm"
 MODE_BUDGET_SPENT = "offline (budget spent)"
 MODE_KEY_REJECTED = "offline (API key rejected)"
 MODE_MODEL_MISSING = "offline (model not found)"
+FORMATS = ("json_schema", "json_object")
+"""The response formats asked for, most structured first: once a server rejects one (a 400
+about ``response_format``), the next is asked for from then on."""
 _REPAIR = (
     "Your previous reply could not be used: {problem}. Reply again with only the corrected JSON "
     "object, matching the requested shape."
@@ -60,7 +56,7 @@ class _Unusable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Reply:
-    """What the gateway reads from the body of a ``/chat/completions`` reply."""
+    """What the gateway reads from a chat completion."""
 
     content: str
     prompt_tokens: int | None  # the server's counts; None when it gave none
@@ -68,33 +64,34 @@ class _Reply:
     problem: str | None = None  # why the body is no chat completion (content is then "")
 
 
-def _count(usage: object, key: str) -> int | None:
-    value = usage.get(key) if isinstance(usage, dict) else None
+def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _read_reply(raw: bytes) -> _Reply:
-    """The first choice's text and the usage, or the reason the body is no chat completion."""
-    try:
-        body = json.loads(raw)
-    except ValueError:  # not JSON, or not UTF-8
-        return _Reply("", None, None, "not JSON")
-    if not isinstance(body, dict):
-        return _Reply("", None, None, "not a JSON object")
-    usage = body.get("usage")
-    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return _Reply("", prompt, completion, "no choices")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        return _Reply("", prompt, completion, "no message")
-    content = message.get("content")
+def _read_reply(completion: object) -> _Reply:
+    """The first choice's text and the usage, or the reason the reply is no chat completion.
+
+    The client builds a :class:`ChatCompletion` from any JSON object without validating it (a
+    missing field is None), hands back other JSON as it is and a body that is not JSON as text.
+    """
+    if not isinstance(completion, ChatCompletion):
+        return _Reply(
+            "", None, None, "not JSON" if isinstance(completion, str) else "not a JSON object"
+        )
+    usage = completion.usage
+    prompt = _count(usage.prompt_tokens) if usage else None
+    done = _count(usage.completion_tokens) if usage else None
+    if not completion.choices:
+        return _Reply("", prompt, done, "no choices")
+    message = completion.choices[0].message
+    if message is None:
+        return _Reply("", prompt, done, "no message")
+    content: object = message.content
     if content is None:
-        return _Reply("", prompt, completion)
+        return _Reply("", prompt, done)
     if not isinstance(content, str):
-        return _Reply("", prompt, completion, "the message's content is not text")
-    return _Reply(content, prompt, completion)
+        return _Reply("", prompt, done, "the message's content is not text")
+    return _Reply(content, prompt, done)
 
 
 @runtime_checkable
@@ -126,19 +123,14 @@ def _problem(error: ValueError) -> str:
     return str(error)[:300]
 
 
-def _rejects_json_schema(error: openai.BadRequestError) -> bool:
+def _rejects_format(error: openai.BadRequestError, kind: str) -> bool:
     text = f"{error.message} {error.param} {error.body}".lower()
-    return "response_format" in text or "json_schema" in text
+    return "response_format" in text or kind in text
 
 
 class LLMGateway:
-    """A :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client.
-
-    Build the client with ``max_retries=0`` so that this gateway's retry policy applies.
-    ``max_attempts`` is a shortcut for ``retry=RetryPolicy(max_attempts=...)``; ``sleep`` and
-    ``rng`` (backoff jitter) are there to be injected by tests. ``on_quiet`` is told when the
-    event loop only waits for replies, and for how long at least (``town/llm/quiet.py``).
-    """
+    """A :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client (``open_client``),
+    which retries and times out on its own; ``concurrency`` caps the calls in flight."""
 
     def __init__(
         self,
@@ -149,30 +141,19 @@ class LLMGateway:
         budget: Budget | None = None,
         fallback: Brain | None = None,
         concurrency: int = 8,
-        retry: RetryPolicy | None = None,
-        max_attempts: int | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
-        on_quiet: Callable[[float], None] | None = None,
     ) -> None:
         self.name = f"llm:{model}"
         self.model = model
         self._client = client
-        self._retry = retry if retry is not None else RetryPolicy()
-        if max_attempts is not None:
-            self._retry = replace(self._retry, max_attempts=max_attempts)
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._usage: UsageRecorder = usage if usage is not None else NullRecorder()
         self._budget: Budget = budget if budget is not None else Unlimited()
         self._fallback: Brain = fallback if fallback is not None else OfflineBrain()
-        self._sleep = sleep
-        self._rng = rng if rng is not None else random.Random()
         self._slots = asyncio.Semaphore(max(1, concurrency))
-        self._quiet = QuietWatch(on_quiet)
-        self._json_schema = True
+        self._format = 0  # the index in FORMATS of the response format asked for
         self._disabled: str | None = None
         self._budget_noted = False
 
@@ -190,7 +171,7 @@ class LLMGateway:
 
     @property
     def response_format_kind(self) -> str:
-        return "json_schema" if self._json_schema else "json_object"
+        return FORMATS[self._format]
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
         spend = _Spend()
@@ -262,19 +243,15 @@ class LLMGateway:
             raise _Unusable(f"still invalid after a repair: {_problem(error)}") from None
 
     async def _complete(self, task: Task[I, R], messages: list[Message], spend: _Spend) -> str:
-        """The reply's text, after retries; raises :class:`_Unusable`."""
-        policy = self._retry
-        attempt = 0
+        """The reply's text, after the client's retries; raises :class:`_Unusable`."""
         while True:
-            schema_mode = self._json_schema
-            attempt += 1
+            kind = FORMATS[self._format]
             spend.calls += 1
             try:
-                raw = await self._send(task, messages, schema_mode)
+                return self._account(await self._send(task, messages, kind, spend), messages, spend)
             except openai.BadRequestError as error:
-                if schema_mode and _rejects_json_schema(error):
-                    self._use_json_object()
-                    attempt -= 1  # the downgrade uses up no attempt
+                if kind != FORMATS[-1] and _rejects_format(error, kind):
+                    self._downgrade(kind)
                     continue
                 raise _Unusable(f"request rejected (400): {error.message[:200]}") from None
             except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
@@ -286,79 +263,61 @@ class LLMGateway:
             except openai.RateLimitError as error:
                 if error.code == "insufficient_quota":
                     raise _Unusable("the account has no quota left (429)") from None
-                wait = policy.retry_after(error.response.headers)
-                reason = "rate limited (429)"
-                if wait is None:
-                    wait = policy.backoff(attempt, self._rng)
+                spend.calls += self._client.max_retries
+                raise _Unusable("rate limited (429), gave up after the retries") from None
             except openai.APIStatusError as error:
-                if error.status_code < 500 and error.status_code not in (408, 409):
-                    raise _Unusable(f"HTTP {error.status_code}") from None
-                wait, reason = policy.backoff(attempt, self._rng), f"HTTP {error.status_code}"
-            except openai.APITimeoutError:
-                wait, reason = policy.backoff(attempt, self._rng), "timed out"
-            except openai.APIConnectionError:
-                wait, reason = policy.backoff(attempt, self._rng), "connection failed"
-            else:
-                return self._account(_read_reply(raw), messages, spend)
-            if attempt >= policy.max_attempts:
-                raise _Unusable(f"{reason}, gave up after {attempt} attempts")
-            log.info(
-                "LLM %s %s; retrying in %.2f s (attempt %d of %d)",
-                task.name,
-                reason,
-                wait,
-                attempt + 1,
-                policy.max_attempts,
-            )
-            await self._sleep(wait)
+                if error.status_code >= 500 or error.status_code in (408, 409):
+                    spend.calls += self._client.max_retries
+                raise _Unusable(f"HTTP {error.status_code}") from None
+            except openai.APIConnectionError as error:  # a timeout too
+                spend.calls += self._client.max_retries
+                problem = "timed out" if isinstance(error, openai.APITimeoutError) else "no reply"
+                raise _Unusable(f"{problem}, gave up after the retries") from None
 
-    async def _send(self, task: Task[I, R], messages: list[Message], schema_mode: bool) -> bytes:
-        """The raw body of a 2xx reply; other statuses raise the openai client's errors."""
-        response_format: dict[str, Any]
-        if schema_mode:
+    async def _send(
+        self, task: Task[I, R], messages: list[Message], kind: str, spend: _Spend
+    ) -> _Reply:
+        """The completion, read; the client's errors for a status it did not retry away."""
+        response_format: ResponseFormat
+        if kind == "json_schema":
             response_format = {
                 "type": "json_schema",
                 "json_schema": {"name": task.name, "schema": task.json_schema(), "strict": False},
             }
         else:
             response_format = {"type": "json_object"}
-        wire = self._wire(task, messages, schema_mode)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": wire,
-            "response_format": response_format,
-        }
-        if self._temperature is not None:
-            body["temperature"] = self._temperature
-        if self._max_tokens is not None:
-            body["max_tokens"] = self._max_tokens
-        log.debug(
-            "LLM %s: %d messages, %d chars",
-            task.name,
-            len(wire),
-            sum(len(m["content"]) for m in messages),
-        )
+        wire = self._wire(task, messages, kind)
+        log.debug("LLM %s: %d messages", task.name, len(wire))
         async with self._slots:
-            with self._quiet.flying():
-                return await self._client.post(
-                    "/chat/completions",
-                    body=body,
-                    cast_to=bytes,
-                    options={"security": {"bearer_auth": True}},  # as chat.completions.create
-                )
+            raw = await self._client.chat.completions.with_raw_response.create(
+                model=self.model,
+                messages=wire,
+                response_format=response_format,
+                temperature=self._temperature if self._temperature is not None else openai.omit,
+                max_tokens=self._max_tokens if self._max_tokens is not None else openai.omit,
+            )
+        spend.calls += raw.retries_taken
+        try:
+            return _read_reply(raw.parse())
+        except ValueError:  # the body is not JSON (or not UTF-8)
+            return _Reply("", None, None, "not JSON")
 
     @staticmethod
-    def _wire(task: Task[I, R], messages: list[Message], schema_mode: bool) -> list[dict[str, str]]:
-        wire: list[dict[str, str]] = []
+    def _wire(
+        task: Task[I, R], messages: list[Message], kind: str
+    ) -> list[ChatCompletionMessageParam]:
+        wire: list[ChatCompletionMessageParam] = []
         for message in messages:
-            content = message["content"]
-            role = message["role"]
-            if role == "system" and not schema_mode:
-                schema = json.dumps(task.json_schema(), ensure_ascii=False)
-                content = f"{content}\n\nThe JSON object must match this JSON schema:\n{schema}"
-            elif role not in ("system", "assistant"):
-                role = "user"
-            wire.append({"role": role, "content": content})
+            content, role = message["content"], message["role"]
+            if role == "system":
+                if kind != "json_schema":
+                    schema = json.dumps(task.json_schema(), ensure_ascii=False)
+                    content = f"{content}\n\nThe JSON object must match this JSON schema:\n{schema}"
+                wire.append({"role": "system", "content": content})
+            elif role == "assistant":
+                wire.append({"role": "assistant", "content": content})
+            else:
+                wire.append({"role": "user", "content": content})
         return wire
 
     @staticmethod
@@ -381,12 +340,13 @@ class LLMGateway:
         spend.completion_tokens += completion
         return reply.content
 
-    def _use_json_object(self) -> None:
-        if self._json_schema:
-            self._json_schema = False
+    def _downgrade(self, kind: str) -> None:
+        if FORMATS[self._format] == kind:  # not already done by a call beside this one
+            self._format += 1
             log.warning(
-                "LLM server does not accept json_schema response formats; "
-                "using json_object mode from now on"
+                "LLM server does not accept %s response formats; using %s mode from now on",
+                kind,
+                FORMATS[self._format],
             )
 
     def _disable(self, mode: str, status: int) -> None:
