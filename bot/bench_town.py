@@ -146,7 +146,6 @@ def bench_gateway(
         model="bottown-fake",
         usage=tally,
         concurrency=concurrency,
-        on_quiet=services.quiet,
     )
 
 

@@ -58,7 +58,7 @@ async def open_town(
     else:
         spec = load_town(town.scenario or name)
     assert town.id is not None
-    brain, usage = build_brain(settings, services.store, town.id, services.quiet)
+    brain, usage = build_brain(settings, services.store, town.id)
     if founded:
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)

@@ -380,7 +380,7 @@ class Worker:
         services = Services(
             shared.settings, shared.store, shared.embedder, shared.index, executor=shared.executor
         )
-        brain, usage = build_brain(self.settings, shared.store, town_id, shared.quiet)
+        brain, usage = build_brain(self.settings, shared.store, town_id)
         engine = Engine(
             shared.store, spec, brain, services.stream, town_id, after_commit=usage.flush
         )
