@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import uuid4
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from town.retrieval import RetrievalWeights, game_hours
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
 from town.vectors import ChromaIndex, InMemoryIndex, VectorIndex, VectorIndexError
+
+pytest_plugins = ["tests.servers"]  # (a Chroma server, for the migration's test)
 
 T0 = datetime(2023, 2, 13, 0, 0, tzinfo=UTC)
 
@@ -458,9 +461,13 @@ async def test_a_town_s_residents_share_a_collection_and_keep_their_memories_apa
     assert len(index.ids(streams[0].collection, b)) == 1
 
 
-@pytest.mark.parametrize("kind", ["memory", "chroma"])
+@pytest.mark.parametrize("kind", ["memory", "embedded", "server"])
 def test_per_resident_collections_move_into_the_town_s_once(
-    store: Store, tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+    store: Store,
+    tmp_path: Path,
+    kind: str,
+    caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
 ) -> None:
     """Vectors an earlier version kept in a collection per resident (``<namespace>-r<id>``, no
     metadata) are moved into the town's collection on first load, and those collections
@@ -468,42 +475,44 @@ def test_per_resident_collections_move_into_the_town_s_once(
     emb = TableEmbedder({"a1": [1, 0], "a2": [0.8, 0.6], "b": [0, 1], "c": [1, 1], "q": [1, 0]})
     a, b = make_residents(store, "Isabella Rodriguez", "Klaus Mueller")
     c = make_resident(store)
+    before = ((a, ["a1", "a2"]), (b, ["b"]), (c, ["c"]))
     with store.session() as s:  # the rows, as stored by the earlier version
-        for rid, texts in ((a, ["a1", "a2"]), (b, ["b"]), (c, ["c"])):
+        for rid, texts in before:
             MemoryStream(resident_id=rid, embedder=emb, index=InMemoryIndex()).add(
                 s, [NewMemory("observation", t, 5) for t in texts], T0
             )
         rows = {m.text: m.id for m in s.exec(select(Memory)).all()}
-    if kind == "chroma":
-        import chromadb
-        from chromadb.config import Settings as ChromaSettings
-
-        index: VectorIndex = ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
-        old = chromadb.PersistentClient(
-            path=str((tmp_path / "chroma").resolve()),
-            settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False),
-        )
-        for rid, texts in ((a, ["a1", "a2"]), (b, ["b"]), (c, ["c"])):
-            old.create_collection(
-                f"bottown-r{rid}", metadata={"embedder": "table", "dim": 2}
-            ).upsert(ids=[str(rows[t]) for t in texts], embeddings=emb.embed(texts))
-    else:
+    ns = f"m{uuid4().hex[:8]}"  # (a server is shared by the session's tests)
+    index: VectorIndex
+    if kind == "memory":
         index = InMemoryIndex()
-        for rid, texts in ((a, ["a1", "a2"]), (b, ["b"]), (c, ["c"])):
+        for rid, texts in before:
             index.upsert(
-                f"bottown-r{rid}", [rows[t] for t in texts], [0] * len(texts), emb.embed(texts)
+                f"{ns}-r{rid}", [rows[t] for t in texts], [0] * len(texts), emb.embed(texts)
             )
+    else:
+        url = request.getfixturevalue("chroma_url") if kind == "server" else None
+        index = ChromaIndex(path=tmp_path / "chroma", url=url, embedder_name="table", dim=2)
+        for rid, texts in before:  # as the earlier version wrote them: ids and vectors only
+            index._client.create_collection(  # type: ignore[attr-defined]
+                f"{ns}-r{rid}", metadata={"embedder": "table", "dim": 2}
+            ).upsert(ids=[str(rows[t]) for t in texts], embeddings=emb.embed(texts))
     emb.calls.clear()
-    streams = [MemoryStream(resident_id=r, embedder=emb, index=index) for r in (a, b)]
+    streams = [MemoryStream(resident_id=r, embedder=emb, index=index, namespace=ns) for r in (a, b)]
     with caplog.at_level(logging.INFO, logger="town.vectors"), store.session() as s:
         for stream in streams:
             stream.count(s)
     moved = [r.getMessage() for r in caplog.records if r.name == "town.vectors"]
-    assert moved == ["moved 3 vectors of 2 residents from per-resident collections into bottown-t1"]
+    town = streams[0].collection
+    assert moved == [f"moved 3 vectors of 2 residents from per-resident collections into {town}"]
     assert emb.calls == []  # nothing embedded again
-    assert index.names() >= {"bottown-t1", f"bottown-r{c}"}
-    assert not {f"bottown-r{a}", f"bottown-r{b}"} & index.names()
-    assert sorted(index.ids("bottown-t1", a).tolist()) == [rows["a1"], rows["a2"]]
+    if kind != "memory":  # (what Chroma holds, not what the index remembers of it)
+        index = ChromaIndex(path=tmp_path / "chroma", url=url, embedder_name="table", dim=2)
+    assert {n for n in index.names() if n.startswith(ns)} == {town, f"{ns}-r{c}"}
+    assert sorted(index.ids(town, a).tolist()) == [rows["a1"], rows["a2"]]
     with store.session() as s:
         found = streams[0].retrieve(s, "q", T0, k=5)
     assert [r.memory.text for r in found] == ["a1", "a2"]
+    if kind == "server":
+        for name in (town, f"{ns}-r{c}"):
+            index.drop(name)

@@ -108,7 +108,7 @@ class MemoryStream:
         self.embedder = embedder
         self.index = index
         self.namespace = namespace
-        self.collection = ""  # the town's, once known (see ``_town``)
+        self.collection = ""  # the town's, once known (see ``town_collection``)
         self.weights = weights or RetrievalWeights()
         self.executor = executor
         self._matrix: MemoryMatrix | None = None
@@ -405,7 +405,7 @@ class MemoryStream:
             matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
         return matrix
 
-    def _town(self, session: Session) -> str:
+    def town_collection(self, session: Session) -> str:
         """The town's collection, found on first use; per-resident collections left by earlier
         versions (``<namespace>-r<resident id>``) are moved into it then."""
         if not self.collection:
@@ -416,13 +416,14 @@ class MemoryStream:
             old = f"{self.namespace}-r"
             if town is not None and any(n.startswith(old) for n in self.index.names()):
                 ours = sa_select(col(Resident.id)).where(col(Resident.town_id) == town)
-                adopt_collections(self.index, old, self.collection, session.scalars(ours).all())
+                residents = [r for r in session.scalars(ours) if r is not None]
+                adopt_collections(self.index, old, self.collection, residents)
         return self.collection
 
     def _load(self, session: Session) -> MemoryMatrix:
         if self._matrix is not None:
             return self._matrix
-        self._town(session)
+        self.town_collection(session)
         rows = session.execute(
             sa_select(
                 col(Memory.id),
@@ -462,7 +463,7 @@ class MemoryStream:
         if not rows:
             return 0
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        lost = ~np.isin(ids, self.index.ids(self._town(session), self.resident_id))
+        lost = ~np.isin(ids, self.index.ids(self.town_collection(session), self.resident_id))
         if lost.any():
             self._reembed(ids[lost], [r[1] for r, gone in zip(rows, lost, strict=True) if gone])
         return int(lost.sum())
