@@ -927,6 +927,7 @@ def test_a_town_s_index_is_repaired_from_its_stored_memories(tmp_path: Path) -> 
     memories that the index lacks are embedded again; other towns' are left alone."""
     from bot.settings import load_settings
     from bot.wiring import Services
+    from town.embedding import flush_queues
     from town.memory import NewMemory
 
     settings = load_settings(embedder="hash", brain="offline", data_dir=tmp_path / "data")
@@ -944,6 +945,7 @@ def test_a_town_s_index_is_repaired_from_its_stored_memories(tmp_path: Path) -> 
                 stream = services.stream(r.id or 0)
                 stream.add(s, [NewMemory("seed", f"{r.name} {n}", 5) for n in range(3)], T0)
         streams = [services.stream(r.id or 0) for r in residents]
+        flush_queues(services.executor)  # (the writes after the commit are done)
         for stream in streams:
             services.index.drop(stream.collection)  # (the writes a killed worker never made)
         assert services.repair_index(towns[0].id or 0) == 6

@@ -399,7 +399,9 @@ class MemoryStream:
             try:
                 vectors = waiting.vectors.result()
             except Exception as error:
-                log.warning("could not embed new memories of %s: %s", self.collection, error)
+                log.warning(
+                    "could not embed new memories of resident %d: %s", self.resident_id, error
+                )
                 self.forget_cache()
                 return self._load(session)  # embeds what the index lacks, on this thread
             matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
@@ -452,7 +454,7 @@ class MemoryStream:
 
     def repair(self, session: Session, upto: int) -> int:
         """Embed and index again those of the resident's memories, up to id ``upto``, that the
-        index lacks (a process killed before its buffered index writes went out); how many.
+        index lacks (a process killed before its index writes went out); how many.
         The stream's own state is left alone, so this may run on a stream of its own on
         another thread while the town goes on."""
         rows = session.execute(
