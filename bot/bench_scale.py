@@ -44,7 +44,6 @@ from bot.bench_town import bench_gateway, start_fake_llm
 from bot.cli_common import JsonFlag, run_async
 from bot.settings import Settings
 from bot.wiring import Services, build_embedder
-from town import chroma_host
 from town.depth import ChainCountingBrain
 from town.embedding import Embedder, embedding_executor, flush_queues
 from town.engine import Engine
@@ -62,7 +61,7 @@ from town.vectors import ChromaIndex
 log = logging.getLogger(__name__)
 
 TICK_S = 60.0  # real time: one game minute a minute
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -156,7 +155,8 @@ def town_spec(residents: int) -> TownSpec:
 
 def prepared(settings: Settings, towns: int, residents: int, embedder: Embedder) -> Path:
     """A folder with ``towns`` founded copies of the town (``town-<i>.db``) and their vectors
-    (``chroma/``, namespace ``t<i>``); built once, then found in the cache."""
+    (``chroma/``, namespace ``t<i>``, one collection per town); built once, then found in the
+    cache."""
     key = f"scale-v{CACHE_VERSION}-{embedder.name}-{embedder.dim}-t{towns}-r{residents}"
     folder = settings.data_dir.resolve() / "bench-cache" / key
     if (folder / "ready").exists():
@@ -174,7 +174,7 @@ def prepared(settings: Settings, towns: int, residents: int, embedder: Embedder)
     )
     start = spec.scenario.start.replace(hour=6, minute=58)
 
-    async def found() -> list[int]:
+    async def found() -> tuple[int, list[int]]:
         with store.session() as s:
             town = await found_town(
                 s,
@@ -186,21 +186,21 @@ def prepared(settings: Settings, towns: int, residents: int, embedder: Embedder)
                 start=start,
                 minutes_per_tick=1,
             )
-            assert town.id is not None
+            town_id = town.id
+            assert town_id is not None
         with store.session() as s:
-            return [r.id for r in s.exec(select(Resident)).all() if r.id is not None]
+            return town_id, [r.id for r in s.exec(select(Resident)).all() if r.id is not None]
 
-    resident_ids = run_async(found())
+    town_id, resident_ids = run_async(found())
     services.close()  # the vectors are written before the copies are taken
-    seeds = {rid: index.fetch(f"tpl-r{rid}") for rid in resident_ids}
-    arrays: dict[str, np.ndarray] = {}
+    seeds = {rid: index.fetch(f"tpl-t{town_id}", rid) for rid in resident_ids}
+    arrays: dict[str, np.ndarray] = {"town": np.array([town_id])}
     for rid, (ids, vectors) in seeds.items():
         arrays[f"ids{rid}"], arrays[f"vec{rid}"] = ids, vectors
     np.savez(building / "vectors.npz", allow_pickle=False, **arrays)
     for i in range(towns):
         shutil.copyfile(template, building / f"town-{i}.db")
-        for rid, (ids, vectors) in seeds.items():
-            index.upsert(f"t{i}-r{rid}", ids.tolist(), vectors)
+        _seed(index, f"t{i}-t{town_id}", seeds)
     template.unlink()
     ChromaIndex.release_all()
     (building / "ready").write_text("ok\n")
@@ -214,23 +214,36 @@ def copy_run(cache: Path, run: Path, *, with_chroma: bool) -> None:
     shutil.copytree(cache, run, dirs_exist_ok=True, ignore=ignore)
 
 
-def _seeds(cache: Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+Seeds = dict[int, tuple[np.ndarray, np.ndarray]]  # resident id -> memory ids, vectors
+
+
+def _seed(index: ChromaIndex, collection: str, seeds: Seeds) -> None:
+    """A town's seed vectors (each resident's ids and vectors) into its collection."""
+    ids = np.concatenate([ids for ids, _ in seeds.values()])
+    residents = [rid for rid, (ids, _) in seeds.items() for _ in range(len(ids))]
+    index.upsert(
+        collection, ids.tolist(), residents, np.concatenate([v for _, v in seeds.values()])
+    )
+
+
+def _seeds(cache: Path) -> tuple[int, Seeds]:
     with np.load(cache / "vectors.npz") as data:
         rids = sorted(int(k[3:]) for k in data.files if k.startswith("ids"))
-        return {rid: (data[f"ids{rid}"], data[f"vec{rid}"]) for rid in rids}
+        town = int(data["town"][0])
+        return town, {rid: (data[f"ids{rid}"], data[f"vec{rid}"]) for rid in rids}
 
 
 def seed_server(index: ChromaIndex, cache: Path, prefix: str, towns: int) -> None:
     """Every town's seed vectors into a Chroma server, under this run's namespaces."""
-    for rid, (ids, vectors) in _seeds(cache).items():
-        for i in range(towns):
-            index.upsert(f"{prefix}t{i}-r{rid}", ids.tolist(), vectors)
+    town, seeds = _seeds(cache)
+    for i in range(towns):
+        _seed(index, f"{prefix}t{i}-t{town}", seeds)
 
 
 def drop_server(index: ChromaIndex, cache: Path, prefix: str, towns: int) -> None:
-    for rid in _seeds(cache):
-        for i in range(towns):
-            index.drop(f"{prefix}t{i}-r{rid}")
+    town, _ = _seeds(cache)
+    for i in range(towns):
+        index.drop(f"{prefix}t{i}-t{town}")
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -244,34 +257,23 @@ class BenchTown:
     offset: float
 
 
-def _ours() -> list[str]:
-    """This process and the helper that runs an embedded Chroma index, if it was started."""
-    helper = chroma_host.helper_pid()
-    return ["self"] if helper is None else ["self", str(helper)]
-
-
 def _peak_rss_reset() -> None:
-    for pid in _ours():
-        with contextlib.suppress(OSError):
-            Path(f"/proc/{pid}/clear_refs").write_text("5")
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def _peak_rss_mb() -> float:
-    """The peak resident memory of this process plus the Chroma helper's."""
-    total = 0.0
-    for pid in _ours():
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1]) / 1024
-    return total or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The peak resident memory of this process (since ``_peak_rss_reset``)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _cpu_s() -> float:
-    """The CPU time of this process plus the Chroma helper's."""
     used = resource.getrusage(resource.RUSAGE_SELF)
-    helper = chroma_host.helper_pid()
-    return used.ru_utime + used.ru_stime + (_process_cpu_s(helper) if helper else 0.0)
+    return used.ru_utime + used.ru_stime
 
 
 def _process_cpu_s(pid: int) -> float:

@@ -18,7 +18,6 @@ from town.embedding import (
     OpenAIEmbedder,
     embedding_executor,
     flush_queues,
-    shared_queue,
 )
 from town.inputs import resident_named
 from town.llm.client import open_client
@@ -109,18 +108,10 @@ class Services:
         return cls(settings, store, embedder, index)
 
     def close(self) -> None:
-        """Finish pending index writes and release the database."""
+        """Finish the index writes and release the database."""
         flush_queues(self.executor)
         self.executor.shutdown(wait=True)
         self.store.dispose()
-
-    def quiet(self, seconds: float) -> None:
-        """The event loop expects to wait ``seconds`` for LLM replies with nothing else to do:
-        an embedded index's buffered writes are written then (``EmbeddingQueue.quiet``), so that
-        its helper process's disk and CPU work falls in the wait; a Chroma server's keep to the
-        minute."""
-        if self.index.embedded:
-            shared_queue(self.embedder, self.executor).quiet(seconds)
 
     def stream(self, resident_id: int) -> MemoryStream:
         found = self._streams.get(resident_id)
@@ -144,8 +135,8 @@ class Services:
 
     def repair_index(self, town_id: int) -> int:
         """Embed and index again the town's memories the vector index lacks, as of now; how
-        many. A worker killed while holding the town lost the index writes it had buffered
-        (up to a minute's); its residents' streams would mend that only as each one loads.
+        many. A worker killed while holding the town lost the index writes it had not made
+        yet; its residents' streams would mend that only as each one loads.
         Runs on the calling thread (the embedding executor, say) beside the running town."""
         with self.store.session() as session:
             upto = session.exec(select(func.max(Memory.id))).one() or 0

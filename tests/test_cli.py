@@ -94,8 +94,8 @@ def test_remember_then_recall(monkeypatch: pytest.MonkeyPatch) -> None:
     rated = runner.invoke(app, ["remember", "tom", "Tom heard Sam is running for mayor"])
     assert rated.exit_code == 0 and "remembered #2" in rated.output
     # the command wrote its vectors before it ended (not left to a timer that dies with it)
-    with closing(Services.open(Settings())) as services:
-        ids, _ = services.index.fetch(services.stream(1).collection)
+    with closing(Services.open(Settings())) as services, services.store.session() as s:
+        ids = services.index.ids(services.stream(1).town_collection(s), 1)
     assert sorted(ids.tolist()) == [1, 2]
     found = runner.invoke(app, ["recall", "Tom", "the sink", "--json", "--k", "1"])
     assert found.exit_code == 0, found.output

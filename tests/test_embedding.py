@@ -61,7 +61,7 @@ def test_minilm_batching_does_not_change_results(minilm: MiniLMEmbedder) -> None
 _THREADS_OF_A_BATCH = """
 import os
 from town.minilm import MiniLMEmbedder
-minilm = MiniLMEmbedder(split_at=10_000)  # (no helper thread for a large call)
+minilm = MiniLMEmbedder()
 minilm._load()
 before = len(os.listdir("/proc/self/task"))
 minilm.embed([f"text number {i} about the town" for i in range(200)])
@@ -190,31 +190,3 @@ def test_minilm_truncates_to_256_word_pieces(minilm: MiniLMEmbedder) -> None:
     long_text = " ".join(["word"] * 300)
     a, b = minilm.embed([long_text, long_text + " completely different ending here"])
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
-
-
-@pytest.mark.parametrize("precision", ["int8", "fp32"])
-def test_a_large_call_is_shared_with_a_helper_thread_and_gives_the_same_vectors(
-    precision: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import threading
-
-    texts = [f"Isabella plans item {i} at Hobbs Cafe" + " again" * (i % 4) for i in range(10)]
-    alone = MiniLMEmbedder(precision=precision, batch_size=2, split_at=10_000)  # type: ignore[arg-type]
-    split = MiniLMEmbedder(precision=precision, batch_size=2, split_at=10)  # type: ignore[arg-type]
-    threads: list[str] = []
-    forward = MiniLMEmbedder._forward
-
-    def spy(self: MiniLMEmbedder, model: object, seqs: list[np.ndarray]) -> np.ndarray:
-        threads.append(threading.current_thread().name)
-        return forward(self, model, seqs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(MiniLMEmbedder, "_forward", spy)
-    expected = alone.embed(texts)
-    assert len(set(threads)) == 1 and len(threads) == 5  # 5 chunks of 2, one thread
-    threads.clear()
-    np.testing.assert_array_equal(split.embed(texts), expected)
-    assert threads.count(threading.current_thread().name) == 3  # every other chunk here
-    assert sum(name.startswith("bottown-embed-helper") for name in threads) == 2
-    threads.clear()
-    split.embed(texts[:9])  # below split_at: one thread
-    assert not any(name.startswith("bottown-embed-helper") for name in threads)

@@ -3,10 +3,7 @@ record without waiting for their vectors."""
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -16,11 +13,9 @@ import pytest
 
 from tests.test_memory import make_resident
 from town.embedding import (
-    BACKGROUND_NICE,
     CachedEmbedder,
     EmbeddingQueue,
     HashEmbedder,
-    embedding_executor,
     flush_queues,
     shared_queue,
 )
@@ -93,7 +88,7 @@ def test_writes_wait_for_earlier_embeddings_and_for_an_idle_queue() -> None:
     embedder = Recording()
     order: list[str] = []
     with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(embedder, pool, write_delay=0)
+        queue = EmbeddingQueue(embedder, pool)
         hold(queue, embedder)
         first = queue.submit(["before"])
         first.add_done_callback(lambda _: order.append("embedded before"))
@@ -106,29 +101,23 @@ def test_writes_wait_for_earlier_embeddings_and_for_an_idle_queue() -> None:
     assert order == ["embedded before", "embedded after", "written [1], done=True"]
 
 
-def test_writes_are_held_back_then_written_together_per_key() -> None:
+def test_writes_asked_for_while_the_thread_is_busy_are_written_together_per_key() -> None:
+    embedder = Recording()
     written: list[tuple[str, list[int]]] = []
-    done = threading.Event()
 
     def writer(key: str) -> Callable[[list[int]], None]:
-        def write(items: list[int]) -> None:
-            written.append((key, items))
-            if len(written) == 2:
-                done.set()
-
-        return write
+        return lambda items: written.append((key, items))
 
     with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=0.3)
-        began = time.monotonic()
+        queue = EmbeddingQueue(embedder, pool)
+        hold(queue, embedder)
         for i in range(3):
             queue.write("a", [i], writer("a"))
             queue.write("b", [10 + i], writer("b"))
-            queue.submit([f"text {i}"]).result(5)  # the queue runs meanwhile, writing nothing
         assert written == []
-        assert done.wait(5)  # the timer writes them once the delay has passed
-        assert time.monotonic() - began >= 0.3
-    assert sorted(written) == [("a", [0, 1, 2]), ("b", [10, 11, 12])]  # one call per key
+        embedder.release.set()
+        queue.flush().result(5)
+    assert written == [("a", [0, 1, 2]), ("b", [10, 11, 12])]  # one call per key
 
 
 def test_a_query_asked_for_during_writes_goes_before_the_next_key_is_written() -> None:
@@ -142,7 +131,7 @@ def test_a_query_asked_for_during_writes_goes_before_the_next_key_is_written() -
         order.append(f"wrote {items}")
 
     with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
+        queue = EmbeddingQueue(HashEmbedder(8), pool)
         queue.write("a", [1], slow)
         queue.write("b", [2], lambda items: order.append(f"wrote {items}"))
         done = queue.flush()
@@ -154,80 +143,14 @@ def test_a_query_asked_for_during_writes_goes_before_the_next_key_is_written() -
     assert order == ["wrote [1]", "embedded the query", "wrote [2]"]
 
 
-def test_a_quiet_wait_writes_the_fullest_keys_first_while_a_write_fits_in_it() -> None:
-    written: list[list[int]] = []
-    all_written = threading.Event()
-
-    def write(items: list[int]) -> None:
-        time.sleep(0.02)
-        written.append(items)
-        if len(written) == 2:
-            all_written.set()
-
-    with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
-        queue.write("small", [1], write)
-        queue.write("big", [2, 3], write)
-        queue.quiet(0.001)  # shorter than a write is taken to be: nothing is written
-        queue.submit(["text"]).result(5)  # (the queue has run meanwhile)
-        assert written == []
-        queue.quiet(1.0)
-        assert all_written.wait(5)
-        assert written == [[2, 3], [1]]  # the fullest first, then the next, long before due
-        # the writes took 20 ms each: a wait of 10 ms is now too short for the next one
-        queue.write("late", [4], written.append)
-        queue.quiet(0.01)
-        queue.submit(["more text"]).result(5)
-        assert written == [[2, 3], [1]]
-        queue.flush().result(5)
-    assert written == [[2, 3], [1], [4]]
-
-
-def test_one_slow_write_does_not_keep_the_next_ones_out_of_quiet_waits() -> None:
-    """A write that once took 300 ms (a new collection's files, a busy disk) is not what the
-    next writes are expected to take: a wait of 100 ms is still used for a 10 ms write."""
-    written: list[list[int]] = []
-    took = iter([0.3, 0.01, 0.01])
-
-    def write(items: list[int]) -> None:
-        time.sleep(next(took))
-        written.append(items)
-
-    with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
-        queue.write("a", [1], write)
-        queue.flush().result(5)  # the slow one
-        for key, item in (("b", 2), ("c", 3)):
-            queue.write(key, [item], write)
-            queue.quiet(0.1)
-            deadline = time.monotonic() + 5
-            while [item] not in written and time.monotonic() < deadline:
-                time.sleep(0.005)
-        assert written == [[1], [2], [3]]  # each in its quiet wait, none waiting to be due
-
-
-def test_a_quiet_wait_writes_only_after_the_embeddings_asked_for() -> None:
-    embedder = Recording()
-    order: list[str] = []
-    with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(embedder, pool, write_delay=3600)
-        hold(queue, embedder)
-        queue.write("c", [1], lambda items: order.append("written"))
-        queue.submit(["a memory"]).add_done_callback(lambda _: order.append("embedded"))
-        queue.quiet(1.0)
-        embedder.release.set()
-        queue.flush().result(5)
-    assert order == ["embedded", "written"]
-
-
-def test_flush_writes_at_once_and_a_failing_writer_does_not_stop_the_others() -> None:
+def test_a_failing_writer_does_not_stop_the_others() -> None:
     written: list[list[int]] = []
 
     def broken(items: list[int]) -> None:
         raise OSError("disk full")
 
     with ThreadPoolExecutor(1) as pool:
-        queue = EmbeddingQueue(HashEmbedder(8), pool, write_delay=3600)
+        queue = EmbeddingQueue(HashEmbedder(8), pool)
         queue.write("bad", [1], broken)
         queue.write("good", [2], written.append)
         queue.flush().result(5)
@@ -282,7 +205,7 @@ async def test_record_returns_before_the_vectors_and_recall_still_finds_the_memo
             embedder.release.set()
             found = await stream.recall(s, "bread", T0, k=3)
             assert [r.memory.id for r in found] == [row.id]
-        queue.flush().result(5)  # the index write buffered after the commit is done
+        queue.flush().result(5)  # the index write after the commit is done
     # the gist was embedded (with the query that needed it, ahead of anyone else), not the text
     assert embedder.calls[1:] == [["baking bread", "bread"]]
     ids, vectors = index.fetch(stream.collection)
@@ -367,21 +290,6 @@ def test_warming_skips_what_is_cached_or_on_its_way_and_needs_a_cache() -> None:
         bare.warm(["nothing would keep this"])  # no cache to fill: no work
         bare.flush().result(5)
     assert embedder.calls[1:] == [["soon", "later"], ["new"]]
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a nice value is per thread on Linux only")
-def test_the_embedding_thread_yields_the_cpu_to_the_event_loop() -> None:
-    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    with embedding_executor() as pool:
-        theirs = pool.submit(
-            lambda: (
-                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
-                os.sched_getscheduler(0),
-            )
-        )
-        assert theirs.result(5) == (min(19, mine + BACKGROUND_NICE), os.SCHED_BATCH)
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # not this thread
-    assert os.sched_getscheduler(0) == os.SCHED_OTHER
 
 
 async def test_memories_warmed_ahead_are_recorded_from_the_cache(store: Store) -> None:

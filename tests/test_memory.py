@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import math
-import os
-import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import uuid4
 
 import numpy as np
 import pytest
 from sqlmodel import select
 
+from town.embedding import shared_queue
 from town.memory import InvalidMemory, MemoryStream, NewMemory
 from town.retrieval import RetrievalWeights, game_hours
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
-from town.vectors import ChromaIndex, InMemoryIndex, VectorIndexError
+from town.vectors import ChromaIndex, InMemoryIndex, VectorIndex, VectorIndexError
+
+pytest_plugins = ["tests.servers"]  # (a Chroma server, for the migration's test)
 
 T0 = datetime(2023, 2, 13, 0, 0, tzinfo=UTC)
 
@@ -38,17 +42,22 @@ class TableEmbedder:
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def make_resident(store: Store) -> int:
+def make_residents(store: Store, *names: str) -> list[int]:
+    """Residents of one new town."""
     with store.session() as s:
-        town = Town(name="t", clock=T0)
+        town = Town(name=f"t{len(s.exec(select(Town)).all())}", clock=T0)
         s.add(town)
         s.flush()
         assert town.id is not None
-        res = Resident(town_id=town.id, name="Isabella Rodriguez")
-        s.add(res)
+        found = [Resident(town_id=town.id, name=name) for name in names]
+        s.add_all(found)
         s.flush()
-        assert res.id is not None
-        return res.id
+        return [r.id for r in found if r.id is not None]
+
+
+def make_resident(store: Store) -> int:
+    (rid,) = make_residents(store, "Isabella Rodriguez")
+    return rid
 
 
 def hand_example(store: Store, weights: RetrievalWeights | None = None) -> MemoryStream:
@@ -278,7 +287,7 @@ def test_repair_embeds_only_what_the_index_lacks_up_to_an_id(tmp_path: Path) -> 
     assert a.id is not None and b.id is not None
     # a process killed before its buffered writes went out: the index holds a's vector only
     index.drop(stream.collection)
-    index.upsert(stream.collection, [a.id], emb.embed(["a"]))
+    index.upsert(stream.collection, [a.id], [stream.resident_id], emb.embed(["a"]))
     emb.calls.clear()
     repairer = MemoryStream(resident_id=stream.resident_id, embedder=emb, index=index)
     with store.session() as s:
@@ -393,30 +402,117 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
             assert len(await asyncio.wait_for(every, 5)) == 4
 
 
-def test_an_embedded_index_lives_in_a_helper_process_that_comes_back(tmp_path: Path) -> None:
-    """Chroma's embedded client runs in a process of its own (its writes hold the interpreter's
-    lock of the process they run in); if that process dies, a call to it says so, and the next
-    index call starts a new one, the vectors on disk intact."""
-    from town import chroma_host
-
+def test_chroma_refuses_another_embedder_s_collection(tmp_path: Path) -> None:
     index = ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
-    index.upsert("town-r1", [1, 2], np.array([[1, 0], [0, 1]], dtype=np.float32))
-    helper = chroma_host.host()
-    assert helper.alive and helper._proc.pid != os.getpid()
-    if sys.platform == "linux":  # a background process: it never preempts the event loop
-        assert os.sched_getscheduler(helper._proc.pid) == os.SCHED_BATCH
-        mine = os.getpriority(os.PRIO_PROCESS, 0)
-        # (started from the embedding thread, it adds its 10 to that thread's)
-        assert os.getpriority(os.PRIO_PROCESS, helper._proc.pid) >= min(19, mine + 10)
-    helper._proc.kill()
-    helper._proc.wait()
-    with pytest.raises(VectorIndexError, match="helper process stopped"):
-        helper.call("ids", index.where, "table", 2, "town-r1")
-    ids, vectors = index.fetch("town-r1")
-    assert chroma_host.host() is not helper
-    assert sorted(ids.tolist()) == [1, 2]
-    assert np.allclose(vectors[ids.tolist().index(2)], [0, 1])
+    index.upsert("town-t1", [1, 2], [7, 8], np.array([[1, 0], [0, 1]], dtype=np.float32))
+    ids, vectors = index.fetch("town-t1", 8)
+    assert ids.tolist() == [2] and np.allclose(vectors, [[0, 1]])
+    assert sorted(index.ids("town-t1").tolist()) == [1, 2]
     with pytest.raises(VectorIndexError, match="embedder 'table'"):
-        ChromaIndex(path=tmp_path / "chroma", embedder_name="other", dim=2).ids("town-r1")
+        ChromaIndex(path=tmp_path / "chroma", embedder_name="other", dim=2).ids("town-t1")
     with pytest.raises(ValueError, match="differ in length"):
-        index.upsert("town-r1", [3], np.zeros((2, 2), dtype=np.float32))
+        index.upsert("town-t1", [3], [7], np.zeros((2, 2), dtype=np.float32))
+
+
+class CountingIndex(InMemoryIndex):
+    def __init__(self) -> None:
+        super().__init__()
+        self.upserts: list[tuple[str, list[int]]] = []
+
+    def upsert(
+        self, collection: str, ids: Sequence[int], residents: Sequence[int], vectors: np.ndarray
+    ) -> None:
+        self.upserts.append((collection, list(residents)))
+        super().upsert(collection, ids, residents, vectors)
+
+
+@pytest.mark.parametrize("kind", ["memory", "chroma"])
+async def test_a_town_s_residents_share_a_collection_and_keep_their_memories_apart(
+    store: Store, tmp_path: Path, kind: str
+) -> None:
+    emb = TableEmbedder({"mine": [1, 0], "theirs": [0.9, 0.1], "q": [1, 0]})
+
+    def open_index() -> VectorIndex:
+        if kind == "memory":
+            return index
+        return ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
+
+    index: VectorIndex = CountingIndex() if kind == "memory" else open_index()
+    a, b = make_residents(store, "Isabella Rodriguez", "Klaus Mueller")
+    other = make_resident(store)  # of another town
+    with ThreadPoolExecutor(1) as pool:
+        streams = [
+            MemoryStream(resident_id=r, embedder=emb, index=index, executor=pool)
+            for r in (a, b, other)
+        ]
+        with store.session() as s:  # one unit of work: the town's vectors in one upsert
+            for stream, text in zip(streams, ["mine", "theirs", "theirs"], strict=True):
+                await stream.record(s, [NewMemory("observation", text, 5)], T0)
+        shared_queue(emb, pool).flush().result(5)
+    assert streams[0].collection == streams[1].collection != streams[2].collection
+    if isinstance(index, CountingIndex):
+        assert index.upserts == [(streams[0].collection, [a, b]), (streams[2].collection, [other])]
+    emb.calls.clear()
+    again = [MemoryStream(resident_id=r, embedder=emb, index=open_index()) for r in (a, b)]
+    with store.session() as s:
+        assert [r.memory.text for r in again[0].retrieve(s, "q", T0, k=5)] == ["mine"]
+        assert [r.memory.text for r in again[1].retrieve(s, "q", T0, k=5)] == ["theirs"]
+    assert emb.calls == [["q"], ["q"]]  # every vector came from the index
+    assert len(index.ids(streams[0].collection, b)) == 1
+
+
+@pytest.mark.parametrize("kind", ["memory", "embedded", "server"])
+def test_per_resident_collections_move_into_the_town_s_once(
+    store: Store,
+    tmp_path: Path,
+    kind: str,
+    caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Vectors an earlier version kept in a collection per resident (``<namespace>-r<id>``, no
+    metadata) are moved into the town's collection on first load, and those collections
+    dropped; another town's are left for its own first load."""
+    emb = TableEmbedder({"a1": [1, 0], "a2": [0.8, 0.6], "b": [0, 1], "c": [1, 1], "q": [1, 0]})
+    a, b = make_residents(store, "Isabella Rodriguez", "Klaus Mueller")
+    c = make_resident(store)
+    before = ((a, ["a1", "a2"]), (b, ["b"]), (c, ["c"]))
+    with store.session() as s:  # the rows, as stored by the earlier version
+        for rid, texts in before:
+            MemoryStream(resident_id=rid, embedder=emb, index=InMemoryIndex()).add(
+                s, [NewMemory("observation", t, 5) for t in texts], T0
+            )
+        rows = {m.text: m.id for m in s.exec(select(Memory)).all()}
+    ns = f"m{uuid4().hex[:8]}"  # (a server is shared by the session's tests)
+    index: VectorIndex
+    if kind == "memory":
+        index = InMemoryIndex()
+        for rid, texts in before:
+            index.upsert(
+                f"{ns}-r{rid}", [rows[t] for t in texts], [0] * len(texts), emb.embed(texts)
+            )
+    else:
+        url = request.getfixturevalue("chroma_url") if kind == "server" else None
+        index = ChromaIndex(path=tmp_path / "chroma", url=url, embedder_name="table", dim=2)
+        for rid, texts in before:  # as the earlier version wrote them: ids and vectors only
+            index._client.create_collection(  # type: ignore[attr-defined]
+                f"{ns}-r{rid}", metadata={"embedder": "table", "dim": 2}
+            ).upsert(ids=[str(rows[t]) for t in texts], embeddings=emb.embed(texts))
+    emb.calls.clear()
+    streams = [MemoryStream(resident_id=r, embedder=emb, index=index, namespace=ns) for r in (a, b)]
+    with caplog.at_level(logging.INFO, logger="town.vectors"), store.session() as s:
+        for stream in streams:
+            stream.count(s)
+    moved = [r.getMessage() for r in caplog.records if r.name == "town.vectors"]
+    town = streams[0].collection
+    assert moved == [f"moved 3 vectors of 2 residents from per-resident collections into {town}"]
+    assert emb.calls == []  # nothing embedded again
+    if kind != "memory":  # (what Chroma holds, not what the index remembers of it)
+        index = ChromaIndex(path=tmp_path / "chroma", url=url, embedder_name="table", dim=2)
+    assert {n for n in index.names() if n.startswith(ns)} == {town, f"{ns}-r{c}"}
+    assert sorted(index.ids(town, a).tolist()) == [rows["a1"], rows["a2"]]
+    with store.session() as s:
+        found = streams[0].retrieve(s, "q", T0, k=5)
+    assert [r.memory.text for r in found] == ["a1", "a2"]
+    if kind == "server":
+        for name in (town, f"{ns}-r{c}"):
+            index.drop(name)

@@ -630,8 +630,9 @@ def test_workers_share_towns_and_never_tick_one_twice(deployment: Deployment) ->
 
 def check_vectors(deployment: Deployment, residents: int | None = 12) -> None:
     """Every memory row has its vector on the Chroma server, under its id (those a killed
-    worker never wrote were embedded again by the worker that took the town over). With
-    ``residents`` None, only the residents whose memories were used have a collection."""
+    worker never wrote were embedded again by the worker that took the town over), in its
+    town's collection. With ``residents`` None, only the towns whose memories were used have a
+    collection."""
     from urllib.parse import urlparse
 
     import chromadb
@@ -643,20 +644,23 @@ def check_vectors(deployment: Deployment, residents: int | None = 12) -> None:
         port=parts.port or 8000,
         settings=ChromaSettings(anonymized_telemetry=False),
     )
-    rows = deployment.query("select resident_id, id from memory")
-    by_resident: dict[int, set[str]] = {}
-    for resident, memory in rows:
-        by_resident.setdefault(resident, set()).add(str(memory))
+    rows = deployment.query(
+        "select m.resident_id, r.town_id, m.id from memory m"
+        " join resident r on r.id = m.resident_id"
+    )
+    by_resident: dict[tuple[int, int], set[str]] = {}
+    for resident, town, memory in rows:
+        by_resident.setdefault((resident, town), set()).add(str(memory))
     assert residents is None or len(by_resident) == residents
     present = {c.name for c in client.list_collections()}
     checked = 0
-    for resident, ids in by_resident.items():
-        name = f"{deployment.namespace}-r{resident}"
+    for (resident, town), ids in by_resident.items():
+        name = f"{deployment.namespace}-t{town}"
         if residents is None and name not in present:
             continue
         checked += 1
         coll = client.get_collection(name)
-        stored = set(coll.get(include=[])["ids"])
+        stored = set(coll.get(where={"resident": resident}, include=[])["ids"])
         assert ids <= stored, f"resident {resident}: {len(ids - stored)} vectors missing"
     assert checked
 
@@ -923,6 +927,7 @@ def test_a_town_s_index_is_repaired_from_its_stored_memories(tmp_path: Path) -> 
     memories that the index lacks are embedded again; other towns' are left alone."""
     from bot.settings import load_settings
     from bot.wiring import Services
+    from town.embedding import flush_queues
     from town.memory import NewMemory
 
     settings = load_settings(embedder="hash", brain="offline", data_dir=tmp_path / "data")
@@ -940,35 +945,12 @@ def test_a_town_s_index_is_repaired_from_its_stored_memories(tmp_path: Path) -> 
                 stream = services.stream(r.id or 0)
                 stream.add(s, [NewMemory("seed", f"{r.name} {n}", 5) for n in range(3)], T0)
         streams = [services.stream(r.id or 0) for r in residents]
+        flush_queues(services.executor)  # (the writes after the commit are done)
         for stream in streams:
             services.index.drop(stream.collection)  # (the writes a killed worker never made)
         assert services.repair_index(towns[0].id or 0) == 6
-        assert [len(services.index.ids(st.collection)) for st in streams] == [3, 0, 3]
+        found = [len(services.index.ids(st.collection, st.resident_id)) for st in streams]
+        assert found == [3, 0, 3]
         assert services.repair_index(towns[0].id or 0) == 0
     finally:
         services.close()
-
-
-def test_only_an_embedded_index_is_written_in_the_loop_s_quiet_waits(
-    chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An embedded Chroma's writes stop the event loop, so they wait for its quiet waits; a
-    Chroma server's do not, and keep to the minute."""
-    from bot.settings import load_settings
-    from bot.wiring import Services
-    from town.embedding import EmbeddingQueue
-
-    told: list[float] = []
-    monkeypatch.setattr(EmbeddingQueue, "quiet", lambda _queue, seconds: told.append(seconds))
-    for url, expected in ((None, [0.05]), (chroma_url, [])):
-        told.clear()
-        settings = load_settings(
-            chroma_url=url, embedder="hash", brain="offline", data_dir=tmp_path / "data"
-        )
-        services = Services.open(settings)
-        try:
-            assert services.index.embedded is (url is None)
-            services.quiet(0.05)
-            assert told == expected
-        finally:
-            services.close()

@@ -15,13 +15,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
-import os
 import re
-import sys
 import threading
-import time
 import weakref
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -149,13 +146,6 @@ class CachedEmbedder:
 # --------------------------------------------------------------------------- batching queue
 
 
-WRITE_GUESS_S = 0.015  # how long an index write takes, until one was timed
-# A quiet wait is used for a write that would end in it, a write taken to last as long as the
-# 80th percentile of the last WRITES_TIMED took: a slow one now and then (a new collection's
-# files, a busy disk) neither decides alone nor sticks.
-WRITES_TIMED = 16
-
-
 @dataclass
 class _Job:
     texts: list[str]
@@ -166,7 +156,7 @@ class _Job:
 
 class EmbeddingQueue:
     """Embedding requests from many callers, answered in batches on one executor thread, with
-    index writes held back and written together in between.
+    index writes in between.
 
     ``submit`` returns at once with a future. What is asked for while the thread is busy is
     embedded together in the next ``embed`` call (a tick's new memories of every resident, say),
@@ -174,44 +164,24 @@ class EmbeddingQueue:
     the batch being embedded); but an urgent request (a query someone awaits) goes first, with
     the owner's own earlier requests and no one else's.
 
-    ``write`` buffers index writes by key for up to ``write_delay`` seconds, then hands each
-    key's items to its writer in one call: a vector index pays mostly per call, not per item. A
-    Chroma upsert into an embedded index takes 5-12 ms, mostly waiting for its disk writes,
-    whether it writes one vector or 30 (in a helper process, ``town/chroma_host.py``, since it
-    holds the interpreter's lock all along); so writes are held back a minute, and a vector a
-    crash kept from the index is computed again when its stream next loads. Writes run after
-    every embedding asked for before them and only while no embedding is waiting: a query never
-    waits behind a queue of writes, only behind the one being written. ``flush`` writes what is
-    buffered without waiting for the delay. ``quiet`` says the event loop will only wait for a
-    while (for LLM replies): the keys with the most items buffered are written then, as long as
-    a write (as long as the last ones took, ``WRITES_TIMED``) ends before the wait does, so that
-    the index's disk and CPU work falls while the loop has nothing else to do.
+    ``write`` buffers index writes by key and hands each key's items to its writer in one call,
+    on the same thread, once no embedding is waiting: after every embedding asked for before
+    them (a writer may wait for their vectors), and what is buffered while the thread is busy is
+    written together. ``flush`` returns a future done once what was buffered is written.
     """
 
-    def __init__(
-        self,
-        embedder: Embedder,
-        executor: Executor,
-        *,
-        chunk_chars: int = 500,
-        write_delay: float = 60.0,
-    ) -> None:
-        if chunk_chars < 1 or write_delay < 0:
-            raise ValueError("chunk_chars must be >= 1 and write_delay >= 0")
+    def __init__(self, embedder: Embedder, executor: Executor, *, chunk_chars: int = 500) -> None:
+        if chunk_chars < 1:
+            raise ValueError("chunk_chars must be >= 1")
         self.embedder = embedder
         self.executor = executor
         self.chunk_chars = chunk_chars
-        self.write_delay = write_delay
         self.batches = 0  # embed calls made (for tests and benchmarks)
         self._waiting: list[_Job] = []
         self._writes: dict[object, tuple[Callable[[list[Any]], None], list[Any]]] = {}
-        self._due: float | None = None  # when the oldest buffered write is due
         self._flushed: list[Future[None]] = []  # callers of flush() waiting for the writes
-        self._timer: threading.Timer | None = None
         self._running = False
         self._warming: set[str] = set()  # texts asked for by warm() and not embedded yet
-        self._quiet_until = 0.0  # (monotonic) the event loop waits with nothing to do until then
-        self._write_times: deque[float] = deque([WRITE_GUESS_S], maxlen=WRITES_TIMED)
         self._lock = threading.Lock()
 
     def submit(
@@ -239,40 +209,21 @@ class EmbeddingQueue:
         return future
 
     def write(self, key: object, items: Sequence[Any], writer: Callable[[list[Any]], None]) -> None:
-        """Buffer ``items`` for ``key``; within ``write_delay`` seconds ``writer`` is called on
-        the executor with every item buffered for the key since its last call."""
+        """Buffer ``items`` for ``key``; ``writer`` is called on the executor with every item
+        buffered for the key since its last call."""
         with self._lock:
             _, buffered = self._writes.setdefault(key, (writer, []))
             buffered.extend(items)
-            if self._due is None:
-                self._due = time.monotonic() + self.write_delay
-            if self._timer is None:
-                self._timer = threading.Timer(self.write_delay, self._on_timer)
-                self._timer.daemon = True
-                self._timer.start()
+        self._start()
 
     def flush(self) -> Future[None]:
-        """Write everything buffered now; the future is done once it is written (after the
-        embeddings asked for before)."""
+        """The future is done once everything buffered now is written (after the embeddings
+        asked for before)."""
         future: Future[None] = Future()
         with self._lock:
             self._flushed.append(future)
         self._start()
         return future
-
-    def quiet(self, seconds: float) -> None:
-        """The event loop expects to wait ``seconds`` with nothing to do: buffered writes that
-        fit in that time are written now rather than when due."""
-        with self._lock:
-            self._quiet_until = time.monotonic() + seconds
-            if not self._writes:
-                return
-        self._start()
-
-    def _on_timer(self) -> None:
-        with self._lock:
-            self._timer = None
-        self._start()
 
     def _start(self) -> None:
         with self._lock:
@@ -290,56 +241,24 @@ class EmbeddingQueue:
                 jobs = self._next_batch()
                 write: tuple[Callable[[list[Any]], None], list[Any]] | None = None
                 flushed: list[Future[None]] = []
-                if not jobs:
-                    key = self._write_key()
-                    if key is not None:
-                        # one key's items a time: what was asked for meanwhile goes first
-                        write = self._writes.pop(key)
-                        if not self._writes:
-                            self._due = None
-                    else:  # every write asked for before a flush() is done
-                        flushed, self._flushed = self._flushed, []
-                    if write is None and not flushed:
+                if not jobs and self._writes:  # one key a time: embeddings asked for go first
+                    write = self._writes.pop(next(iter(self._writes)))
+                elif not jobs:  # every write asked for before a flush() is done
+                    flushed, self._flushed = self._flushed, []
+                    if not flushed:
                         self._running = False
-                        if self._writes and self._timer is None:  # due later: call back then
-                            delay = max(0.0, (self._due or 0) - time.monotonic())
-                            self._timer = threading.Timer(delay, self._on_timer)
-                            self._timer.daemon = True
-                            self._timer.start()
                         return
             if jobs:
                 self._embed(jobs)
-                continue
-            if write is not None:
+            elif write is not None:
                 writer, items = write
-                began = time.monotonic()
                 try:
                     writer(items)
                 except Exception:  # a writer reports its own failures; the queue goes on
                     log.exception("an index write failed")
-                with self._lock:
-                    self._write_times.append(time.monotonic() - began)
             for future in flushed:
                 if future.set_running_or_notify_cancel():
                     future.set_result(None)
-
-    def _write_key(self) -> object | None:
-        """Under the lock: whose buffered writes to write now, if any: the oldest key's when
-        due or flushed, else in a quiet wait the fullest key's, if its write ends in time."""
-        if not self._writes:
-            return None
-        now, keys = time.monotonic(), list[object](self._writes)
-        if self._flushed or now >= (self._due or 0):
-            return keys[0]
-        if now + self._write_estimate() < self._quiet_until:
-            return max(keys, key=lambda key: len(self._writes[key][1]))
-        return None
-
-    def _write_estimate(self) -> float:
-        """Under the lock: how long the next index write will take, in seconds, as the last
-        ones took (see ``WRITES_TIMED``)."""
-        times = sorted(self._write_times)
-        return times[(len(times) - 1) * 4 // 5]
 
     def _next_batch(self) -> list[_Job]:
         """Under the lock: the urgent requests with their owners' earlier ones, or else the
@@ -393,32 +312,9 @@ class EmbeddingQueue:
             start += len(job.texts)
 
 
-BACKGROUND_NICE = 10  # added to the embedding thread's nice value (Linux)
-
-
 def embedding_executor() -> ThreadPoolExecutor:
-    """The one worker thread a deployment computes embeddings and writes the index on, at a
-    lower CPU priority than the event loop (see ``lower_priority``)."""
-    return ThreadPoolExecutor(1, thread_name_prefix="bottown-embed", initializer=lower_priority)
-
-
-def lower_priority(nice: int = BACKGROUND_NICE) -> None:
-    """Lower the calling thread's CPU priority: ``nice`` added to its nice value, and Linux's
-    batch policy (``SCHED_BATCH``), under which it keeps the CPU share its nice value gives it
-    but never preempts another thread when it wakes. The event loop sends a tick's LLM calls
-    one after another, and a tick lasts until the last one is answered; on a machine with few
-    cores the embedding thread (and, for ``bench town``, the LLM server) compete with it, and
-    the loop should win. In a bench day the batch policy cut the loop's wait for a CPU from
-    about 170 ms to 70. Threads this thread starts inherit both. Linux only (a nice value is
-    per thread there); elsewhere, or where it is not allowed, nothing changes."""
-    if sys.platform != "linux":
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # (0: this thread)
-    except OSError:
-        log.debug("could not lower the thread's CPU priority", exc_info=True)
+    """The one worker thread a deployment computes embeddings and writes the index on."""
+    return ThreadPoolExecutor(1, thread_name_prefix="bottown-embed")
 
 
 _QUEUES: weakref.WeakKeyDictionary[Executor, dict[int, EmbeddingQueue]] = (
@@ -439,8 +335,8 @@ def shared_queue(embedder: Embedder, executor: Executor) -> EmbeddingQueue:
 
 
 def flush_queues(executor: Executor, timeout: float | None = None) -> None:
-    """Write out the buffered index writes of every queue on ``executor`` (before it shuts
-    down, say), waiting until they are written."""
+    """Wait until the index writes of every queue on ``executor`` are written (before it shuts
+    down, say)."""
     with _QUEUES_LOCK:
         queues = list(_QUEUES.get(executor, {}).values())
     for queue in queues:

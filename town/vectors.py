@@ -1,16 +1,17 @@
 """The vector index port and its Chroma implementation.
 
-One collection per resident, named ``<namespace>-r<resident id>``, holding one vector per memory
-keyed by the memory's id. Vectors are always computed by our own ``Embedder`` and handed over;
-Chroma's default embedding function (which downloads a model at run time) is never attached.
+One collection per town (see ``MemoryStream``), holding one vector per memory keyed by the
+memory's id, with the resident's id in the record's metadata (``resident``). Vectors are always
+computed by our own ``Embedder`` and handed over; Chroma's default embedding function (which
+downloads a model at run time) is never attached.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import numpy as np
@@ -25,73 +26,57 @@ class VectorIndexError(Exception):
 
 
 class VectorIndex(Protocol):
-    def upsert(self, collection: str, ids: Sequence[int], vectors: np.ndarray) -> None: ...
-
-    def fetch(self, collection: str) -> tuple[np.ndarray, np.ndarray]:
-        """All (ids as int64, vectors as float32) of a collection, in no particular order."""
+    def upsert(
+        self, collection: str, ids: Sequence[int], residents: Sequence[int], vectors: np.ndarray
+    ) -> None:
+        """Vectors under their memories' ids, each with its resident's id."""
         ...
 
-    def ids(self, collection: str) -> np.ndarray:
-        """The ids (int64) a collection holds vectors for, in no particular order."""
+    def fetch(self, collection: str, resident: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """All (ids as int64, vectors as float32) of a collection, or of one resident's in it,
+        in no particular order."""
+        ...
+
+    def ids(self, collection: str, resident: int | None = None) -> np.ndarray:
+        """The ids (int64) a collection (one resident's in it) holds vectors for."""
+        ...
+
+    def names(self) -> set[str]:
+        """The names of the collections the index holds."""
         ...
 
     def drop(self, collection: str) -> None: ...
 
 
+def _where(resident: int | None) -> dict[str, Any] | None:
+    return None if resident is None else {"resident": int(resident)}
+
+
+def adopt_collections(
+    index: VectorIndex, prefix: str, collection: str, residents: Iterable[int]
+) -> None:
+    """The per-resident collections (``<prefix><resident id>``: one per resident, before one per
+    town) of ``residents`` moved into ``collection``, each dropped once copied (a crash in
+    between copies it again)."""
+    names, moved = index.names(), []
+    for resident in residents:
+        if (name := f"{prefix}{resident}") in names:
+            ids, vectors = index.fetch(name)
+            if len(ids):
+                index.upsert(collection, ids.tolist(), [resident] * len(ids), vectors)
+            index.drop(name)
+            moved.append(len(ids))
+    if moved:
+        log.info(
+            "moved %d vectors of %d residents from per-resident collections into %s",
+            sum(moved),
+            len(moved),
+            collection,
+        )
+
+
 class ChromaIndex:
-    """The vector index of a deployment: Chroma's embedded ``PersistentClient`` by default, in a
-    helper process of its own (``town/chroma_host.py``: its writes hold the interpreter's lock
-    of the process they run in), or its ``HttpClient`` in this process when given a URL."""
-
-    def __init__(
-        self, *, path: Path | None = None, url: str | None = None, embedder_name: str, dim: int
-    ) -> None:
-        self.embedder_name = embedder_name
-        self.dim = dim
-        # writes are batched into the event loop's idle waits (see EmbeddingQueue)
-        self.embedded = not url
-        self._client: ChromaClient | None = None
-        if url:
-            self._client = ChromaClient(url=url, embedder_name=embedder_name, dim=dim)
-            self.where = url
-        else:
-            folder = (path or Path("data/chroma")).resolve()
-            self.where = str(folder)
-            self._call("open")  # a folder Chroma cannot use is reported now
-
-    def _call(self, op: str, *args: Any) -> Any:
-        if self._client is not None:
-            return getattr(self._client, op)(*args)
-        from town.chroma_host import host
-
-        return host().call(op, self.where, self.embedder_name, self.dim, *args)
-
-    @staticmethod
-    def release_all() -> None:
-        """Forget Chroma's clients of this process and of the helper (before a data folder is
-        deleted)."""
-        from town.chroma_host import release_all
-
-        release_all()
-        ChromaClient.release_all()
-
-    def upsert(self, collection: str, ids: Sequence[int], vectors: np.ndarray) -> None:
-        if len(ids) != len(vectors):
-            raise ValueError("ids and vectors differ in length")
-        self._call("upsert", collection, [int(i) for i in ids], np.asarray(vectors, np.float32))
-
-    def fetch(self, collection: str) -> tuple[np.ndarray, np.ndarray]:
-        return cast(tuple[np.ndarray, np.ndarray], self._call("fetch", collection))
-
-    def ids(self, collection: str) -> np.ndarray:
-        return cast(np.ndarray, self._call("ids", collection))
-
-    def drop(self, collection: str) -> None:
-        self._call("drop", collection)
-
-
-class ChromaClient:
-    """Chroma's ``PersistentClient`` for a folder or ``HttpClient`` for a URL, in this process."""
+    """Chroma's embedded ``PersistentClient`` for a folder, or its ``HttpClient`` for a URL."""
 
     def __init__(
         self,
@@ -133,6 +118,7 @@ class ChromaClient:
                 "Check BOTTOWN_CHROMA_URL (is the server running?) or the data folder."
             ) from None
         self._collections: dict[str, Any] = {}
+        self._names: set[str] | None = None
 
     @staticmethod
     def release_all() -> None:
@@ -164,47 +150,66 @@ class ChromaClient:
                 "or start a new data folder / chroma_namespace"
             )
         self._collections[name] = coll
+        if self._names is not None:
+            self._names.add(name)
         return coll
 
-    def upsert(self, collection: str, ids: Sequence[int], vectors: np.ndarray) -> None:
-        if len(ids) != len(vectors):
-            raise ValueError("ids and vectors differ in length")
+    def upsert(
+        self, collection: str, ids: Sequence[int], residents: Sequence[int], vectors: np.ndarray
+    ) -> None:
+        if not len(ids) == len(residents) == len(vectors):
+            raise ValueError("ids, residents and vectors differ in length")
         coll = self._collection(collection)
         for start in range(0, len(ids), _BATCH):
-            chunk = ids[start : start + _BATCH]
+            stop = start + _BATCH
             coll.upsert(
-                ids=[str(i) for i in chunk],
-                embeddings=np.asarray(vectors[start : start + _BATCH], dtype=np.float32),
+                ids=[str(i) for i in ids[start:stop]],
+                embeddings=np.asarray(vectors[start:stop], dtype=np.float32),
+                metadatas=[{"resident": int(r)} for r in residents[start:stop]],
             )
 
-    def fetch(self, collection: str) -> tuple[np.ndarray, np.ndarray]:
+    def fetch(self, collection: str, resident: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         id_parts: list[np.ndarray] = []
         vec_parts: list[np.ndarray] = []
-        for ids, got in self._pages(collection, ["embeddings"]):
+        for ids, got in self._pages(collection, resident, ["embeddings"]):
             id_parts.append(ids)
             vec_parts.append(np.asarray(got["embeddings"], dtype=np.float32))
         if not id_parts:
             return np.empty(0, dtype=np.int64), np.empty((0, self.dim), dtype=np.float32)
         return np.concatenate(id_parts), np.concatenate(vec_parts)
 
-    def ids(self, collection: str) -> np.ndarray:
-        parts = [ids for ids, _ in self._pages(collection, [])]
+    def ids(self, collection: str, resident: int | None = None) -> np.ndarray:
+        parts = [ids for ids, _ in self._pages(collection, resident, [])]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
-    def _pages(self, collection: str, include: list[Any]) -> Iterator[tuple[np.ndarray, Any]]:
-        """The collection a page at a time: its ids (int64) and what Chroma returned."""
+    def _pages(
+        self, collection: str, resident: int | None, include: list[Any]
+    ) -> Iterator[tuple[np.ndarray, Any]]:
+        """The collection (one resident's records) a page at a time: the ids (int64) and what
+        Chroma returned."""
         coll = self._collection(collection)
         offset = 0
         while True:
-            got = coll.get(include=include, limit=_BATCH, offset=offset)
+            got = coll.get(where=_where(resident), include=include, limit=_BATCH, offset=offset)
             ids = got["ids"]
             if not ids:
                 return
             yield np.fromiter((int(i) for i in ids), dtype=np.int64, count=len(ids)), got
             offset += len(ids)
 
+    def names(self) -> set[str]:
+        if self._names is None:
+            try:
+                found = self._client.list_collections()
+            except Exception as exc:
+                raise VectorIndexError(f"Chroma at {self.where}: {exc}") from None
+            self._names = {getattr(c, "name", c) for c in found}
+        return set(self._names)
+
     def drop(self, collection: str) -> None:
         self._collections.pop(collection, None)
+        if self._names is not None:
+            self._names.discard(collection)
         try:
             self._client.delete_collection(collection)
         except Exception as exc:  # absent already: nothing to drop
@@ -215,23 +220,30 @@ class InMemoryIndex:
     """A vector index in a dict, for tests and throwaway towns."""
 
     def __init__(self) -> None:
-        self._data: dict[str, dict[int, np.ndarray]] = {}
+        self._data: dict[str, dict[int, tuple[int, np.ndarray]]] = {}
 
-    def upsert(self, collection: str, ids: Sequence[int], vectors: np.ndarray) -> None:
+    def upsert(
+        self, collection: str, ids: Sequence[int], residents: Sequence[int], vectors: np.ndarray
+    ) -> None:
         coll = self._data.setdefault(collection, {})
-        for i, vec in zip(ids, vectors, strict=True):
-            coll[int(i)] = np.asarray(vec, dtype=np.float32)
+        for i, r, vec in zip(ids, residents, vectors, strict=True):
+            coll[int(i)] = (int(r), np.asarray(vec, dtype=np.float32))
 
-    def fetch(self, collection: str) -> tuple[np.ndarray, np.ndarray]:
+    def _items(self, collection: str, resident: int | None) -> list[tuple[int, np.ndarray]]:
         coll = self._data.get(collection, {})
-        if not coll:
+        return [(i, v) for i, (r, v) in coll.items() if resident is None or r == resident]
+
+    def fetch(self, collection: str, resident: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        items = self._items(collection, resident)
+        if not items:
             return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
-        ids = np.fromiter(coll.keys(), dtype=np.int64, count=len(coll))
-        return ids, np.stack(list(coll.values()))
+        return np.array([i for i, _ in items], dtype=np.int64), np.stack([v for _, v in items])
 
-    def ids(self, collection: str) -> np.ndarray:
-        coll = self._data.get(collection, {})
-        return np.fromiter(coll.keys(), dtype=np.int64, count=len(coll))
+    def ids(self, collection: str, resident: int | None = None) -> np.ndarray:
+        return np.array([i for i, _ in self._items(collection, resident)], dtype=np.int64)
+
+    def names(self) -> set[str]:
+        return set(self._data)
 
     def drop(self, collection: str) -> None:
         self._data.pop(collection, None)
