@@ -22,11 +22,10 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Update, bindparam
 from sqlmodel import Session, col, select, update
 
 from town import dialogue, reflection
@@ -37,7 +36,6 @@ from town.llm.schemas import Insight
 from town.memory import MemoryStream
 from town.mind import Observation, Tick, perceive, think
 from town.persona import ResidentSpec, TownSpec
-from town.planning import DayPlan
 from town.state import ResidentState
 from town.store.db import Store
 from town.store.models import Conversation, Resident, Town
@@ -48,19 +46,6 @@ INPUT_ATTEMPTS = 3  # an input another process overtook runs again, up to this m
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-# A tick's statements on the town's row, built once (their compiled forms are cached with them).
-_TOWN_NOW = select(
-    col(Town.paused), col(Town.clock), col(Town.minutes_per_tick), col(Town.revision)
-).where(col(Town.id) == bindparam("town_id"))
-# raises the revision only if it is still the one the writer read ("seen"): see TownChanged
-_REVISE = (
-    update(Town)
-    .where(col(Town.id) == bindparam("town_id"), col(Town.revision) == bindparam("seen"))
-    .values(revision=col(Town.revision) + 1)
-)
-_TICKED = _REVISE.values(clock=bindparam("now"), last_tick_at=bindparam("at"))
 
 
 class TownNotFound(LookupError):
@@ -136,11 +121,6 @@ class Engine:
     # (a worker checks there that it still holds the town's lease).
     guard: Callable[[Session], None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # Today's plan items per resident id, kept from tick to tick (they change only through
-    # town/planning.py and a reaction's replanning, which keep it current); dropped when a unit
-    # of work rolls back and when the day changes.
-    _plans: dict[int, DayPlan] = field(default_factory=dict, init=False, repr=False)
-    _plans_day: date | None = field(default=None, init=False, repr=False)
     _kept: _Kept | None = field(default=None, init=False, repr=False)
 
     @contextmanager
@@ -156,19 +136,19 @@ class Engine:
         self._kept = None
         with self.store.session() as session:
             if changes_town:
-                values = {"town_id": self.town_id, "seen": self.town(session).revision}
-                Store.before_commit(session, partial(self._raise_revision, values=values))
+                seen = self.town(session).revision
+                Store.before_commit(session, partial(self._raise_revision, seen=seen))
             if self.guard is not None:
                 Store.before_commit(session, self.guard)
             yield session
 
-    def _raise_revision(
-        self, session: Session, *, values: dict[str, Any], statement: Update = _REVISE
-    ) -> None:
-        """Raise the town's revision from the one read (``values["seen"]``), so that whoever
-        kept rows of the town reads them again; :class:`TownChanged` if another writer raised
-        it since."""
-        if session.connection().execute(statement, values).rowcount != 1:
+    def _raise_revision(self, session: Session, *, seen: int, **values: Any) -> None:
+        """Raise the town's revision from the one read (``seen``), writing ``values`` on the
+        town's row with it, so that whoever kept rows of the town reads them again;
+        :class:`TownChanged` if another writer raised it since."""
+        raised = update(Town).where(col(Town.id) == self.town_id, col(Town.revision) == seen)
+        values["revision"] = col(Town.revision) + 1
+        if session.connection().execute(raised.values(**values)).rowcount != 1:
             raise TownChanged(self.town_id)
 
     def specs(self) -> dict[str, ResidentSpec]:
@@ -190,13 +170,11 @@ class Engine:
         """Advance the town by one tick (a paused town does not move unless ``force``)."""
         async with self.lock:
             with self.store.session() as session:
-                found = session.connection().execute(_TOWN_NOW, {"town_id": self.town_id}).first()
-                if found is None:
-                    raise TownNotFound(f"town #{self.town_id} is not in the store")
-                paused, clock, minutes, seen = found
-                if paused and not force:
-                    return TickReport(clock, skipped=True)
-                now = clock + timedelta(minutes=minutes)
+                town = self.town(session)
+                seen = town.revision
+                if town.paused and not force:
+                    return TickReport(town.clock, skipped=True)
+                now = town.clock + timedelta(minutes=town.minutes_per_tick)
                 kept, self._kept = self._kept, None  # (a tick that fails keeps nothing)
                 if kept is not None and kept.revision != seen:
                     kept = None  # an input or another process changed the town since
@@ -204,8 +182,7 @@ class Engine:
                 chain = await self._run(tick, kept.talks if kept else {})
                 talks = self._talks(tick, {})  # (those of this tick are in the session)
                 at = datetime.now(UTC)
-                ticked = {"town_id": self.town_id, "seen": seen, "now": now, "at": at}
-                self._raise_revision(session, values=ticked, statement=_TICKED)
+                self._raise_revision(session, seen=seen, clock=now, last_tick_at=at)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)
@@ -227,10 +204,6 @@ class Engine:
             residents = self.residents(session)
             world = World.load(session, self.town_id, self.spec)
         specs = self.specs()
-        if self._plans_day != now.date():
-            self._plans.clear()
-            self._plans_day = now.date()
-        Store.after_rollback(session, self._plans.clear)
         tick = Tick(
             session=session,
             now=now,
@@ -240,7 +213,6 @@ class Engine:
             residents={n: r for n, r in residents.items() if n in specs},
             specs=specs,
             states=states,
-            plans=self._plans,
         )
         for name, row in tick.residents.items():
             awake = bool((row.state or {}).get("awake", False))  # (ResidentState.awake)
