@@ -303,57 +303,35 @@ class FailingBrain(ScriptedBrain):
         return await super().run(task, inputs, resident=resident)
 
 
-async def test_a_tick_takes_the_rows_the_last_one_kept_until_someone_else_writes(
-    store: Store,
-) -> None:
-    """A tick reads the residents and objects again only when the town changed since the last
-    tick committed: by an input here, or by any writer elsewhere (another process, here
-    another engine on the same store). What those wrote is never overwritten: a tick that
-    another writer overtook rolls back (``TownChanged``), and the next one reads again."""
-    from sqlalchemy import event
-
+async def test_a_tick_never_writes_over_what_another_writer_wrote(store: Store) -> None:
+    """What inputs from elsewhere (another process, here another engine on the same store)
+    wrote is never overwritten: the next tick sees it, and a tick that another writer overtook
+    rolls back (``TownChanged``); the one after it goes on."""
     engine = await make_engine(store)
     elsewhere = Engine(store, engine.spec, ScriptedBrain(), Streams(), engine.town_id)
-    reads: list[str] = []
+    await engine.tick()
+    await whisper(elsewhere, "Klaus", "Tell Isabella about your research")
+    await set_object(elsewhere, "Hobbs Cafe: kitchen: stove", "burning")
+    await engine.tick()
+    # another writer between a tick's reading and its commit
+    run = engine._run
 
-    def spy(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        if "FROM resident" in statement or "FROM worldobject" in statement:
-            reads.append(statement)
+    async def meddled(tick: Tick) -> int:
+        chain = await run(tick)
+        tick.session.connection().exec_driver_sql(  # (as another connection would)
+            "UPDATE town SET revision = revision + 1 WHERE id = ?", (engine.town_id,)
+        )
+        return chain
 
-    event.listen(store.engine, "before_cursor_execute", spy)
-    try:
+    engine._run = meddled  # type: ignore[method-assign]
+    with store.session() as s:
+        clock = engine.town(s).clock
+    with pytest.raises(TownChanged):  # it would write over what the other one wrote
         await engine.tick()
-        reads.clear()
-        await engine.tick()
-        assert reads == []  # kept from the tick before
-        await whisper(elsewhere, "Klaus", "Tell Isabella about your research")
-        await set_object(elsewhere, "Hobbs Cafe: kitchen: stove", "burning")
-        reads.clear()
-        await engine.tick()
-        assert any("FROM resident" in r for r in reads)  # read again
-        # another writer between a tick's reading and its commit: that tick keeps nothing
-        run = engine._run
-
-        async def meddled(tick: Tick, talks: dict[int, Conversation]) -> int:
-            chain = await run(tick, talks)
-            tick.session.connection().exec_driver_sql(  # (as another connection would)
-                "UPDATE town SET revision = revision + 1 WHERE id = ?", (engine.town_id,)
-            )
-            return chain
-
-        engine._run = meddled  # type: ignore[method-assign]
-        with store.session() as s:
-            clock = engine.town(s).clock
-        with pytest.raises(TownChanged):  # it would write over what the other one wrote
-            await engine.tick()
-        engine._run = run  # type: ignore[method-assign]
-        with store.session() as s:
-            assert engine.town(s).clock == clock  # rolled back whole
-        reads.clear()
-        await engine.tick()
-        assert any("FROM resident" in r for r in reads)
-    finally:
-        event.remove(store.engine, "before_cursor_execute", spy)
+    engine._run = run  # type: ignore[method-assign]
+    with store.session() as s:
+        assert engine.town(s).clock == clock  # rolled back whole
+    await engine.tick()
     klaus = memories(store, "Klaus Mueller")
     assert any(m.kind == "directive" and "research" in m.text for m in klaus)
     with store.session() as s:
@@ -508,22 +486,6 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert brain.greeted  # a reaction to another resident
     assert brain.met  # residents met, their relationship queries embedded while rating
     assert insights  # reflections, embedded before they are stored
-
-
-async def test_what_a_tick_wrote_is_what_the_residents_rows_hold(store: Store) -> None:
-    engine = await make_engine(store)
-    await ticks(engine, 12)  # waking, planning, moving, talking
-    kept = engine._kept
-    assert kept is not None
-    with store.session() as s:
-        for row in s.exec(select(Resident)).all():
-            mine = kept.residents[row.name]
-            assert (row.location, row.action, row.emoji, row.state) == (
-                mine.location,
-                mine.action,
-                mine.emoji,
-                mine.state,
-            )
 
 
 async def test_a_reaction_drops_the_plan_items_not_yet_over(store: Store) -> None:
