@@ -223,13 +223,12 @@ async def test_only_the_current_chunk_is_decomposed(store: Store) -> None:
     assert maria == []  # asleep until 09:00: no thinking at all
 
 
-async def test_plans_are_remembered_once_kept_across_ticks_and_embedded_as_gists(
+async def test_plans_are_remembered_once_and_embedded_as_gists(
     store: Store,
 ) -> None:
     """With the embedding thread in use (memories recorded without waiting for their vectors):
     a chunk taken as its own hour item (no call) shares the chunk's memory; every decomposition
-    that took a call is one memory, embedded as its gist; the plan the engine keeps from tick to
-    tick is what the store holds."""
+    that took a call is one memory, embedded as its gist."""
     brain = CalmBrain()
     with ThreadPoolExecutor(1) as pool:
         streams = Streams(pool)
@@ -264,14 +263,6 @@ async def test_plans_are_remembered_once_kept_across_ticks_and_embedded_as_gists
         what = " ".join(what.split()[:12]).rstrip(";,")
         gist = f"plans, at {where}: {sub}: {what}"
         assert np.allclose(by_id[memory.id], streams.embedder.embed([gist])[0])
-    kept = engine._plans[rid]
-    with store.session() as s:
-        today = s.exec(
-            select(PlanItem).where(PlanItem.resident_id == rid, PlanItem.day == hours[0].day)
-        ).all()
-    assert sorted(i.id or 0 for g in kept.groups.values() for i in g) == sorted(
-        i.id or 0 for i in today
-    )
 
 
 async def test_visitor_is_heard_by_everyone_present_and_no_one_else(store: Store) -> None:
@@ -312,57 +303,35 @@ class FailingBrain(ScriptedBrain):
         return await super().run(task, inputs, resident=resident)
 
 
-async def test_a_tick_takes_the_rows_the_last_one_kept_until_someone_else_writes(
-    store: Store,
-) -> None:
-    """A tick reads the residents and objects again only when the town changed since the last
-    tick committed: by an input here, or by any writer elsewhere (another process, here
-    another engine on the same store). What those wrote is never overwritten: a tick that
-    another writer overtook rolls back (``TownChanged``), and the next one reads again."""
-    from sqlalchemy import event
-
+async def test_a_tick_never_writes_over_what_another_writer_wrote(store: Store) -> None:
+    """What inputs from elsewhere (another process, here another engine on the same store)
+    wrote is never overwritten: the next tick sees it, and a tick that another writer overtook
+    rolls back (``TownChanged``); the one after it goes on."""
     engine = await make_engine(store)
     elsewhere = Engine(store, engine.spec, ScriptedBrain(), Streams(), engine.town_id)
-    reads: list[str] = []
+    await engine.tick()
+    await whisper(elsewhere, "Klaus", "Tell Isabella about your research")
+    await set_object(elsewhere, "Hobbs Cafe: kitchen: stove", "burning")
+    await engine.tick()
+    # another writer between a tick's reading and its commit
+    run = engine._run
 
-    def spy(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        if "FROM resident" in statement or "FROM worldobject" in statement:
-            reads.append(statement)
+    async def meddled(tick: Tick) -> int:
+        chain = await run(tick)
+        tick.session.connection().exec_driver_sql(  # (as another connection would)
+            "UPDATE town SET revision = revision + 1 WHERE id = ?", (engine.town_id,)
+        )
+        return chain
 
-    event.listen(store.engine, "before_cursor_execute", spy)
-    try:
+    engine._run = meddled  # type: ignore[method-assign]
+    with store.session() as s:
+        clock = engine.town(s).clock
+    with pytest.raises(TownChanged):  # it would write over what the other one wrote
         await engine.tick()
-        reads.clear()
-        await engine.tick()
-        assert reads == []  # kept from the tick before
-        await whisper(elsewhere, "Klaus", "Tell Isabella about your research")
-        await set_object(elsewhere, "Hobbs Cafe: kitchen: stove", "burning")
-        reads.clear()
-        await engine.tick()
-        assert any("FROM resident" in r for r in reads)  # read again
-        # another writer between a tick's reading and its commit: that tick keeps nothing
-        run = engine._run
-
-        async def meddled(tick: Tick, talks: dict[int, Conversation]) -> int:
-            chain = await run(tick, talks)
-            tick.session.connection().exec_driver_sql(  # (as another connection would)
-                "UPDATE town SET revision = revision + 1 WHERE id = ?", (engine.town_id,)
-            )
-            return chain
-
-        engine._run = meddled  # type: ignore[method-assign]
-        with store.session() as s:
-            clock = engine.town(s).clock
-        with pytest.raises(TownChanged):  # it would write over what the other one wrote
-            await engine.tick()
-        engine._run = run  # type: ignore[method-assign]
-        with store.session() as s:
-            assert engine.town(s).clock == clock  # rolled back whole
-        reads.clear()
-        await engine.tick()
-        assert any("FROM resident" in r for r in reads)
-    finally:
-        event.remove(store.engine, "before_cursor_execute", spy)
+    engine._run = run  # type: ignore[method-assign]
+    with store.session() as s:
+        assert engine.town(s).clock == clock  # rolled back whole
+    await engine.tick()
     klaus = memories(store, "Klaus Mueller")
     assert any(m.kind == "directive" and "research" in m.text for m in klaus)
     with store.session() as s:
@@ -519,81 +488,23 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert insights  # reflections, embedded before they are stored
 
 
-async def test_a_tick_updates_the_residents_rows_in_one_statement(store: Store) -> None:
-    """Whatever columns each resident's row had changed, a tick writes them all with one
-    statement (one parameter set a row), and what it wrote is what the rows hold."""
-    from sqlalchemy import event
-
-    engine = await make_engine(store)
-    updates: list[tuple[str, int]] = []
-    written = 0
-
-    def spy(
-        _c: object, _cur: object, statement: str, params: Any, _ctx: object, many: bool
-    ) -> None:
-        if statement.startswith("UPDATE resident"):
-            updates.append((statement, len(params) if many else 1))
-
-    event.listen(store.engine, "before_cursor_execute", spy)
-    try:
-        for _ in range(12):  # waking, planning, moving, talking
-            updates.clear()
-            await engine.tick()
-            plain = [rows for statement, rows in updates if "summary" not in statement]
-            assert len(plain) <= 1, updates  # (a new summary makes the other one)
-            written += sum(plain)
-    finally:
-        event.remove(store.engine, "before_cursor_execute", spy)
-    assert written >= 6  # rows changed in most ticks
-    kept = engine._kept
-    assert kept is not None
-    with store.session() as s:
-        for row in s.exec(select(Resident)).all():
-            mine = kept.residents[row.name]
-            assert (row.location, row.action, row.emoji, row.state) == (
-                mine.location,
-                mine.action,
-                mine.emoji,
-                mine.state,
-            )
-
-
-async def test_reading_memories_and_plans_mid_tick_flushes_nothing(store: Store) -> None:
-    """Memories and plan items are never pending in a tick's session (they go in as plain
-    inserts), so reading them, or a reaction dropping plan items, leaves the residents' pending
-    changes for the tick's one flush at its end."""
-    engine = await make_engine(store)
-    await engine.tick()  # (everyone up to date)
-    with store.session() as session:
-        tick = engine.new_tick(session, datetime(2023, 2, 13, 9, 0, tzinfo=UTC))
-        row = next(iter(tick.residents.values()))
-        row.action = "pending"  # a change the tick has not flushed
-        await current_action(tick, row)
-        tick.stream(row).recent(session)
-        replan_from_now(tick, row)
-        assert row in session.dirty
-
-
-async def test_a_reaction_drops_from_the_kept_plan_what_it_deletes(store: Store) -> None:
+async def test_a_reaction_drops_the_plan_items_not_yet_over(store: Store) -> None:
     """Replanning deletes today's hour items and actions not yet over (and the actions under
-    them) from the store and from the plan the engine keeps, which then still matches the
-    store: nothing is read again."""
+    them); the day's chunks and what is over stay."""
     engine = await make_engine(store)
     await ticks(engine, 4)  # (up, planned, an hour and its actions decomposed)
     with store.session() as session:
         town = session.get(Town, engine.town_id)
         assert town is not None
         tick = engine.new_tick(session, town.clock + timedelta(minutes=town.minutes_per_tick))
-        row = next(r for r in tick.residents.values() if r.id in engine._plans)
+        today = select(PlanItem).where(PlanItem.day == tick.now.date())
+        planned = {i.resident_id for i in session.exec(today).all()}
+        row = next(r for r in tick.residents.values() if r.id in planned)
         assert await current_action(tick, row) is not None
-        kept = tick.plans[row.id]
-        before = {i.id for items in kept.groups.values() for i in items}
+        today = today.where(PlanItem.resident_id == row.id)
+        before = {i.id for i in session.exec(today).all()}
         replan_from_now(tick, row)
-        stored = session.exec(
-            select(PlanItem).where(PlanItem.resident_id == row.id, PlanItem.day == tick.now.date())
-        ).all()
-        assert tick.plans[row.id] is kept
-        assert {i.id for items in kept.groups.values() for i in items} == {i.id for i in stored}
+        stored = session.exec(today).all()
         assert {i.id for i in stored} < before  # the hour in force and its actions went
         assert all(
             i.level == "day" or i.start + timedelta(minutes=i.duration_min) <= tick.now

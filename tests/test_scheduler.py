@@ -32,7 +32,7 @@ from town.engine import TickReport
 from town.gametime import sleep_until
 from town.mind import Tick
 from town.store.db import Store
-from town.store.models import Conversation, OutboxEvent, Town
+from town.store.models import OutboxEvent, Town
 from town.vectors import ChromaIndex
 
 MINITOWN = Path(__file__).parent / "data" / "minitown"
@@ -434,8 +434,8 @@ async def test_a_tick_another_process_overtook_is_said_and_tried_again(
     engine = runtime.engine
     run = engine._run
 
-    async def meddled(tick: Tick, talks: dict[int, Conversation]) -> int:
-        chain = await run(tick, talks)
+    async def meddled(tick: Tick) -> int:
+        chain = await run(tick)
         tick.session.connection().exec_driver_sql(  # (as another process would meanwhile)
             "UPDATE town SET revision = revision + 1"
         )

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import event, inspect, text
+from sqlalchemy import inspect, text
 from sqlmodel import Session, select
 
+from town.events import TownEvent, write_outbox
 from town.memory import MemoryStream, NewMemory
-from town.store.db import Store, StoreError, insert_rows, insert_values, new_row
+from town.store.db import Store, StoreError
 from town.store.models import LlmUsage, Memory, OutboxEvent, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.vectors import InMemoryIndex
@@ -196,95 +195,38 @@ def town_and_resident(s: Session, town_name: str, name: str) -> tuple[Town, Resi
     return town, res
 
 
-def test_inserted_rows_are_stored_as_the_orm_stores_them(any_store: Store) -> None:
-    """``insert_rows`` and ``insert_values`` (on SQLite straight to the driver) store exactly
-    what adding the objects to the session would, and hand back the ids in the rows' order,
-    over several statements too."""
-
-    def memory(resident_id: int, i: int) -> Memory:
-        return Memory(
-            resident_id=resident_id,
-            kind="observation",
-            text=f"memory {i} ✓",
-            created=T0,
-            last_access=datetime(2023, 2, 13, 7, 30, 15, 250, tzinfo=UTC),
-            importance=1 + i % 10,
-            cites=[i, i + 1] if i % 2 else [],
-        )
-
-    with any_store.session() as s:
-        town, res = town_and_resident(s, "rows", "Sam Moore")
-        by_orm = memory(res.id or 0, 0)
-        s.add(by_orm)  # pending: inserting rows flushes it first (they may refer to it)
-        rows = [memory(res.id or 0, i) for i in range(300)]  # past 999 variables a statement
-        insert_rows(s, rows)
-        outbox_ids = insert_values(
-            s,
-            OutboxEvent,
-            [
-                {
-                    "town_id": town.id,
-                    "channel": "Hobbs Cafe",
-                    "kind": "said",
-                    "payload": {"text": f"hi {i}", "n": None},
-                    "game_time": T0,
-                    "idempotency_key": f"k{i}",
-                    "created_at": T0,
-                    "delivered_at": None,
-                }
-                for i in range(3)
-            ],
-        )
-    assert by_orm.id is not None
-    assert [r.id for r in rows] == list(range(by_orm.id + 1, by_orm.id + 301))
-    with any_store.engine.connect() as conn:  # each column as the driver holds it
-        raw = {
-            r[0]: r[1:]
-            for r in conn.exec_driver_sql(
-                "SELECT id, resident_id, kind, text, created, last_access, importance, cites "
-                "FROM memory"
-            )
-        }
-    assert raw[rows[0].id] == raw[by_orm.id]
-    with any_store.session() as s:
-        back = {m.id: m for m in s.exec(select(Memory)).all()}
-        events = s.exec(select(OutboxEvent).order_by(OutboxEvent.id)).all()  # type: ignore[arg-type]
-    for row in rows:
-        got = back[row.id]
-        assert (got.text, got.importance, got.cites) == (row.text, row.importance, row.cites)
-        assert got.created == T0 and got.last_access == row.last_access
-    assert [e.id for e in events] == outbox_ids
-    assert [e.payload for e in events] == [{"text": f"hi {i}", "n": None} for i in range(3)]
-    assert all(e.delivered_at is None and e.game_time == T0 for e in events)
-
-
-def test_a_row_built_without_attribute_events_is_stored_as_the_constructors(
+def test_new_rows_get_ids_in_order_are_seen_at_once_and_read_back_as_written(
     any_store: Store,
 ) -> None:
+    """Memories recorded together get ascending ids in their order and are found in the same
+    unit of work; the outbox rows of a tick keep the events' order; all read back as written."""
     with any_store.session() as s:
-        _, res = town_and_resident(s, "built", "Tom Moreno")
-        values = {
-            "resident_id": res.id,
-            "kind": "plan",
-            "text": "Tom plans to open the store ✓",
-            "created": T0,
-            "last_access": T0,
-            "importance": 5,
-        }
-        built, constructed = new_row(Memory, **values), Memory(**values)
-        assert built.model_dump() == constructed.model_dump()  # defaults too (id, cites)
-        assert built.cites is not new_row(Memory, **values).cites  # a new list each
-        insert_rows(s, [built, constructed])
-    with pytest.raises(TypeError, match=r"missing \['importance'\]"):
-        new_row(Memory, **{k: v for k, v in values.items() if k != "importance"})
-    with pytest.raises(TypeError, match=r"unknown \['colour'\]"):
-        new_row(Memory, **values, colour="red")
-    with any_store.engine.connect() as conn:
-        first, second = conn.exec_driver_sql(
-            "SELECT resident_id, kind, text, created, last_access, importance, cites "
-            "FROM memory ORDER BY id"
-        ).all()
-    assert first == second
+        town, res = town_and_resident(s, "rows", "Sam Moore")
+        stream = MemoryStream(
+            resident_id=res.id or 0, embedder=OnesEmbedder(), index=InMemoryIndex()
+        )
+        items = [
+            NewMemory("observation", f"memory {i} ✓", 1 + i % 10, cites=[i]) for i in range(30)
+        ]
+        rows = stream.add(s, items, T0)
+        ids = [r.id or 0 for r in rows]
+        assert ids == sorted(ids) and len(set(ids)) == 30
+        found = s.exec(select(Memory).where(Memory.resident_id == res.id)).all()
+        assert {m.id for m in found} == set(ids)
+        events = [
+            TownEvent("said", "Hobbs Cafe", T0, "Sam Moore", f"hi {i}", {"n": None})
+            for i in range(3)
+        ]
+        write_outbox(s, town.id or 0, "t", events)
+    with any_store.session() as s:
+        back = {m.id: m for m in s.exec(select(Memory)).all()}
+        outbox = s.exec(select(OutboxEvent).order_by(OutboxEvent.id)).all()  # type: ignore[arg-type]
+    for row, item in zip(rows, items, strict=True):
+        got = back[row.id]
+        assert (got.text, got.importance, got.cites) == (item.text, item.importance, [*item.cites])
+        assert got.created == T0 and got.last_access == T0
+    assert [e.payload["text"] for e in outbox] == ["hi 0", "hi 1", "hi 2"]
+    assert all(e.payload["n"] is None and e.game_time == T0 for e in outbox)
 
 
 # -- two processes on one town ----------------------------------------------------------------
@@ -356,32 +298,3 @@ async def test_an_input_from_another_process_is_never_written_over(any_store: St
     assert klaus.action != "written over the tick"
     await engine.tick()  # and ticking goes on
     other_store.dispose()
-
-
-def test_the_sqlite_log_is_checkpointed_beside_the_commits(tmp_path: Path) -> None:
-    """A commit never checkpoints SQLite's write-ahead log (a checkpoint waits for the disk, on
-    the event loop for a tick's commit); a thread of the store's does, soon after commits."""
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    seen: list[tuple[str, str]] = []
-
-    def spy(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        seen.append((threading.current_thread().name, statement))
-
-    event.listen(store.engine, "before_cursor_execute", spy)
-    with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
-    for i in range(30):
-        with store.session() as s:
-            s.add(Town(name=f"town {i}", clock=T0))
-    deadline = time.monotonic() + 10
-    while ("bottown-wal-checkpoint", "PRAGMA wal_checkpoint(PASSIVE)") not in seen:
-        assert time.monotonic() < deadline, "no checkpoint within 10 s of the commits"
-        time.sleep(0.05)
-    checkpoints = [name for name, sql in seen if "wal_checkpoint" in sql]
-    assert set(checkpoints) == {"bottown-wal-checkpoint"}
-    assert len(checkpoints) < 30  # at most one a second, not one a commit
-    thread = store._checkpoints._thread if store._checkpoints else None
-    store.dispose()
-    assert thread is not None and not thread.is_alive()
-    with store.session() as s:  # the file holds it all
-        assert len(s.exec(select(Town)).all()) == 30

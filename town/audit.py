@@ -26,8 +26,8 @@ from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
-from town.store.db import Store, insert_values
-from town.store.models import AuditEntry, Town, utcnow
+from town.store.db import Store
+from town.store.models import AuditEntry, Town
 
 if TYPE_CHECKING:
     from town.engine import Engine
@@ -75,22 +75,22 @@ def record(
     platform: str = "",
     channel: str = "",
 ) -> None:
-    """Add one row in the unit of work ``session`` (it commits or rolls back with it), as plain
+    """Add one row in the unit of work ``session`` (it commits or rolls back with it), its
     values cut to the columns' sizes."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be in or out, not {direction!r}")
-    row = {
-        "town_id": town_id,
-        "direction": direction,
-        "kind": kind[:20],
-        "platform": platform[:20],
-        "channel": channel[:300],
-        "who": clean_text(who, 200),
-        "text": clean_text(text),
-        "game_time": game_time,
-        "wall_time": utcnow(),
-    }
-    insert_values(session, AuditEntry, [row])
+    session.add(
+        AuditEntry(
+            town_id=town_id,
+            direction=direction,
+            kind=kind[:20],
+            platform=platform[:20],
+            channel=channel[:300],
+            who=clean_text(who, 200),
+            text=clean_text(text),
+            game_time=game_time,
+        )
+    )
 
 
 async def record_command(

@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from sqlalchemy.orm import make_transient_to_detached
-
 from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
 from town.llm.tasks import RATE_IMPORTANCE, UTTER
 from town.memory import NewMemory
-from town.store.db import insert_rows
 from town.store.models import Conversation, Resident
 from town.world import World
 
@@ -37,12 +34,8 @@ async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
         turns=[],
         started=tick.now,
     )
-    # inserted alone for its id, then in the session as a row it holds (its turns are written
-    # by the tick's flush): a flush now would write every change of the tick so far, and the
-    # residents' rows again at the end
-    insert_rows(tick.session, [talk])
-    make_transient_to_detached(talk)
     tick.session.add(talk)
+    tick.session.flush()  # (for its id)
     pairs = ((first, second), (second, first))
     recalled = await asyncio.gather(
         *(

@@ -22,11 +22,10 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Update, bindparam
 from sqlmodel import Session, col, select, update
 
 from town import dialogue, reflection
@@ -37,8 +36,6 @@ from town.llm.schemas import Insight
 from town.memory import MemoryStream
 from town.mind import Observation, Tick, perceive, think
 from town.persona import ResidentSpec, TownSpec
-from town.planning import DayPlan
-from town.state import ResidentState
 from town.store.db import Store
 from town.store.models import Conversation, Resident, Town
 from town.world import World
@@ -48,19 +45,6 @@ INPUT_ATTEMPTS = 3  # an input another process overtook runs again, up to this m
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-# A tick's statements on the town's row, built once (their compiled forms are cached with them).
-_TOWN_NOW = select(
-    col(Town.paused), col(Town.clock), col(Town.minutes_per_tick), col(Town.revision)
-).where(col(Town.id) == bindparam("town_id"))
-# raises the revision only if it is still the one the writer read ("seen"): see TownChanged
-_REVISE = (
-    update(Town)
-    .where(col(Town.id) == bindparam("town_id"), col(Town.revision) == bindparam("seen"))
-    .values(revision=col(Town.revision) + 1)
-)
-_TICKED = _REVISE.values(clock=bindparam("now"), last_tick_at=bindparam("at"))
 
 
 class TownNotFound(LookupError):
@@ -111,19 +95,6 @@ class TickReport:
 
 
 @dataclass
-class _Kept:
-    """The residents' rows and states, the world and the talks going on, as a tick committed
-    them: the next tick uses them instead of reading them again if the town's revision is still
-    the one the tick left (any other writer raises it: ``Engine.unit``)."""
-
-    revision: int
-    residents: dict[str, Resident]
-    states: dict[str, ResidentState]
-    world: World
-    talks: dict[int, Conversation]  # the talks going on, by id
-
-
-@dataclass
 class Engine:
     store: Store
     spec: TownSpec
@@ -136,12 +107,6 @@ class Engine:
     # (a worker checks there that it still holds the town's lease).
     guard: Callable[[Session], None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # Today's plan items per resident id, kept from tick to tick (they change only through
-    # town/planning.py and a reaction's replanning, which keep it current); dropped when a unit
-    # of work rolls back and when the day changes.
-    _plans: dict[int, DayPlan] = field(default_factory=dict, init=False, repr=False)
-    _plans_day: date | None = field(default=None, init=False, repr=False)
-    _kept: _Kept | None = field(default=None, init=False, repr=False)
 
     @contextmanager
     def unit(self, *, changes_town: bool = True) -> Iterator[Session]:
@@ -149,26 +114,24 @@ class Engine:
         before it commits like a tick is, so a worker that lost the town commits nothing.
 
         One that ``changes_town`` (its residents, world or talks) raises the town's revision,
-        so the next tick, here or in another process, reads them again; and raises
-        :class:`TownChanged` instead of committing if another process raised it first (a tick
-        committed since this unit began, say). One that reads only, or writes only memories'
-        last-access times (an interview), leaves the revision alone."""
-        self._kept = None
+        so that a tick in another process that read them before does not write over it; and
+        raises :class:`TownChanged` instead of committing if another process raised it first
+        (a tick committed since this unit began, say). One that reads only, or writes only
+        memories' last-access times (an interview), leaves the revision alone."""
         with self.store.session() as session:
             if changes_town:
-                values = {"town_id": self.town_id, "seen": self.town(session).revision}
-                Store.before_commit(session, partial(self._raise_revision, values=values))
+                seen = self.town(session).revision
+                Store.before_commit(session, partial(self._raise_revision, seen=seen))
             if self.guard is not None:
                 Store.before_commit(session, self.guard)
             yield session
 
-    def _raise_revision(
-        self, session: Session, *, values: dict[str, Any], statement: Update = _REVISE
-    ) -> None:
-        """Raise the town's revision from the one read (``values["seen"]``), so that whoever
-        kept rows of the town reads them again; :class:`TownChanged` if another writer raised
-        it since."""
-        if session.connection().execute(statement, values).rowcount != 1:
+    def _raise_revision(self, session: Session, *, seen: int, **values: Any) -> None:
+        """Raise the town's revision from the one read (``seen``), writing ``values`` on the
+        town's row with it; :class:`TownChanged` if another writer raised it since."""
+        raised = update(Town).where(col(Town.id) == self.town_id, col(Town.revision) == seen)
+        values["revision"] = col(Town.revision) + 1
+        if session.connection().execute(raised.values(**values)).rowcount != 1:
             raise TownChanged(self.town_id)
 
     def specs(self) -> dict[str, ResidentSpec]:
@@ -190,47 +153,27 @@ class Engine:
         """Advance the town by one tick (a paused town does not move unless ``force``)."""
         async with self.lock:
             with self.store.session() as session:
-                found = session.connection().execute(_TOWN_NOW, {"town_id": self.town_id}).first()
-                if found is None:
-                    raise TownNotFound(f"town #{self.town_id} is not in the store")
-                paused, clock, minutes, seen = found
-                if paused and not force:
-                    return TickReport(clock, skipped=True)
-                now = clock + timedelta(minutes=minutes)
-                kept, self._kept = self._kept, None  # (a tick that fails keeps nothing)
-                if kept is not None and kept.revision != seen:
-                    kept = None  # an input or another process changed the town since
-                tick = self.new_tick(session, now, kept)
-                chain = await self._run(tick, kept.talks if kept else {})
-                talks = self._talks(tick, {})  # (those of this tick are in the session)
+                town = self.town(session)
+                seen = town.revision
+                if town.paused and not force:
+                    return TickReport(town.clock, skipped=True)
+                now = town.clock + timedelta(minutes=town.minutes_per_tick)
+                tick = self.new_tick(session, now)
+                chain = await self._run(tick)
                 at = datetime.now(UTC)
-                ticked = {"town_id": self.town_id, "seen": seen, "now": now, "at": at}
-                self._raise_revision(session, values=ticked, statement=_TICKED)
+                self._raise_revision(session, seen=seen, clock=now, last_tick_at=at)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)
                 if self.guard is not None:
                     self.guard(session)
-            # kept as of the revision this tick read, raised by one: if another writer raised it
-            # too meanwhile, the next tick finds a higher one and reads everything again
-            self._kept = _Kept(seen + 1, tick.residents, tick.states, tick.world, talks)
             if self.after_commit:
                 self.after_commit()
             return TickReport(now, tick.events, chain=chain)
 
-    def new_tick(self, session: Session, now: datetime, kept: _Kept | None = None) -> Tick:
-        """A tick's working set: the residents' rows and states and the world, read from the
-        store or, when ``kept`` by the last tick and still current, taken from it."""
-        states: dict[str, ResidentState] = {}
-        if kept is not None:
-            residents, states, world = kept.residents, dict(kept.states), kept.world
-            session.add_all(residents.values())
-        else:
-            residents = self.residents(session)
-            world = World.load(session, self.town_id, self.spec)
+    def new_tick(self, session: Session, now: datetime) -> Tick:
+        """A tick's working set: the residents' rows and the world, read from the store."""
+        residents = self.residents(session)
+        world = World.load(session, self.town_id, self.spec)
         specs = self.specs()
-        if self._plans_day != now.date():
-            self._plans.clear()
-            self._plans_day = now.date()
-        Store.after_rollback(session, self._plans.clear)
         tick = Tick(
             session=session,
             now=now,
@@ -239,15 +182,13 @@ class Engine:
             streams=self.streams,
             residents={n: r for n, r in residents.items() if n in specs},
             specs=specs,
-            states=states,
-            plans=self._plans,
         )
         for name, row in tick.residents.items():
             awake = bool((row.state or {}).get("awake", False))  # (ResidentState.awake)
             tick.start[name] = (row.location, row.action, awake)
         return tick
 
-    async def _run(self, tick: Tick, kept_talks: dict[int, Conversation]) -> int:
+    async def _run(self, tick: Tick) -> int:
         """The tick's work, every unit concurrent: each resident's one step (beside rating what
         it perceived), one turn of each conversation, one step of each reflection. Returns the
         longest chain of dependent LLM calls, which is one unless an input made more."""
@@ -258,7 +199,7 @@ class Engine:
         units: list[Coroutine[Any, Any, object]] = [
             think(tick, r, observed[n]) for n, r in tick.residents.items()
         ]
-        units += [dialogue.step(tick, talk) for talk in self._talks(tick, kept_talks).values()]
+        units += [dialogue.step(tick, talk) for talk in self._talks(tick)]
         units += [self._reflect_step(tick, r) for r in tick.residents.values()]
         chain = await _longest(units)
         pairs = talks_to_begin(tick)
@@ -268,23 +209,15 @@ class Engine:
         tick.save_states()
         return chain
 
-    def _talks(self, tick: Tick, kept: dict[int, Conversation]) -> dict[int, Conversation]:
-        """The talks going on, by id: their rows as ``kept`` (by the last tick), else read."""
+    def _talks(self, tick: Tick) -> list[Conversation]:
+        """The talks going on."""
         ids = {s.talk for s in (tick.state(r) for r in tick.residents.values()) if s.talk}
-        found: dict[int, Conversation] = {}
-        for talk_id in ids:
-            row = kept.get(talk_id)
-            if row is not None:
-                tick.session.add(row)
-            else:
-                row = tick.session.get(Conversation, talk_id)
-            if row is not None:
-                found[talk_id] = row
+        found = {i: row for i in ids if (row := tick.session.get(Conversation, i)) is not None}
         for resident in tick.residents.values():
             state = tick.state(resident)
             if state.talk is not None and state.talk not in found:
                 state.talk = None  # a conversation that is gone: back to the plan
-        return found
+        return list(found.values())
 
     async def _reflect_step(self, tick: Tick, resident: Resident) -> None:
         """A reflection in three steps, a tick apart: questions, insights, storing them."""

@@ -10,8 +10,7 @@ from typing import Any
 from sqlmodel import Session
 
 from town import audit
-from town.store.db import insert_values
-from town.store.models import OutboxEvent, utcnow
+from town.store.models import OutboxEvent
 
 KINDS = (
     "woke",
@@ -43,8 +42,7 @@ class TownEvent:
 
 def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
     """One outbox row per event, keyed so that the same tick can never be written twice; the
-    town's words also go to the audit log, in the same unit of work. The outbox rows as plain
-    values: nothing reads them back in this unit of work."""
+    town's words also go to the audit log, in the same unit of work."""
     for event in events:
         if event.kind in audit.OUTPUT_EVENTS:
             audit.record(
@@ -58,20 +56,14 @@ def write_outbox(session: Session, town_id: int, tick_key: str, events: list[Tow
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,
             )
-    insert_values(
-        session,
-        OutboxEvent,
-        [
-            {
-                "town_id": town_id,
-                "channel": event.channel,
-                "kind": event.kind,
-                "payload": event.payload(),
-                "game_time": event.at,
-                "idempotency_key": f"{town_id}:{tick_key}:{seq}",
-                "created_at": utcnow(),  # one apiece, as the history orders by it
-                "delivered_at": None,
-            }
-            for seq, event in enumerate(events)
-        ],
+    session.add_all(
+        OutboxEvent(
+            town_id=town_id,
+            channel=event.channel,
+            kind=event.kind,
+            payload=event.payload(),
+            game_time=event.at,
+            idempotency_key=f"{town_id}:{tick_key}:{seq}",
+        )
+        for seq, event in enumerate(events)
     )

@@ -35,7 +35,7 @@ from town.retrieval import (
     score_candidates,
     top_k,
 )
-from town.store.db import Store, insert_rows, new_row
+from town.store.db import Store
 from town.store.models import MEMORY_KINDS, Memory, Resident
 from town.vectors import VectorIndex, adopt_collections
 
@@ -208,13 +208,13 @@ class MemoryStream:
         return shared_queue(self.embedder, self.executor)
 
     def _insert(self, session: Session, items: Sequence[NewMemory], at: datetime) -> list[Memory]:
-        """The rows, inserted in one statement that returns their ids (the rows themselves stay
-        out of the session: nothing changes a memory but its last access, written by
-        ``_write_last_access``); the cache is loaded first, so it does not load them twice."""
+        """The rows, added and flushed (for their ids); the cache is loaded first, so it does
+        not load them twice."""
         if self._matrix is None:
             self._load(session)
         rows = [self._row(item, at) for item in items]
-        insert_rows(session, rows)
+        session.add_all(rows)
+        session.flush()
         self._keep(rows)
         return rows
 
@@ -261,8 +261,7 @@ class MemoryStream:
         if not text:
             raise InvalidMemory("a memory needs some text")
         importance = min(10, max(1, int(item.importance)))
-        return new_row(
-            Memory,
+        return Memory(
             resident_id=self.resident_id,
             kind=item.kind,
             text=text,

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy.orm.attributes import flag_modified, instance_state
 from sqlmodel import Session
 
 from town.events import TownEvent
@@ -31,7 +30,7 @@ from town.llm.schemas import (
 from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT, SUMMARIZE
 from town.memory import MemoryStream, NewMemory
 from town.persona import ResidentSpec
-from town.planning import DayPlan, current_action, plan_day, replan_from_now
+from town.planning import current_action, plan_day, replan_from_now
 from town.state import ResidentState
 from town.store.models import Resident
 from town.world import World
@@ -47,10 +46,6 @@ SUMMARY_WARM_AHEAD = timedelta(hours=1)  # a sleeper's summary queries are embed
 class Observation:
     key: str  # "@Name" for a resident, "object|<sub-area>|<object>", "inbox" for inputs
     text: str
-
-
-# The columns of a resident's row that ticks change (see ``Tick.save_states``).
-TICK_COLUMNS = ("location", "action", "emoji", "state")
 
 
 @dataclass
@@ -70,7 +65,6 @@ class Tick:
     talks: list[tuple[bool, str, str]] = field(default_factory=list)
     answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
     states: dict[str, ResidentState] = field(default_factory=dict)
-    plans: dict[int, DayPlan] = field(default_factory=dict)  # today's, per resident id
     _present: dict[str, list[tuple[str, str, bool]]] | None = field(default=None, repr=False)
 
     def state(self, resident: Resident) -> ResidentState:
@@ -91,17 +85,11 @@ class Tick:
         return self._present.get(area, [])
 
     def save_states(self) -> None:
-        """Write each resident's state back to its row; every row the tick changed then has all
-        of ``TICK_COLUMNS`` written, so that the flush updates the rows in one statement (it
-        makes one per set of changed columns: about eight a tick, each ~0.1 ms)."""
+        """Write each resident's state back to its row."""
         for name, state in self.states.items():
             row = self.residents[name]
             if state.save(row):
                 self.session.add(row)
-        for row in self.residents.values():
-            if instance_state(row).modified:
-                for column in TICK_COLUMNS:
-                    flag_modified(row, column)
 
     def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
         channel = World.area_of(resident.location)

@@ -16,8 +16,6 @@ contains, plans do not crowd out what a query is about (whom the resident knows,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -31,7 +29,6 @@ from town.llm.tasks import DECOMPOSE, PLAN_DAY
 from town.memory import NewMemory
 from town.persona import ResidentSpec
 from town.state import ResidentState
-from town.store.db import insert_rows, new_row
 from town.store.models import Memory, PlanItem, Resident
 
 if TYPE_CHECKING:
@@ -103,74 +100,34 @@ async def current_action(tick: Tick, resident: Resident) -> PlanItem | None:
 def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) -> PlanItem | None:
     """The ``level`` item (under ``parent``) in force now: the latest started one not yet over."""
     now = tick.now
-    best: PlanItem | None = None
-    for item in _today(tick, resident).under(level, parent):
-        if item.start <= now < _end(item) and (
-            best is None or (item.start, item.id or 0) > (best.start, best.id or 0)
-        ):
-            best = item
-    return best
+    found = [
+        item for item in _today(tick, resident, level, parent) if item.start <= now < _end(item)
+    ]
+    return max(found, key=lambda item: (item.start, item.id or 0), default=None)
 
 
-@dataclass
-class DayPlan:
-    """Today's plan items of one resident, by level and parent."""
-
-    groups: dict[tuple[str, int | None], list[PlanItem]] = field(default_factory=dict)
-
-    def add(self, items: Iterable[PlanItem]) -> None:
-        for item in items:
-            self.groups.setdefault((item.level, item.parent_id), []).append(item)
-
-    def under(self, level: str, parent: int | None) -> list[PlanItem]:
-        """The ``level`` items under ``parent`` (the day's chunks have none)."""
-        return self.groups.get((level, parent), [])
-
-    def drop(self, ids: set[int]) -> None:
-        """Forget the items of ``ids`` and their children."""
-        for key, items in list(self.groups.items()):
-            if key[1] in ids:
-                del self.groups[key]
-            else:
-                items[:] = [i for i in items if i.id not in ids]
-
-
-def _today(tick: Tick, resident: Resident) -> DayPlan:
-    """Today's plan of the resident, read from the store once and then kept (by the engine, from
-    tick to tick): ``_store`` adds to it, and a reaction's ``replan_from_now`` drops from it what
-    it deletes. Plan items are never pending in the session (``insert_rows``), so reading them
-    flushes nothing."""
-    assert resident.id is not None
-    cached = tick.plans.get(resident.id)
-    if cached is None:
-        cached = tick.plans[resident.id] = DayPlan()
-        with tick.session.no_autoflush:
-            found = tick.session.exec(
-                select(PlanItem).where(
-                    PlanItem.resident_id == resident.id, PlanItem.day == tick.now.date()
-                )
-            ).all()
-        cached.add(found)
-    return cached
+def _today(
+    tick: Tick, resident: Resident, level: str | None = None, parent: int | None = None
+) -> list[PlanItem]:
+    """Today's plan items of the resident: of ``level`` under ``parent`` (the day's chunks have
+    none), or every hour item and action when ``level`` is None."""
+    query = select(PlanItem).where(
+        PlanItem.resident_id == resident.id, PlanItem.day == tick.now.date()
+    )
+    if level is None:
+        query = query.where(PlanItem.level != "day")
+    else:
+        query = query.where(PlanItem.level == level, PlanItem.parent_id == parent)
+    return list(tick.session.exec(query).all())
 
 
 def replan_from_now(tick: Tick, resident: Resident) -> None:
     """A reaction regenerates the plan from now: today's hour items and actions not yet over are
-    dropped, with the actions under them, and decomposed again, lazily, when due. (Plan items
-    are never pending in the session, so this flushes nothing.)"""
-    plan = _today(tick, resident)
-    stale = {
-        item.id
-        for (level, _), items in plan.groups.items()
-        if level != "day"
-        for item in items
-        if item.id is not None and _end(item) > tick.now
-    }
+    dropped, with the actions under them, and decomposed again, lazily, when due."""
+    stale = {item.id for item in _today(tick, resident) if _end(item) > tick.now}
     if stale:
-        with tick.session.no_autoflush:
-            tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
-            tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
-        plan.drop(stale)
+        tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
+        tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
 
 
 async def _decompose(
@@ -227,8 +184,7 @@ async def _store(
             duration = item.duration_min
         emoji = item.emoji or offline_emoji(s.EmojiInput(action=item.description)).emoji
         rows.append(
-            new_row(
-                PlanItem,
+            PlanItem(
                 resident_id=resident.id or 0,
                 day=today,
                 level=level,
@@ -247,9 +203,8 @@ async def _store(
         for group, memory in zip(*await _remember(tick, resident, rows, level), strict=True):
             for row in group:
                 row.memory_id = memory.id
-    insert_rows(tick.session, rows)
-    if resident.id in tick.plans:
-        tick.plans[resident.id].add(rows)
+    tick.session.add_all(rows)
+    tick.session.flush()
     return rows
 
 

@@ -12,26 +12,20 @@ event loop, where waiting for the lock would stop the tick that holds it.
 
 from __future__ import annotations
 
-import logging
-import threading
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Dialect, Engine, Insert, Table, create_engine, event, insert, inspect
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
-from sqlmodel import Session, SQLModel
-
-log = logging.getLogger(__name__)
+from sqlmodel import Session
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 _BEFORE_COMMIT = "bottown_before_commit"
@@ -58,12 +52,8 @@ class Store:
             kwargs["pool_pre_ping"] = True
             kwargs["max_overflow"] = -1  # a checkout never waits (and never blocks the loop)
         self.engine: Engine = create_engine(url, **kwargs)
-        self._checkpoints: _Checkpointer | None = None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
-            if parsed.database and parsed.database != ":memory:":
-                self._checkpoints = _Checkpointer(self.engine)
-                event.listen(self.engine, "commit", self._checkpoints.committed)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -143,188 +133,7 @@ class Store:
             callbacks.append(fn)
 
     def dispose(self) -> None:
-        if self._checkpoints is not None:
-            self._checkpoints.stop()
         self.engine.dispose()
-
-
-class _Checkpointer:
-    """Checkpoints an SQLite file's write-ahead log on a thread of its own, at most every
-    ``EVERY_S`` seconds after commits, instead of in the commit that fills it past 1,000 pages
-    (SQLite's default): a checkpoint copies the log into the file and waits for the disk, which
-    here took 100-900 ms now and then, and a tick's commit on the event loop waited with it. A
-    passive checkpoint takes no lock that writers or readers wait for; the commits themselves,
-    in WAL mode with ``synchronous=NORMAL``, never wait for the disk."""
-
-    EVERY_S = 1.0
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = weakref.ref(engine)  # (a store dropped undisposed lets its thread end)
-        self._wanted = threading.Event()
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def committed(self, *_: Any) -> None:
-        """A transaction commits (any, on the engine's connections): checkpoint soon."""
-        self._wanted.set()
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None and not self._stopped.is_set():
-                    self._thread = threading.Thread(
-                        target=self._run, name="bottown-wal-checkpoint", daemon=True
-                    )
-                    self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            wanted = self._wanted.wait(60)
-            if self._stopped.is_set() or self._engine() is None:
-                return
-            if wanted:
-                self._wanted.clear()
-                self._checkpoint()
-                if self._stopped.wait(self.EVERY_S):
-                    return
-
-    def _checkpoint(self) -> None:
-        engine = self._engine()
-        if engine is None:
-            return
-        try:
-            with engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
-        except Exception as exc:  # the next commit asks again; SQLite checkpoints on close
-            log.warning("checkpointing the SQLite log failed: %s", _first_line(exc))
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._wanted.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-
-_M = TypeVar("_M", bound=SQLModel)
-
-
-def new_row(model: type[_M], **values: Any) -> _M:
-    """A row of ``model`` built as the ORM builds the rows it loads: its values set directly,
-    without the attribute events the constructor fires (a fifth of the constructor's cost).
-    For rows stored with ``insert_rows`` and never changed through a session; fields left out
-    take their defaults, and a missing required field or an unknown one is a ``TypeError``."""
-    plan = _ROW_PLANS.get(model)
-    if plan is None:
-        plan = _ROW_PLANS[model] = _RowPlan(model)
-    unknown = values.keys() - plan.fields
-    missing = plan.required - values.keys()
-    if unknown or missing:
-        raise TypeError(f"{model.__name__}: unknown {sorted(unknown)}, missing {sorted(missing)}")
-    row = cast(_M, plan.manager.new_instance())
-    fields = row.__dict__
-    for name, default in plan.defaults:
-        if name not in values:
-            fields[name] = default()
-    fields.update(values)
-    row.__pydantic_fields_set__ = set(values)
-    return row
-
-
-class _RowPlan:
-    """What ``new_row`` needs to know of a model, worked out once."""
-
-    def __init__(self, model: type[SQLModel]) -> None:
-        self.manager = inspect(model).class_manager
-        self.fields = set(model.model_fields)
-        self.required = {n for n, f in model.model_fields.items() if f.is_required()}
-        self.defaults: list[tuple[str, Callable[[], Any]]] = [
-            (n, partial(f.get_default, call_default_factory=True))
-            for n, f in model.model_fields.items()
-            if not f.is_required()
-        ]
-
-
-_ROW_PLANS: dict[type[SQLModel], _RowPlan] = {}
-
-
-def insert_rows(session: Session, rows: Sequence[SQLModel]) -> None:
-    """New rows of one table inserted in a single statement that returns their ids, which are
-    set on the rows. The rows stay out of the session (no unit of work to flush them, several
-    times cheaper): for rows that are read afterwards, never changed through the session."""
-    if rows:
-        ids = insert_values(session, type(rows[0]), [row.__dict__ for row in rows])
-        for row, new_id in zip(rows, ids, strict=True):
-            row.id = new_id
-
-
-def insert_values(
-    session: Session, model: type[SQLModel], rows: Sequence[Mapping[str, Any]]
-) -> list[int]:
-    """Rows of ``model``'s table given as plain values (every column but the id, by name),
-    inserted in one statement; their new ids, in order. Cheaper still than ``insert_rows`` for
-    rows never read back as objects (building a table model costs more than inserting it).
-
-    On SQLite the statement goes straight to the driver (``_SqliteInsert``): SQLAlchemy's own
-    path costs about 0.3 ms a call, and a town's tick makes a dozen such calls."""
-    if not rows:
-        return []
-    table = cast(Table, inspect(model).local_table)
-    dialect = session.get_bind().dialect
-    if dialect.name == "sqlite" and dialect.insert_returning:
-        if session.new:  # the new rows may refer to them (foreign keys)
-            session.flush()
-        fast = _SQLITE_INSERTS.get(table)
-        if fast is None:
-            fast = _SQLITE_INSERTS[table] = _SqliteInsert(table, dialect)
-        return fast.run(session, rows)
-    statement = _INSERTS.get(table)
-    if statement is None:
-        key = table.primary_key.columns.values()[0]
-        statement = _INSERTS[table] = insert(table).returning(key, sort_by_parameter_order=True)
-    names = [c.name for c in table.columns if not c.primary_key]
-    params = [{name: row[name] for name in names} for row in rows]
-    return list(session.execute(statement, params).scalars())
-
-
-class _SqliteInsert:
-    """``INSERT INTO t (...) VALUES (...), (...) RETURNING id`` on the session's own connection
-    (so inside its transaction), each value converted by the column type's own bind processor,
-    so what is stored is exactly what SQLAlchemy would store. SQLite gives the rows of one
-    statement ascending ids in the order of their values (a new rowid is one more than the
-    largest), which is how the ids are matched to the rows, as SQLAlchemy itself does."""
-
-    MAX_VARIABLES = 999  # SQLite's limit before 3.32
-
-    def __init__(self, table: Table, dialect: Dialect) -> None:
-        key = table.primary_key.columns.values()[0]
-        columns = [c for c in table.columns if c is not key]
-        self.names = [c.name for c in columns]
-        self.processors = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns]
-        self.per_statement = max(1, self.MAX_VARIABLES // len(columns))
-        quoted = ", ".join(f'"{name}"' for name in self.names)
-        self.head = f'INSERT INTO "{table.name}" ({quoted}) VALUES '
-        self.one = "(" + ", ".join("?" * len(columns)) + ")"
-        self.tail = f' RETURNING "{key.name}"'
-
-    def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-        cursor = session.connection().connection.cursor()
-        ids: list[int] = []
-        try:
-            for start in range(0, len(rows), self.per_statement):
-                batch = rows[start : start + self.per_statement]
-                values: list[Any] = []
-                for row in batch:
-                    for name, process in zip(self.names, self.processors, strict=True):
-                        value = row[name]  # (a processor turns None into what the type stores)
-                        values.append(value if process is None else process(value))
-                sql = self.head + ", ".join([self.one] * len(batch)) + self.tail
-                ids += sorted(found for (found,) in cursor.execute(sql, values).fetchall())
-        finally:
-            cursor.close()
-        return ids
-
-
-_INSERTS: dict[Table, Insert] = {}
-_SQLITE_INSERTS: dict[Table, _SqliteInsert] = {}
 
 
 def _all_revisions(cfg: Config) -> list[str]:
@@ -341,5 +150,4 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA wal_autocheckpoint=0")  # (see _Checkpointer)
     cur.close()
