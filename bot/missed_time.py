@@ -41,18 +41,30 @@ class Ticking(Protocol):
 
 @dataclass(frozen=True)
 class Pace:
-    """How fast a town runs: stored on its row, the interval defaulting to the settings'."""
+    """How fast a town runs, and when it last ticked: stored on its row, the interval defaulting
+    to the settings'."""
 
     paused: bool
     minutes_per_tick: int
     tick_seconds: float
     own_interval: bool  # the town's stored interval, not the settings' default
+    last_tick_at: datetime | None = None  # (aware UTC)
 
     @classmethod
     def of(cls, town: Town, settings: Settings) -> Pace:
         own = town.tick_seconds is not None
         seconds = town.tick_seconds if town.tick_seconds is not None else settings.tick_seconds
-        return cls(town.paused, town.minutes_per_tick, seconds, own)
+        last = town.last_tick_at
+        if last is not None and last.tzinfo is None:
+            last = last.replace(tzinfo=UTC)  # SQLite hands datetimes back naive; they are UTC
+        return cls(town.paused, town.minutes_per_tick, seconds, own, last)
+
+    def next_tick(self, now: datetime) -> datetime:
+        """When the next tick is due: one interval after the last, unless that is past or more
+        than an interval ahead (a clock set back); then one interval from ``now``."""
+        step = timedelta(seconds=self.tick_seconds)
+        due = self.last_tick_at + step if self.last_tick_at is not None else now + step
+        return due if now <= due <= now + step else now + step
 
     def describe(self) -> str:
         minutes = f"{self.minutes_per_tick} game minute{'s' if self.minutes_per_tick != 1 else ''}"
@@ -74,12 +86,10 @@ async def make_up_missed(ticking: Ticking, settings: Settings, now: datetime) ->
     """On start: the wall time since the town's last tick, made up by ``settings.missed_time``."""
     engine = ticking.engine
     with engine.store.session() as session:
-        town = engine.town(session)
-        pace, last = Pace.of(town, settings), town.last_tick_at
+        pace = Pace.of(engine.town(session), settings)
+    last = pace.last_tick_at
     if pace.paused or last is None:
         return MadeUp()  # a paused town misses nothing; a new one has not started yet
-    if last.tzinfo is None:
-        last = last.replace(tzinfo=UTC)  # SQLite hands datetimes back naive; they are UTC
     gap = now - last
     if gap < timedelta(0):
         log.warning(
@@ -112,7 +122,9 @@ async def make_up(
             if report.skipped:
                 return MadeUp(missed, caught)  # paused meanwhile: nothing more is made up
             caught += 1
-    minutes, clock = await jump(ticking.engine, missed - caught, now)
+    # the jumped ticks' last one is the town's last tick: the next keeps to their rhythm
+    last = now - (gap - missed * timedelta(seconds=interval))
+    minutes, clock = await jump(ticking.engine, missed - caught, last)
     log.warning(
         "%s did not tick for %s (%d tick%s at %g s, missed_time = %s): %s%s; the clock is %s",
         ticking.town_name,
@@ -128,17 +140,17 @@ async def make_up(
     return MadeUp(missed, caught, minutes)
 
 
-async def jump(engine: Engine, ticks: int, now: datetime) -> tuple[int, datetime]:
+async def jump(engine: Engine, ticks: int, last: datetime) -> tuple[int, datetime]:
     """Move the clock on by ``ticks`` ticks at the town's speed, in one transaction and without
-    running them (checked by the engine's guard, as an input is), its last tick marked ``now``;
-    returns the game minutes jumped and the new clock."""
+    running them (checked by the engine's guard, as an input is), the last of them marked as
+    run at ``last``; returns the game minutes jumped and the new clock."""
     async with engine.lock:
         with engine.unit(changes_town=ticks > 0) as session:
             town = engine.town(session)
             minutes = max(0, ticks) * town.minutes_per_tick
             if minutes:
                 town.clock = town.clock + timedelta(minutes=minutes)
-                town.last_tick_at = now
+                town.last_tick_at = last
                 session.add(town)
             return minutes, town.clock
 

@@ -4,8 +4,9 @@ A ``Timekeeper`` runs an ``AsyncIOScheduler`` with APScheduler's in-memory job s
 starts here gets the job ``town:<id>:tick``, every ``Town.tick_seconds`` real seconds (None:
 ``settings.tick_seconds``); a town that leaves (stopped, or handed to another worker) loses it.
 Everything a schedule needs is on the town's row (paused, pace, last tick), so each start builds
-the job afresh from there. Wake-up planning and the nightly summary ride the ticks
-(``town/mind.py``). The jobs run on UTC, so a daylight-saving change moves no tick.
+the job afresh from there, its next tick one interval after the last. Wake-up planning and the
+nightly summary ride the ticks (``town/mind.py``). The jobs run on UTC, so a daylight-saving
+change moves no tick.
 
 - **No overlap, no pile-up.** ``max_instances=1``: while a tick runs, a run that falls due is
   skipped (and said once a minute), never started beside it; ``coalesce=True``: a backlog is
@@ -35,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlmodel import col, select
@@ -117,7 +119,7 @@ class Timekeeper:
     async def remove(self, ticking: Ticking) -> None:
         """Stop timing a town: its job goes, and a running tick is stopped (it rolls back)."""
         live = self.towns.pop(ticking.town_id, None)
-        with contextlib.suppress(Exception):  # (never added, or the scheduler is down)
+        with contextlib.suppress(JobLookupError):  # (it never got one)
             self.scheduler.remove_job(job_id(ticking.town_id))
         if live is not None and live.running is not None and not live.running.done():
             live.running.cancel()
@@ -171,7 +173,7 @@ class Timekeeper:
         if job is None or job.trigger.interval != timedelta(seconds=pace.tick_seconds):
             self.scheduler.add_job(
                 self._tick,
-                self._trigger(pace.tick_seconds),
+                self._trigger(pace.tick_seconds, pace.next_tick(self._now())),
                 args=[live],
                 id=jid,
                 name=f"tick {live.ticking.town_name}",
@@ -187,9 +189,7 @@ class Timekeeper:
         elif not pace.paused and job.next_run_time is None:
             self.scheduler.resume_job(jid)
 
-    def _trigger(self, seconds: float) -> IntervalTrigger:
-        """Every ``seconds``, the first one interval from now."""
-        first = self._now() + timedelta(seconds=seconds)
+    def _trigger(self, seconds: float, first: datetime) -> IntervalTrigger:
         return IntervalTrigger(seconds=seconds, start_date=first, timezone=UTC)
 
     # -- running ticks --------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class Timekeeper:
         for town_id in list(self.towns):
             pace = self.follow(town_id)
             if pace is not None and not pace.paused:
-                trigger = self._trigger(pace.tick_seconds)
+                trigger = self._trigger(pace.tick_seconds, pace.next_tick(self._now()))
                 self.scheduler.modify_job(
                     job_id(town_id), trigger=trigger, next_run_time=trigger.start_date
                 )

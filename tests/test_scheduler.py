@@ -167,6 +167,11 @@ async def test_a_live_town_has_one_interval_job_built_from_its_row(
     assert [j.id for j in keeper.scheduler.get_jobs()] == [job.id]
     await town.stop()
     assert keeper.scheduler.get_jobs() == [] and not keeper.towns  # the job went with the town
+
+    last = clocks.now() - timedelta(seconds=200)  # a restart keeps to the ticks' rhythm
+    set_town(keeper.store, town.runtime.town_id, last_tick_at=last)
+    again = await running(settings, keeper=keeper)
+    assert again.job().next_run_time == last + timedelta(seconds=600)
     keeper.store.dispose()
 
 
@@ -268,7 +273,8 @@ async def test_the_jump_policy_moves_the_clock_over_missed_time_without_ticking(
     again = await running(settings, keeper=keeper)
     assert again.clock() == clock + timedelta(minutes=90)  # 9 ticks of 10 game minutes
     last = again.town().last_tick_at
-    assert last is not None and last.replace(tzinfo=UTC) > down  # the jump counts as a tick
+    assert last is not None and last.replace(tzinfo=UTC) == down + timedelta(seconds=90)
+    assert again.job().next_run_time == down + timedelta(seconds=100)  # the ticks' rhythm kept
     with again.runtime.store.session() as s:
         assert len(s.exec(select(OutboxEvent)).all()) == events  # no tick ran
     assert "jumped 90 game minutes without ticking" in caplog.text
