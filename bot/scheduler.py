@@ -221,7 +221,7 @@ class Timekeeper:
         if live.late_said is None or now - live.late_said >= LATE_LOG_S:
             live.late_said = now
             log.warning(
-                "%s: a tick outlasts its interval; the next waits for it (%d run%s skipped)",
+                "%s: a tick outlasts its interval; the next waits for it (%d run%s skipped so far)",
                 live.ticking.town_name,
                 live.late,
                 "" if live.late == 1 else "s",
