@@ -2,8 +2,8 @@
 
 ``TownRuntime`` is the town as adapters see it (``adapters.base.TownPort``): visitors' messages
 and commands go in through it; the town's events come out through one ``OutboxPump`` per
-adapter. Its ticks are a job on the process's scheduler (``bot/scheduler.py``), at the pace
-stored on the town; time missed while it was down is made up when it starts.
+adapter. Its ticks are an APScheduler job (``bot/scheduler.py``), at the pace stored on the
+town; time missed while it was down is made up when it starts.
 """
 
 from __future__ import annotations
@@ -288,14 +288,16 @@ async def run_town(
     platforms: list[str],
     *,
     ready: Callable[[TownRuntime], None] | None = None,
+    keeper: Timekeeper | None = None,
 ) -> None:
     """Run an open town until cancelled: its adapters, one outbox pump each, and its tick job on
-    the process's scheduler (made up for missed time first). A tick that raises what
-    ``runtime.stop_on`` names ends the run with that exception. On the way out the town leaves
-    the scheduler (a running tick rolls back); its job stays in the database for the next run.
-    The caller owns ``runtime.opened`` and closes it."""
+    ``keeper`` (a worker's, shared by its towns; None: one of the town's own), made up for missed
+    time first. A tick that raises what ``runtime.stop_on`` names ends the run with that
+    exception. On the way out the town's job goes (a running tick rolls back). The caller owns
+    ``runtime.opened`` and closes it."""
     tasks: list[asyncio.Task[None]] = []
-    keeper: Timekeeper | None = None
+    own_keeper = keeper is None
+    keeper = keeper or Timekeeper(runtime.store, runtime.settings)
     try:
         for name in platforms:
             adapter = build_adapter(name, runtime)
@@ -312,7 +314,6 @@ async def run_town(
         tasks.append(
             asyncio.create_task(audit.keep_pruned(runtime.engine, days), name="audit-retention")
         )
-        keeper = Timekeeper.shared(runtime.store, runtime.settings)
         stopped = await keeper.add(runtime)
         runtime.keeper = keeper
         if ready:
@@ -320,8 +321,9 @@ async def run_town(
         await asyncio.gather(*tasks, stopped)
     finally:
         runtime.keeper = None
-        if keeper is not None:
-            await keeper.remove(runtime)
+        await keeper.remove(runtime)
+        if own_keeper:
+            await keeper.close()
         for task in tasks:
             task.cancel()
         for task in tasks:

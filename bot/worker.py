@@ -8,7 +8,8 @@ A worker's loop, every ``lease_seconds / 3``:
    or may have expired while the database was out of reach;
 3. give one town back when it holds more than its fair share and another worker has room;
 4. take free towns (all towns in the database, or ``--towns``) and run each with ``run_town``,
-   its engine's guard set to the lease check, so a tick whose lease is gone rolls back.
+   its engine's guard set to the lease check, so a tick whose lease is gone rolls back; the
+   worker's ``Timekeeper`` gives each town it runs a tick job, and takes it away as it stops.
 
 A database that goes away is retried with backoff, and the towns stop once their leases may have
 run out; SIGTERM (or Ctrl-C) stops the towns, gives their leases back and exits.
@@ -41,6 +42,7 @@ from sqlmodel import col, select
 
 from bot.cli_common import err, guarded, out, run_async, settings_and_logging
 from bot.run import PLATFORMS, TownRuntime, run_town
+from bot.scheduler import Timekeeper
 from bot.settings import Settings
 from bot.town_cmds import OpenTown
 from bot.wiring import Services, build_brain
@@ -128,6 +130,7 @@ class Worker:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     services: Services | None = None
     leases: Leases | None = None
+    keeper: Timekeeper | None = None  # the ticks of the towns this worker runs
     _free_since: dict[int, float] = field(default_factory=dict)
     _cooldown: dict[int, float] = field(default_factory=dict)
     _unfoundable: set[str] = field(default_factory=set)
@@ -212,6 +215,7 @@ class Worker:
             try:
                 self.services = await asyncio.to_thread(self._open_services)
                 self.leases = Leases(self.services.store, self.name, self.lease_s, self.instance)
+                self.keeper = Timekeeper(self.services.store, self.settings)
                 if self.services.store.is_sqlite:
                     self._tick_lock = asyncio.Lock()
                 return True
@@ -345,7 +349,8 @@ class Worker:
         opened.engine.guard = self.leases.guard(lease, on_lost)
         runtime = TownRuntime(opened, self.settings)
         runtime.stop_on = (LeaseLost,)  # a tick that finds the lease gone ends the town's run
-        task = asyncio.create_task(run_town(runtime, self.platforms), name=f"town-{name}")
+        run = run_town(runtime, self.platforms, keeper=self.keeper)
+        task = asyncio.create_task(run, name=f"town-{name}")
         self.held[town_id] = HeldTown(town_id, name, lease, task, sent, lost, why_lost)
         log.info("running town %r (#%d) under lease epoch %d", name, town_id, lease.epoch)
         repair = asyncio.get_running_loop().run_in_executor(
@@ -412,6 +417,8 @@ class Worker:
     async def _shutdown(self) -> None:
         for held in list(self.held.values()):
             await self._stop(held, "the worker is stopping", level=logging.INFO)
+        if self.keeper is not None:
+            await self.keeper.close()
         if self.leases is not None:
             try:
                 await asyncio.to_thread(self.leases.unregister)

@@ -773,6 +773,7 @@ async def test_a_worker_on_sqlite_runs_several_towns_and_shows_its_leases(
     impossible, once)."""
     import asyncio
 
+    from bot.scheduler import job_id
     from bot.settings import load_settings
     from bot.town_cmds import open_town
     from bot.worker import Worker, show_status
@@ -798,12 +799,19 @@ async def test_a_worker_on_sqlite_runs_several_towns_and_shows_its_leases(
 
     await until("smallville founded, north and south ticking", moved)
     await until("smallville to run", lambda: len(worker.held) == 3)
+    keeper = worker.keeper
+    assert keeper is not None
+    await until(  # one keeper for the worker: each town it runs has its tick job
+        "a tick job for each town",
+        lambda: {j.id for j in keeper.scheduler.get_jobs()} == {job_id(t) for t in worker.held},
+    )
     assert caplog.text.count("cannot found town 'atlantis'") == 1  # said once, not each round
     show_status(settings)
     shown = capsys.readouterr().out
     assert "local" in shown and "smallville" in shown and "s left" in shown
     stop.set()
     await asyncio.wait_for(running, 30)
+    assert keeper.scheduler.get_jobs() == [] and not keeper.scheduler.running
     with store.session() as s:
         assert all(aware(r.expires_at) <= datetime.now(UTC) for r in s.exec(select(TownLease)))
         assert s.exec(select(WorkerRow)).all() == []
