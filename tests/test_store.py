@@ -58,7 +58,19 @@ def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> Non
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     Store.open(url)  # a second start finds the schema current and changes nothing
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0005"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0006"
+
+
+def test_an_old_database_loses_the_scheduler_job_table(tmp_path: Path) -> None:
+    """Jobs live in memory now: the table APScheduler's database job store made is dropped."""
+    url = f"sqlite:///{tmp_path / 'town.db'}"
+    store = Store.open(url)
+    with store.engine.begin() as conn:
+        conn.execute(text("update alembic_version set version_num = '0005'"))
+        conn.execute(text("create table apscheduler_jobs (id varchar(191) primary key)"))
+    store.engine.dispose()
+    store = Store.open(url)
+    assert "apscheduler_jobs" not in inspect(store.engine).get_table_names()
 
 
 def test_a_replanning_finds_stale_plan_items_by_index(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ all. Work that must follow a commit (updating in-memory caches, say) registers w
 changed ahead of the commit register ``Store.after_rollback`` to be dropped if it fails. Writes
 that can wait (last-access times) register ``Store.before_commit``. A tick still holds SQLite's one
 write lock from its first flush until it commits, LLM calls included, so other writers in the same
-process (the outbox pump, the scheduler's job store) write from a worker thread, never on the
+process (the outbox pump) write from a worker thread, never on the
 event loop, where waiting for the lock would stop the tick that holds it.
 """
 
