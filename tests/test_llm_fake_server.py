@@ -13,8 +13,8 @@ import aiohttp
 import openai
 import pytest
 
-from town.llm.fake_server import make_app, running
-from town.llm.fake_wire import embed
+from standins.llm.server import make_app, running
+from standins.llm.wire import embed
 from town.llm.offline import OfflineBrain
 from town.llm.tasks import EMOJI, INPUT_MARKER, PLAN_DAY, TASKS
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from standins.llm.server import running
 from town.llm.client import open_client
-from town.llm.fake_server import running
 from town.llm.gateway import LLMGateway
 from town.llm.quiet import QuietWatch
 from town.llm.schemas import EmojiInput
