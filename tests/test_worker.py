@@ -466,7 +466,7 @@ class Deployment:
 
 
 def wait_for(
-    what: str, done: Callable[[], Any], timeout: float = 30.0, explain: Callable[[], str] = str
+    what: str, done: Callable[[], Any], timeout: float = 120.0, explain: Callable[[], str] = str
 ) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -658,7 +658,7 @@ def check_vectors(deployment: Deployment, residents: int | None = 12) -> None:
 # -- a worker in this process, for outages -------------------------------------------------------
 
 
-async def until(what: str, done: Callable[[], Any], within: float = 20.0) -> Any:
+async def until(what: str, done: Callable[[], Any], within: float = 120.0) -> Any:
     import asyncio
 
     deadline = time.monotonic() + within
