@@ -97,7 +97,7 @@ def fake_llm(
     seed: Annotated[int, typer.Option(help="Seed of the fault lottery.")] = 0,
 ) -> None:
     """Serve a fake OpenAI-compatible API answered by the offline brain (for tests and benches)."""
-    from town.llm.fake_server import serve
+    from standins.llm.server import serve
 
     setup_logging("INFO")
     out.print(

@@ -16,6 +16,7 @@ import pytest
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
+PATIENCE_MS = 30_000  # how long the page may take to reach a state the test waits for
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -50,15 +51,17 @@ class Browser:
 async def chromium_page() -> AsyncIterator[Browser]:
     """A page in headless Chromium from this machine."""
     pytest.importorskip("playwright")
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
     executable = find_chromium()
+    expect.set_options(timeout=PATIENCE_MS)  # a busy machine is slow to draw a page
     async with async_playwright() as p:
         browser = await p.chromium.launch(
             executable_path=executable, args=CHROMIUM_ARGS, headless=True
         )
         try:
             page = await browser.new_page(viewport={"width": 1100, "height": 720})
+            page.set_default_timeout(PATIENCE_MS)
             found = Browser(page, [], [])
             page.on("pageerror", lambda error: found.errors.append(str(error)))
             page.on(

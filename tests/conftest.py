@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.cli_common import loop_factory
-from town.llm.fake_server import running
+from standins.llm.server import running
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -16,12 +16,12 @@ from sqlmodel import select
 
 from adapters.base import Caller
 from bot.commands import Commands
+from standins.llm.server import running
 from tests.test_engine import Streams, resident, until
 from town.engine import Engine
 from town.inputs import say
 from town.llm import schemas as s
 from town.llm.client import open_client
-from town.llm.fake_server import running
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import ScriptedBrain

@@ -59,7 +59,7 @@ class Sleeps:
         await asyncio.sleep(0)
 
 
-async def until(check: Callable[[], Any], within: float = 10.0) -> Any:
+async def until(check: Callable[[], Any], within: float = 30.0) -> Any:
     """Wait for ``check()`` to be true (the gateway and the handlers are asynchronous)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within

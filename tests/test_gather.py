@@ -16,6 +16,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from bot.experiment_cmds import experiment_app, parse_agent_counts
+from standins.llm.server import running
 from town.embedding import HashEmbedder
 from town.experiments.gather import (
     GOAL_SENDER,
@@ -33,14 +34,12 @@ from town.experiments.gather import (
     torus_distance,
 )
 from town.experiments.gather_analysis import analyse, cluster_labels, mean_pairwise_distance
-from town.llm import fake_wire
 from town.llm import schemas as s
 from town.llm.client import open_client
-from town.llm.fake_server import running
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain
-from town.llm.tasks import ALL_TASKS, GATHER_MESSAGE, GATHER_MOVE, Task
+from town.llm.tasks import GATHER_MESSAGE, GATHER_MOVE, Task
 from town.store.db import Store
 from town.store.models import Memory
 
@@ -63,13 +62,6 @@ def cli() -> typer.Typer:
 
 def invoke(*args: str) -> Any:
     return runner.invoke(cli(), ["experiment", "gather", *args])
-
-
-@pytest.fixture
-def fake_knows_gather(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake server looks tasks up in fake_wire.TASKS (the town's); let it see ours too.
-    (A no-op once fake_wire looks them up in ALL_TASKS.)"""
-    monkeypatch.setattr(fake_wire, "TASKS", ALL_TASKS, raising=False)
 
 
 def fake_admin(url: str, path: str, payload: Any = None) -> Any:
@@ -336,7 +328,7 @@ def test_an_unwritable_out_folder_gets_a_clear_error() -> None:
 
 
 def test_a_run_against_the_fake_llm_server_goes_over_the_wire(
-    fake_llm: str, fake_knows_gather: None, monkeypatch: pytest.MonkeyPatch
+    fake_llm: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", fake_llm)
     monkeypatch.setenv("BOTTOWN_LLM_MODEL", "bottown-fake")
@@ -358,7 +350,7 @@ def test_a_run_against_the_fake_llm_server_goes_over_the_wire(
 
 
 def test_llm_failures_are_answered_offline_and_marked_in_the_log(
-    fake_llm: str, fake_knows_gather: None, monkeypatch: pytest.MonkeyPatch
+    fake_llm: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", fake_llm)
     monkeypatch.setenv("BOTTOWN_LLM_MAX_ATTEMPTS", "1")
@@ -370,7 +362,7 @@ def test_llm_failures_are_answered_offline_and_marked_in_the_log(
     assert "1 of 12 answers came from the offline brain" in " ".join(result.output.split())
 
 
-async def test_the_agents_of_a_step_think_concurrently(fake_knows_gather: None) -> None:
+async def test_the_agents_of_a_step_think_concurrently() -> None:
     async with running(latency_ms=100) as url:
         client = open_client(url, "k", 5)
         ledger = CallLedger()

@@ -20,6 +20,7 @@ from bot.run import TownRuntime
 from bot.settings import load_settings
 from bot.town_cmds import open_town
 from bot.wiring import build_brain
+from standins.llm.server import running
 from tests.test_delivery import T0, FakePlatform, town_with_events
 from tests.test_engine import CAFE_PAIR, MINITOWN, at_cafe, make_engine, until
 from tests.test_llm_gateway import sample
@@ -27,7 +28,6 @@ from town import inputs
 from town.events import TownEvent, write_outbox
 from town.limits import ChannelRate, TokenBucket, VisitorRateLimit
 from town.llm.client import open_client
-from town.llm.fake_server import running
 from town.llm.gateway import MODE_BUDGET_SPENT, LLMGateway
 from town.llm.tasks import EMOJI
 from town.store.db import Store

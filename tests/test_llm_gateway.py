@@ -18,9 +18,9 @@ import openai
 import pytest
 from aiohttp import web
 
-from town.llm import fake_wire
+from standins.llm import wire as fake_wire
+from standins.llm.server import running
 from town.llm.client import open_client
-from town.llm.fake_server import running
 from town.llm.gateway import LLMGateway
 from town.llm.offline import OfflineBrain
 from town.llm.port import Brain

@@ -54,7 +54,7 @@ class EventStream:
         self.response = response
         self.epoch = ""  # from the stream's first event, "hello"
 
-    async def next(self, wait_s: float = 5.0) -> dict[str, Any]:
+    async def next(self, wait_s: float = 30.0) -> dict[str, Any]:
         data: dict[str, Any] | None = None
         event_id = kind = ""
         while True:
@@ -374,7 +374,7 @@ async def test_a_visitor_in_the_browser_sees_a_resident_answer(tmp_path: Path) -
         await expect(mine).to_have_count(1)
         await expect(mine.locator(".text")).to_have_text(words)  # markup stays text
         answer = page.locator(f"#feed .msg.visitor ~ .msg.resident[data-author='{resident}']")
-        await expect(answer.first).to_be_visible(timeout=15_000)
+        await expect(answer.first).to_be_visible()
         await expect(answer.first.locator(".text")).not_to_be_empty()
         assert await page.locator("#feed img").count() == 0
 
@@ -417,7 +417,7 @@ async def test_an_open_page_follows_a_restart_of_the_server(runtime: TownRuntime
         second = WebAdapter(runtime, runtime.store, runtime.town_id, port=port)
         await second.start()
         try:
-            await expect(page.locator("#connection")).to_have_text("live", timeout=10_000)
+            await expect(page.locator("#connection")).to_have_text("live")
             # its ids begin again at 1: the page must not take it for one it has seen
             await second.send(Outgoing("new1", HOBBS, "Klaus Mueller", "after the restart", "📚"))
             await expect(page.locator("#feed .msg.resident")).to_have_text(

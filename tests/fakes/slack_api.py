@@ -307,10 +307,10 @@ def fake_slack_in_thread() -> Iterator[FakeSlack]:
 
     thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not ready:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the fake Slack did not start")
+            raise RuntimeError("the fake Slack did not start within 30 s")
         time.sleep(0.01)
     try:
         yield ready[0]
@@ -319,7 +319,7 @@ def fake_slack_in_thread() -> Iterator[FakeSlack]:
         thread.join(5)
 
 
-async def wait_for(fake: FakeSlack, condition: Callable[[], object], seconds: float = 5.0) -> None:
+async def wait_for(fake: FakeSlack, condition: Callable[[], object], seconds: float = 30.0) -> None:
     """Wait until ``condition()`` holds, checking whenever the fake records something."""
     try:
         async with asyncio.timeout(seconds):
@@ -327,4 +327,6 @@ async def wait_for(fake: FakeSlack, condition: Callable[[], object], seconds: fl
                 fake.news.clear()
                 await fake.news.wait()
     except TimeoutError:
-        raise AssertionError("timed out waiting for the fake Slack") from None
+        raise AssertionError(
+            f"the awaited call never reached the fake Slack ({seconds:g} s)"
+        ) from None

@@ -2,8 +2,8 @@
 
 ``await brain.run(REACT, ReactInput(...), resident="Isabella Rodriguez")`` works the same with
 every :class:`Brain`: the :class:`LLMGateway`, the :class:`OfflineBrain` or a
-:class:`ScriptedBrain` in tests. The fake OpenAI-compatible server is in
-:mod:`town.llm.fake_server`.
+:class:`ScriptedBrain` in tests. The fake OpenAI-compatible server is
+:mod:`standins.llm.server`, outside the town.
 """
 
 from town.llm.gateway import LLMGateway

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import logging
 import random
@@ -24,8 +23,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from standins.llm import wire
 from town.gametime import sleep_until
-from town.llm import fake_wire as wire
 from town.llm.offline import OfflineBrain
 from town.llm.tasks import Task
 
@@ -314,7 +313,5 @@ async def running(host: str = "127.0.0.1", port: int = 0, **kw: Any) -> AsyncIte
 async def serve(host: str, port: int, **kw: Any) -> None:
     """Serve until cancelled (the ``bottown fake-llm`` command)."""
     async with running(host, port, **kw) as base_url:
-        gc.collect()
-        gc.freeze()  # what is loaded now stays: full collections skip it (they took 80 ms)
         log.info("fake LLM server listening on %s", base_url)
         await asyncio.Event().wait()

@@ -1,0 +1,1 @@
+"""Stand-ins for the services a town talks to, for tests and benches; town never imports them."""
