@@ -7,6 +7,6 @@ Towns as data, one folder per town (`personas/smallville/`), each with three TOM
 - `residents.toml`: the residents, each seeded by one paragraph of semicolon-separated phrases;
 - `scenario.toml`: start time, tick length, the facts single residents know, timed events.
 
-Load and check a town with `town.persona_load.load_town("smallville")`; the schema lives in
-`town.persona`.
+Load and check a town with `town.world.load.load_town("smallville")`; the schema lives in
+`town.world.persona`.
 """

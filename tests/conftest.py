@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.cli_common import loop_factory
+from bot.cli.common import loop_factory
 from standins.llm.server import running
 
 _real_connect = socket.socket.connect
@@ -118,11 +118,12 @@ def store(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
     """A live three-resident town (offline brain, hash embedder) as the adapters see it: a
-    ``bot.run.TownRuntime``. Nothing ticks unless the test ticks ``runtime.opened.engine``."""
-    from bot.run import TownRuntime
-    from bot.settings import load_settings
-    from bot.town_cmds import open_town
-    from town.vectors import ChromaIndex
+    ``bot.runtime.run.TownRuntime``. Nothing ticks unless the test ticks
+    ``runtime.opened.engine``."""
+    from bot.runtime.run import TownRuntime
+    from bot.runtime.settings import load_settings
+    from bot.runtime.towns import open_town
+    from town.memory.vectors import ChromaIndex
 
     ChromaIndex.release_all()
     settings = load_settings(

@@ -24,9 +24,9 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from standins.llm import wire
-from town.gametime import sleep_until
-from town.llm.offline import OfflineBrain
+from town.llm.offline.brain import OfflineBrain
 from town.llm.tasks import Task
+from town.world.gametime import sleep_until
 
 log = logging.getLogger(__name__)
 

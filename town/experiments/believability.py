@@ -26,9 +26,9 @@ from typing import Any
 
 import trueskill  # type: ignore[import-untyped]
 
-from town.engine import Engine
 from town.inputs import interview
 from town.store.models import MEMORY_KINDS
+from town.tick.engine import Engine
 
 QUESTIONS_FILE = Path(__file__).resolve().parents[2] / "personas" / "interview_questions.toml"
 CONDITIONS: dict[str, tuple[str, ...] | None] = {

@@ -31,7 +31,6 @@ from typing import Any, Protocol, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from town.embedding import Embedder
 from town.llm import schemas as s
 from town.llm.port import Brain
 from town.llm.tasks import (
@@ -42,10 +41,11 @@ from town.llm.tasks import (
     FreeTextTask,
 )
 from town.llm.usage import UsageTally
-from town.memory import MemoryStream, NewMemory, clean_text
+from town.memory.embedding import Embedder
+from town.memory.stream import MemoryStream, NewMemory, clean_text
+from town.memory.vectors import InMemoryIndex, VectorIndex
 from town.store.db import Store
 from town.store.models import Resident, Town
-from town.vectors import InMemoryIndex, VectorIndex
 
 MISSION = "gather at the goal with as many other agents as possible"
 NO_MESSAGES = "No Messages"

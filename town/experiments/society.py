@@ -35,14 +35,14 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from town.engine import Engine
 from town.inputs import interview
-from town.llm.offline_judge import names_keyword
+from town.llm.offline.judge import names_keyword
 from town.llm.schemas import JudgeKnowsInput
 from town.llm.tasks import JUDGE_KNOWS
-from town.persona import Event, Fact, ScenarioSpec
 from town.store.models import Conversation, Memory, Resident
-from town.world import World
+from town.tick.engine import Engine
+from town.world.persona import Event, Fact, ScenarioSpec
+from town.world.places import World
 
 PAPER_DIFFUSION: dict[str, tuple[float, float]] = {
     "mayor_election": (0.04, 0.32),

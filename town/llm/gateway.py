@@ -21,7 +21,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 from pydantic import BaseModel
 
-from town.llm.offline import OfflineBrain
+from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.tasks import Message, Task
 from town.llm.usage import Budget, NullRecorder, Unlimited, UsageRecorder

@@ -9,7 +9,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from town.llm.offline import OfflineBrain
+from town.llm.offline.brain import OfflineBrain
 from town.llm.tasks import Task
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type

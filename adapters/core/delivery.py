@@ -1,0 +1,296 @@
+"""Outbox delivery: the town's events posted to one platform, in order per channel, at most once.
+
+For each pending event (an outbox row with no delivery row for this platform yet):
+
+1. It is rendered (``adapters.core.base.render``); events not shown in channels are marked skipped,
+   and so is a notice meant for another platform (its ``for_platform``).
+2. Its delivery row is written as "sending" and committed *before* the post. The unique
+   (outbox event, platform) pair makes this a claim: two workers never post the same event, and
+   a restart never posts it again. A crash between the claim and the platform's answer leaves
+   the row in "sending"; ``recover()`` marks such rows "unknown" and they are not sent again
+   (at most once: a missing line is better than a doubled one).
+3. Messages longer than the platform's limit are split at sentence ends.
+4. Channels are served concurrently, each in order, never faster than the platform's
+   ``min_interval_s``. A 429 waits as long as the platform asked; other failures back off
+   exponentially with full jitter. After ``max_attempts`` the claim is released, so the event is
+   tried again on the next round and nothing is lost.
+5. A channel that falls behind by more than ``digest_after`` events gets one digest (split if
+   long) instead of a flood.
+6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
+   at its limit is left for a later round, its events still pending and in order; while it
+   waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
+   long message wait inside a round, so one busy channel never holds up the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import delete, exists, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+
+from adapters.core.base import DeliveryError, Outgoing, Platform, render, split_text
+from town.inputs.limits import ChannelRate
+from town.store.db import Store
+from town.store.models import Delivery, OutboxEvent, utcnow
+
+log = logging.getLogger(__name__)
+
+DIGEST_AFTER = 8  # a channel this many events behind gets a digest instead
+BATCH = 500  # outbox rows looked at per round
+
+
+@dataclass(frozen=True)
+class Pending:
+    outbox_id: int
+    key: str
+    area: str
+    author: str
+    text: str
+    emoji: str
+    clock: str  # "HH:MM" game time, for digests
+
+
+@dataclass
+class PumpStats:
+    sent: int = 0  # platform messages posted
+    events: int = 0  # outbox events delivered (a digest delivers several)
+    digests: int = 0
+    retries: int = 0
+    released: int = 0  # claims given back after max_attempts, to be tried again
+    deferred: int = 0  # times a channel at its rate limit left its events for a later round
+
+
+@dataclass
+class OutboxPump:
+    store: Store
+    town_id: int
+    platform: Platform
+    max_attempts: int = 6
+    base_backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    digest_after: int = DIGEST_AFTER
+    channel_per_minute: int = 0  # posts per channel per minute; 0: no limit
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
+    stats: PumpStats = field(default_factory=PumpStats)
+    _last_post: dict[str, float] = field(default_factory=dict)
+    _rate: ChannelRate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._rate = ChannelRate(self.channel_per_minute, clock=self.clock)
+
+    def recover(self) -> int:
+        """Rows a crash left in "sending" become "unknown" and are never posted again."""
+        with self.store.session() as s:
+            result = s.execute(
+                update(Delivery)
+                .where(
+                    col(Delivery.platform) == self.platform.name,
+                    col(Delivery.status) == "sending",
+                    col(Delivery.outbox_id).in_(
+                        select(OutboxEvent.id).where(OutboxEvent.town_id == self.town_id)
+                    ),
+                )
+                .values(status="unknown", updated_at=utcnow())
+            )
+            count = int(getattr(result, "rowcount", 0) or 0)
+        if count:
+            log.warning(
+                "%d %s message(s) may or may not have been posted before a restart; "
+                "they are not posted again",
+                count,
+                self.platform.name,
+            )
+        return count
+
+    async def deliver_pending(self) -> int:
+        """One round: everything pending now, channels concurrently. Returns events delivered."""
+        by_area = await asyncio.to_thread(self._pending)
+        before = self.stats.events
+        await asyncio.gather(*(self._channel(area, items) for area, items in by_area.items()))
+        return self.stats.events - before
+
+    async def run(self, wake: asyncio.Event, poll_s: float = 2.0) -> None:
+        """Deliver until cancelled: a round whenever ``wake`` is set (after a tick or an input),
+        and every ``poll_s`` seconds anyway."""
+        await asyncio.to_thread(self.recover)
+        while True:
+            wake.clear()  # before the round: news during the round means another round
+            try:
+                await self.deliver_pending()
+            except Exception:  # a broken round must not end delivery for good
+                log.exception("outbox delivery to %s failed; trying again", self.platform.name)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), poll_s)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _pending(self) -> dict[str, list[Pending]]:
+        name = self.platform.name
+        claimed = exists().where(
+            col(Delivery.outbox_id) == col(OutboxEvent.id), col(Delivery.platform) == name
+        )
+        by_area: dict[str, list[Pending]] = defaultdict(list)
+        with self.store.session() as s:
+            rows = s.exec(
+                select(OutboxEvent)
+                .where(OutboxEvent.town_id == self.town_id, ~claimed)
+                .order_by(col(OutboxEvent.id))
+                .limit(BATCH)
+            ).all()
+            for row in rows:
+                assert row.id is not None
+                shown = render(row.kind, row.payload)
+                if shown is None or row.payload.get("for_platform", name) != name:
+                    s.add(Delivery(outbox_id=row.id, platform=name, status="skipped"))
+                    continue
+                author, text, emoji = shown
+                by_area[row.channel].append(
+                    Pending(
+                        row.id,
+                        row.idempotency_key,
+                        row.channel,
+                        author,
+                        text,
+                        emoji,
+                        f"{row.game_time:%H:%M}",
+                    )
+                )
+        return by_area
+
+    async def _channel(self, area: str, items: list[Pending]) -> None:
+        if self._rate.room(area) == 0:
+            self.stats.deferred += 1
+            return  # at the channel's rate: everything waits, in order, for a later round
+        if len(items) > self.digest_after:
+            await self._post(items, self._digest(area, items), "digested")
+            self.stats.digests += 1
+            return
+        for item in items:
+            if self._rate.room(area) == 0:
+                self.stats.deferred += 1
+                return  # the rest waits for a later round (or a digest), still in order
+            message = Outgoing(item.key, area, item.author, item.text, item.emoji)
+            if not await self._post([item], message, "sent"):
+                return  # keep the channel's order: the rest waits for the next round
+
+    def _digest(self, area: str, items: list[Pending]) -> Outgoing:
+        lines = [f"While the channel caught up, {len(items)} things happened here:"]
+        for item in items:
+            who = f"{item.author}: " if item.author else ""
+            lines.append(f"{item.clock} {who}{item.text}")
+        key = f"digest:{items[0].key}..{items[-1].key}"
+        return Outgoing(key, area, "", "\n".join(lines))
+
+    async def _post(self, items: list[Pending], message: Outgoing, done: str) -> bool:
+        ids = [i.outbox_id for i in items]
+        if not await asyncio.to_thread(self._claim, ids):
+            return True  # another worker has them
+        parts = split_text(message.text, self.platform.max_chars)
+        posted: list[str] = []
+        for n, part in enumerate(parts):
+            key = message.key if len(parts) == 1 else f"{message.key}#{n + 1}"
+            piece = Outgoing(key, message.area, message.author, part, message.emoji)
+            result = await self._send_with_retry(piece)
+            if isinstance(result, DeliveryError):
+                if result.permanent or posted:
+                    # a part already went out, or retrying cannot help: record, never repost
+                    await asyncio.to_thread(
+                        self._finish, ids, "failed", ",".join(posted), str(result)
+                    )
+                else:
+                    await asyncio.to_thread(self._release, ids)
+                return False
+            posted.append(result)
+        await asyncio.to_thread(self._finish, ids, done, ",".join(posted), "")
+        self.stats.sent += len(posted)
+        self.stats.events += len(ids)
+        return True
+
+    async def _send_with_retry(self, message: Outgoing) -> str | DeliveryError:
+        error = DeliveryError("not tried")
+        for attempt in range(self.max_attempts):
+            await self._pace(message.area)
+            try:
+                return await self.platform.send(message)
+            except DeliveryError as exc:
+                error = exc
+            if error.permanent:
+                break
+            self.stats.retries += 1
+            wait = error.retry_after
+            if wait is None:
+                ceiling = min(self.max_backoff_s, self.base_backoff_s * 2**attempt)
+                wait = random.uniform(0, ceiling)
+            log.info(
+                "%s: %s (attempt %d of %d); next try in %.1f s",
+                self.platform.name,
+                error,
+                attempt + 1,
+                self.max_attempts,
+                wait,
+            )
+            await self.sleep(wait)
+        return error
+
+    async def _pace(self, area: str) -> None:
+        """Wait for the platform's interval and the channel's rate (only the later parts of a
+        long message ever wait for the rate: ``_channel`` starts none at the limit)."""
+        last = self._last_post.get(area)
+        wait = 0.0 if last is None else last + self.platform.min_interval_s - self.clock()
+        wait = max(wait, self._rate.wait(area))
+        if wait > 0:
+            await self.sleep(wait)
+        self._last_post[area] = self.clock()
+        self._rate.note(area)
+
+    def _claim(self, ids: list[int]) -> bool:
+        try:
+            with self.store.session() as s:
+                for outbox_id in ids:
+                    s.add(
+                        Delivery(
+                            outbox_id=outbox_id,
+                            platform=self.platform.name,
+                            status="sending",
+                            attempts=1,
+                        )
+                    )
+        except IntegrityError:
+            return False
+        return True
+
+    def _finish(self, ids: list[int], status: str, message_id: str, error: str) -> None:
+        with self.store.session() as s:
+            s.execute(
+                update(Delivery)
+                .where(
+                    col(Delivery.outbox_id).in_(ids), col(Delivery.platform) == self.platform.name
+                )
+                .values(
+                    status=status,
+                    message_id=message_id[:200],
+                    error=error[:500],
+                    updated_at=utcnow(),
+                )
+            )
+        if status == "failed":
+            log.warning("%s: gave up on a message: %s", self.platform.name, error)
+
+    def _release(self, ids: list[int]) -> None:
+        with self.store.session() as s:
+            s.execute(
+                delete(Delivery).where(
+                    col(Delivery.outbox_id).in_(ids), col(Delivery.platform) == self.platform.name
+                )
+            )
+        self.stats.released += len(ids)

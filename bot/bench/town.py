@@ -1,0 +1,194 @@
+"""``bottown bench town``: what a game day of Smallville costs, and how fast it runs.
+
+The town runs against the fake OpenAI-compatible server (``bottown fake-llm``, started as its own
+process on a loopback port) with a fixed latency per completion, through the real gateway and
+``openai`` client. Founding the town (rating and embedding the seed memories) is not counted.
+
+- ``calls_per_resident_day`` and ``tokens_per_resident_day``, in all and ``by_task``;
+- ``activity``: actions, moves, conversations, utterances, reactions and reflections per resident
+  per game day, so a budget met by doing nothing shows;
+- ``wall_s``: the ticks' wall time; ``serial_s``: calls x latency, the time one call after another
+  would take; ``critical_path_s``: for each tick, its longest chain of dependent calls (see
+  ``town/depth.py``) times the latency, summed over the ticks; ``loop_cpu_s``: the CPU time of
+  the event loop's thread over the ticks (what the wall time adds to the critical path is mostly
+  this: the loop thinks for every resident in turn, and one tick's calls go out one after another).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from bot.runtime.settings import Settings
+from bot.runtime.wiring import Services
+from town.llm.client import open_client
+from town.llm.depth import ChainCountingBrain
+from town.llm.gateway import LLMGateway
+from town.llm.offline.brain import OfflineBrain
+from town.llm.usage import UsageTally
+from town.memory.embedding import flush_queues
+from town.memory.vectors import ChromaIndex
+from town.tick.engine import Engine, TickReport
+from town.tick.seed import found_town
+from town.world.load import load_town
+
+ACTIVITY = {
+    "actions": "action",
+    "moves": "moved",
+    "conversations": "conversation",
+    "utterances": "said",
+    "reactions": "reacted",
+    "reflections": "reflected",
+}
+
+
+@dataclass
+class TownBench:
+    residents: int
+    days: float
+    latency_ms: float
+    tally: UsageTally
+    activity: Counter[str]
+    wall_s: float
+    chain_calls: int
+    ticks: int
+    loop_cpu_s: float
+
+    def as_json(self) -> dict[str, Any]:
+        per = self.residents * self.days
+        total = self.tally.total
+        return {
+            "residents": self.residents,
+            "game_hours": round(self.days * 24, 2),
+            "ticks": self.ticks,
+            "calls_per_resident_day": round(total.calls / per, 2),
+            "tokens_per_resident_day": round(total.total_tokens / per, 1),
+            "by_task": {
+                task: {
+                    "calls_per_resident_day": round(count.calls / per, 2),
+                    "tokens_per_resident_day": round(count.total_tokens / per, 1),
+                }
+                for task, count in sorted(self.tally.by_task.items())
+            },
+            "fallbacks": total.fallbacks,
+            "activity": {key: round(self.activity[key] / per, 2) for key in ACTIVITY},
+            "wall_s": round(self.wall_s, 2),
+            "serial_s": round(total.calls * self.latency_ms / 1000, 2),
+            "critical_path_s": round(self.chain_calls * self.latency_ms / 1000, 2),
+            "loop_cpu_s": round(self.loop_cpu_s, 2),
+        }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli.main",
+            "fake-llm",
+            "--port",
+            str(port),
+            "--latency-ms",
+            str(latency_ms),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the fake LLM server did not start")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the fake LLM server did not open its port within 30 s")
+
+
+def bench_gateway(client: openai.AsyncOpenAI, tally: UsageTally, concurrency: int) -> LLMGateway:
+    """The gateway a town bench thinks through, as a deployment's: to the fake server's model,
+    counting usage."""
+    return LLMGateway(client, model="bottown-fake", usage=tally, concurrency=concurrency)
+
+
+def _count(activity: Counter[str], report: TickReport) -> None:
+    for event in report.events:
+        if event.kind == "moved" and event.data.get("direction") != "in":
+            continue
+        for key, kind in ACTIVITY.items():
+            if event.kind == kind:
+                weight = 2 if kind == "conversation" else 1  # two residents take part
+                activity[key] += weight
+
+
+async def run_town_bench(
+    settings: Settings,
+    residents: int = 25,
+    hours: float = 24,
+    latency_ms: float = 100,
+    concurrency: int = 64,
+    progress: Callable[[int, int], None] | None = None,
+) -> TownBench:
+    spec = load_town("smallville")
+    if not 1 <= residents <= len(spec.residents):
+        raise ValueError(f"--residents must be 1 to {len(spec.residents)} for smallville")
+    spec = spec.model_copy(update={"residents": spec.residents[:residents]})
+    proc, url = start_fake_llm(latency_ms)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
+            local = settings.model_copy(
+                update={"data_dir": Path(tmp), "database_url": None, "chroma_url": None}
+            )
+            services = Services.open(local)
+            with services.store.session() as s:
+                town = await found_town(
+                    s, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
+                )
+            assert town.id is not None
+            flush_queues(services.executor)  # founding's vectors too are not counted
+            tally = UsageTally()
+            client = open_client(url, "bench", max(30.0, latency_ms / 100))
+            gateway = bench_gateway(client, tally, concurrency)
+            engine = Engine(
+                services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
+            )
+            total = int(timedelta(hours=hours) / timedelta(minutes=town.minutes_per_tick))
+            activity: Counter[str] = Counter()
+            chain = 0
+            began, began_cpu = time.perf_counter(), time.thread_time()
+            for done in range(total):
+                report = await engine.tick()
+                chain += report.chain
+                _count(activity, report)
+                if progress:
+                    progress(done + 1, total)
+            flush_queues(services.executor)  # the day's index writes are part of its cost
+            wall, loop_cpu = time.perf_counter() - began, time.thread_time() - began_cpu
+            await client.close()
+            services.close()  # pending index writes finish before the folder goes
+            ChromaIndex.release_all()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return TownBench(
+        residents, hours / 24, latency_ms, tally, activity, wall, chain, total, loop_cpu
+    )

@@ -1,0 +1,322 @@
+"""The commands that run a town from the shell: simulate, say, interview, whisper, set-state."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.table import Table
+
+from adapters.core.base import Caller, Reply
+from bot.cli.common import (
+    err,
+    guarded,
+    out,
+    progress_bar,
+    run_async,
+    settings_and_logging,
+    settings_with_brain,
+)
+from bot.runtime.commands import MINUTES_REALTIME, SECONDS_REALTIME, Commands
+from bot.runtime.settings import SettingsError
+from bot.runtime.towns import RunSummary, open_town, target_time
+from bot.runtime.towns import simulate as run_simulation
+from town import inputs
+from town.outbox import audit
+from town.store.usage import DailyTokenBudget
+from town.tick.engine import Engine, TickReport, until_unchanged
+from town.world.gametime import parse_game_time
+
+T = TypeVar("T")
+
+
+def simulate(
+    town: Annotated[
+        str, typer.Option(help="Persona folder (personas/<town>) or path.")
+    ] = "smallville",
+    name: Annotated[str | None, typer.Option(help="Name of the town in the store.")] = None,
+    days: Annotated[float, typer.Option(min=0.01, help="Game days to simulate.")] = 1.0,
+    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    start: Annotated[str | None, typer.Option(help='Start, e.g. "2023-02-13 07:00".')] = None,
+    replay: Annotated[Path | None, typer.Option(help="Replay file (JSON lines).")] = None,
+) -> None:
+    """Run a town headless for N game days, with a progress bar; a stopped run resumes."""
+
+    def run() -> None:
+        settings = settings_with_brain(brain)
+        began = parse_game_time(start) if start else None
+        town_name = name or Path(town).name
+        opened = run_async(open_town(settings, town_name, persona=town, create=True, start=began))
+        try:
+            until = target_time(opened, days, began)
+            path = replay or settings.data_dir / "replays" / f"{town_name}.jsonl"
+            label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain"
+            clock = opened.town.clock
+            verb = "founded" if opened.founded else "resuming"
+            out.print(
+                f"{verb} {town_name} at {clock:%Y-%m-%d %H:%M} ({label}); "
+                f"running to {until:%Y-%m-%d %H:%M}"
+            )
+            minutes = (until - clock).total_seconds() // 60
+            total = max(1, int(minutes // opened.town.minutes_per_tick))
+            with progress_bar() as bar:
+                task = bar.add_task("ticking", total=total)
+
+                def progress(report: TickReport) -> None:
+                    calls, tokens = opened.usage.totals_today()
+                    bar.update(
+                        task,
+                        advance=1,
+                        description=f"{report.clock:%a %H:%M}  calls {calls:,}  tokens {tokens:,}",
+                    )
+
+                try:
+                    summary = run_async(run_simulation(opened, until, path, progress))
+                except KeyboardInterrupt:
+                    err.print(
+                        "stopped; the last finished tick is saved: run the same command to resume"
+                    )
+                    raise typer.Exit(130) from None
+            _print_summary(summary, path)
+        finally:
+            opened.services.close()  # the last index writes too
+
+    guarded(run)
+
+
+def _print_summary(summary: RunSummary, replay: Path) -> None:
+    table = Table(
+        "resident",
+        "actions",
+        "moves",
+        "said",
+        "reactions",
+        "reflections",
+        title=f"{summary.start:%a %H:%M} to {summary.end:%a %H:%M}, {summary.ticks} ticks",
+    )
+    for resident, counts in sorted(summary.by_resident.items()):
+        table.add_row(
+            resident,
+            str(counts["action"]),
+            str(counts["moved"] // 2),
+            str(counts["said"]),
+            str(counts["reacted"]),
+            str(counts["reflected"]),
+        )
+    out.print(table)
+    out.print(", ".join(f"{k}: {v}" for k, v in sorted(summary.events.items())))
+    out.print(f"replay: {replay}")
+
+
+def _on_town(town: str, act: Callable[[Engine], Awaitable[T]]) -> T:
+    """Open the town, act on it through its engine, and return what the action returns; an
+    action another process overtook (a worker's tick, say) runs again (``until_unchanged``)."""
+
+    async def go() -> T:
+        opened = await open_town(settings_and_logging(), town)
+        try:
+            return await until_unchanged(lambda: act(opened.engine))
+        finally:
+            opened.services.close()
+
+    return guarded(lambda: run_async(go()))
+
+
+def interview(
+    resident: Annotated[str, typer.Argument(help="Resident's name (or first name).")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+    asker: Annotated[str, typer.Option(help="Who is asking, e.g. 'a news reporter'.")] = "",
+) -> None:
+    """Ask a resident a private question; the town does not change."""
+    out.print(
+        _on_town(
+            town, lambda engine: inputs.interview(engine, resident, question, asker, platform="cli")
+        )
+    )
+
+
+def whisper(
+    resident: Annotated[str, typer.Argument(help="Resident's name (or first name).")],
+    text: Annotated[str, typer.Argument(help="What the inner voice says.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Speak as a resident's inner voice: a directive it acts on at its next tick."""
+    name = _on_town(
+        town, lambda engine: inputs.whisper(engine, resident, text, by="shell", platform="cli")
+    )
+    out.print(f"{name} hears an inner voice.")
+
+
+def set_state(
+    target: Annotated[str, typer.Argument(help="'Area: sub-area: object'.")],
+    state: Annotated[str, typer.Argument(help="The new state in words, e.g. 'burning'.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Rewrite an object's state; residents there notice it at their next tick."""
+    path = _on_town(
+        town, lambda engine: inputs.set_object(engine, target, state, by="shell", platform="cli")
+    )
+    out.print(f"{path} is now {state}")
+
+
+def say(
+    location: Annotated[str, typer.Argument(help="Where, e.g. 'Hobbs Cafe'.")],
+    text: Annotated[str, typer.Argument(help="What the visitor says.")],
+    as_name: Annotated[str, typer.Option("--as", help="The visitor's name.")] = "Visitor",
+    role: Annotated[str, typer.Option(help="The visitor's role, e.g. 'a reporter'.")] = "",
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Speak as a visitor at a location; residents there hear it and may answer."""
+    result = _on_town(town, lambda engine: inputs.say(engine, location, as_name, text, role=role))
+    heard = ", ".join(result.heard_by) or "nobody (the place is empty)"
+    out.print(f"at {result.area}, heard by: {heard}")
+    for event in result.replies:
+        out.print(f"[bold]{event.resident}:[/bold] {event.text}")
+
+
+def command(
+    line: Annotated[str, typer.Argument(help='A chat command, e.g. "look" or "speed 5".')],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+    at: Annotated[str | None, typer.Option(help="The place (channel) you type it in.")] = None,
+    as_name: Annotated[str, typer.Option("--as", help="Your name.")] = "shell",
+    admin: Annotated[bool, typer.Option(help="Run as an admin.")] = True,
+) -> None:
+    """Run a chat command (the same words as on Discord, Slack and the web) from the shell."""
+
+    async def go() -> Reply:
+        opened = await open_town(settings_and_logging(), town)
+        try:
+            commands = Commands(
+                opened.engine,
+                opened.usage,
+                DailyTokenBudget(opened.usage, opened.services.settings.daily_token_budget),
+            )
+            caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
+            await audit.record_command(opened.engine, "cli", as_name, as_name, at or "", line)
+            return await commands.handle(caller, line)
+        finally:
+            opened.services.close()
+
+    reply = guarded(lambda: run_async(go()))
+    (out if reply.ok else err).print(reply.text, highlight=False, markup=False)
+    if not reply.ok:
+        raise typer.Exit(1)
+
+
+def run(
+    platform: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--platform",
+            "-p",
+            help="web, discord or slack; repeat for several. Default: the platforms whose "
+            "tokens are set, else web.",
+        ),
+    ] = None,
+    town: Annotated[str | None, typer.Option(help="Town name (default: settings.town).")] = None,
+    persona: Annotated[
+        str | None, typer.Option(help="Persona folder or path, when the town is new.")
+    ] = None,
+    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    tick_seconds: Annotated[
+        float | None,
+        typer.Option(
+            min=0.05,
+            help="Real seconds between ticks, for a town with no stored interval "
+            "(`bottown speed` stores one).",
+        ),
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port of the web adapter.")] = None,
+) -> None:
+    """Run a town live on Discord, Slack or the local web page, until Ctrl-C."""
+    from bot.runtime.run import PLATFORMS, TownRuntime, default_platforms, serve
+
+    def go() -> None:
+        settings = settings_with_brain(brain)
+        changes: dict[str, object] = {}
+        if tick_seconds is not None:
+            changes["tick_seconds"] = tick_seconds
+        if port is not None:
+            changes["web_port"] = port
+        settings = settings.model_copy(update=changes)
+        chosen = platform or default_platforms(settings)
+        for name in chosen:
+            if name not in PLATFORMS:
+                raise SettingsError(
+                    f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}"
+                )
+        label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain (no LLM)"
+
+        def ready(runtime: TownRuntime) -> None:
+            out.print(
+                f"{runtime.town_name} is running ({label}): {runtime.pace().describe()}. "
+                "Ctrl-C stops it; everything is saved."
+            )
+            for adapter in runtime.adapters:
+                out.print("  " + adapter.status_line(), highlight=False)
+
+        try:
+            run_async(serve(settings, chosen, town=town, persona=persona, ready=ready))
+        except KeyboardInterrupt:
+            err.print("stopped; the town resumes from its clock on the next run")
+
+    guarded(go)
+
+
+FOLLOWS = "A running town follows within a second."
+
+
+def pause(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
+    """Stop a town's clock (stored: it stays paused across restarts until resumed)."""
+    clock = _on_town(town, lambda engine: inputs.set_paused(engine, True))
+    out.print(f"{town}: the clock stops at {clock:%A %H:%M}. {FOLLOWS}")
+
+
+def resume(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
+    """Start a paused town's clock again; the pause does not count as missed time."""
+    clock = _on_town(town, lambda engine: inputs.set_paused(engine, False))
+    out.print(f"{town}: the clock runs again from {clock:%A %H:%M}. {FOLLOWS}")
+
+
+def speed(
+    minutes: Annotated[
+        str, typer.Argument(help="Game minutes a tick, or 'realtime' (1 a real minute).")
+    ],
+    seconds: Annotated[
+        float | None,
+        typer.Argument(help="Real seconds between ticks (default: settings.tick_seconds)."),
+    ] = None,
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Set how much game time a tick is and how often ticks come; stored on the town."""
+
+    def parse() -> tuple[int, float | None]:
+        word = minutes.strip().lower()
+        if word == "realtime":
+            if seconds is not None:
+                raise ValueError("realtime takes no seconds: it is one tick a real minute")
+            return MINUTES_REALTIME, SECONDS_REALTIME
+        if word.isdigit():
+            return int(word), seconds
+        raise ValueError(f"{minutes!r} is neither a number of minutes nor realtime")
+
+    chosen, every = guarded(parse)
+    stored, interval = _on_town(town, lambda engine: inputs.set_speed(engine, chosen, every))
+    pace = "the default interval" if interval is None else f"every {interval:g} real seconds"
+    out.print(f"{town}: a tick is {stored} game minute(s), {pace}. {FOLLOWS}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
+    app.command()(pause)
+    app.command()(resume)
+    app.command()(speed)
+    app.command("cmd")(command)
+    app.command()(simulate)
+    app.command()(interview)
+    app.command()(whisper)
+    app.command("set-state")(set_state)
+    app.command()(say)

@@ -1,0 +1,336 @@
+"""``bottown run``: one town, live, on one or more platforms.
+
+``TownRuntime`` is the town as adapters see it (``adapters.core.base.TownPort``): visitors' messages
+and commands go in through it; the town's events come out through one ``OutboxPump`` per
+adapter. Its ticks are an APScheduler job (``bot/scheduler.py``), at the pace stored on the
+town; time missed while it was down is made up when it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from pydantic import SecretStr
+
+from adapters.core.base import Adapter, Caller, Reply, Thinking
+from adapters.core.delivery import OutboxPump
+from bot.runtime.commands import Command, Commands, thinking
+from bot.runtime.scheduler import Pace, Timekeeper
+from bot.runtime.settings import Settings
+from bot.runtime.towns import OpenTown, open_town
+from town import inputs
+from town.inputs.limits import VisitorRateLimit
+from town.outbox import audit
+from town.store.db import Store
+from town.store.lease import Leases
+from town.store.usage import DailyTokenBudget
+from town.tick.engine import Engine, TickReport, TownChanged
+
+log = logging.getLogger(__name__)
+
+PLATFORMS = ("web", "discord", "slack")
+
+
+@dataclass
+class TownRuntime:
+    """A running town: the ``TownPort`` every adapter talks to."""
+
+    opened: OpenTown
+    settings: Settings
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # the outbox has news
+    adapters: list[Adapter] = field(default_factory=list)
+    # What a tick may raise to end the run (a worker's LeaseLost); anything else is logged and
+    # the tick rolled back.
+    stop_on: tuple[type[BaseException], ...] = ()
+    commands: Commands = field(init=False)
+    keeper: Timekeeper | None = field(default=None, init=False)  # while run_town runs it
+    visitor_rate: VisitorRateLimit = field(init=False)  # each visitor's messages a minute
+
+    def __post_init__(self) -> None:
+        self.commands = Commands(
+            self.opened.engine,
+            usage=self.opened.usage,
+            budget=DailyTokenBudget(
+                self.opened.usage,
+                self.settings.daily_token_budget,
+                limit_calls=self.settings.daily_call_budget,
+            ),
+            extra_status=self._adapter_status,
+        )
+        self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
+        for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
+            if name in self.commands.table:
+                self.commands.table[name] = self._then_follow(self.commands.table[name])
+
+    def _then_follow(self, command: Command) -> Command:
+        run = command.run
+
+        async def run_then_follow(caller: Caller, args: list[str]) -> Reply:
+            reply = await run(caller, args)
+            if reply.ok and self.keeper is not None:
+                self.keeper.follow(self.town_id)
+            return reply
+
+        return replace(command, run=run_then_follow)
+
+    @property
+    def engine(self) -> Engine:
+        return self.opened.engine
+
+    def pace(self) -> Pace:
+        """The town's stored pace: paused or not, minutes a tick, seconds between ticks."""
+        with self.store.session() as session:
+            return Pace.of(self.engine.town(session), self.settings)
+
+    @property
+    def town_name(self) -> str:
+        return self.opened.town.name
+
+    @property
+    def store(self) -> Store:
+        return self.opened.services.store
+
+    @property
+    def town_id(self) -> int:
+        assert self.opened.town.id is not None
+        return self.opened.town.id
+
+    def areas(self) -> list[str]:
+        return [area.name for area in self.opened.engine.spec.areas]
+
+    async def visitor_says(
+        self, platform: str, user_id: str, display_name: str, area: str, text: str
+    ) -> None:
+        rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
+        for attempt in (1, 2):
+            try:
+                result = await inputs.say(
+                    self.opened.engine,
+                    area,
+                    display_name,
+                    text,
+                    platform=platform,
+                    user_id=user_id,
+                    rate=rate,
+                )
+            except TownChanged:  # rolled back whole: heard again, and counted once
+                if attempt == 2:
+                    log.warning(
+                        "%s: a %s message in %s was not heard: the town kept changing in "
+                        "another process",
+                        self.town_name,
+                        platform,
+                        area,
+                    )
+                    break
+                log.info(
+                    "%s: another process changed the town while a %s message in %s was "
+                    "heard; hearing it again",
+                    self.town_name,
+                    platform,
+                    area,
+                )
+                rate = None
+                continue
+            except ValueError as exc:  # an empty message, an unknown place: nothing to remember
+                log.info("ignored a %s message in %s: %s", platform, area, exc)
+            else:
+                if result.limited:
+                    log.debug(
+                        "a %s visitor in %s is over the message rate: not heard", platform, area
+                    )
+            break
+        self.wake.set()
+
+    async def command(self, caller: Caller, line: str) -> Reply:
+        if not caller.is_admin and f"{caller.platform}:{caller.user_id}" in self.settings.admins:
+            caller = replace(caller, is_admin=True)
+        if not caller.automatic:  # every command line a person typed, before it runs
+            await audit.record_command(
+                self.opened.engine,
+                caller.platform,
+                caller.user_id,
+                caller.display_name,
+                caller.location or "",
+                line,
+            )
+        reply = await self.commands.handle(caller, line)
+        self.wake.set()  # set, say and whisper change the town
+        return reply
+
+    def command_names(self) -> list[str]:
+        return list(self.commands.table)
+
+    def thinking(self) -> Thinking:
+        return thinking(self.engine.brain)
+
+    def _adapter_status(self) -> str:
+        return "\n".join(a.status_line() for a in self.adapters)
+
+    async def tick(self) -> TickReport | None:
+        """One tick. A failed tick rolls back whole (the clock does not move) and returns None;
+        the next one tries again. What ``stop_on`` names is raised, to end the run."""
+        try:
+            report = await self.engine.tick()
+        except self.stop_on:
+            raise
+        except TownChanged:
+            log.warning(
+                "%s: another process changed the town during a tick; the tick rolled back "
+                "(the clock did not move) and runs again",
+                self.town_name,
+            )
+            return None
+        except Exception:
+            log.exception(
+                "%s: a tick failed and was rolled back; the clock did not move", self.town_name
+            )
+            return None
+        if report.events:
+            self.wake.set()
+        return report
+
+
+def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
+    """The adapter called ``name``, configured from the settings."""
+    settings = runtime.settings
+    if name == "web":
+        from adapters.web.server import WebAdapter
+
+        return WebAdapter(
+            runtime,
+            runtime.store,
+            runtime.town_id,
+            host=settings.web_host,
+            port=settings.web_port,
+        )
+    if name == "discord":
+        if settings.discord_token is None:
+            raise ValueError("--platform discord needs BOTTOWN_DISCORD_TOKEN (see the README)")
+        from adapters.discord.adapter import DiscordAdapter
+
+        return DiscordAdapter(
+            runtime,
+            runtime.store,
+            runtime.town_id,
+            token=settings.discord_token.get_secret_value(),
+            guild_id=settings.discord_guild_id,
+            message_content=settings.discord_message_content,
+        )
+    if name == "slack":
+        if settings.slack_bot_token is None:
+            raise ValueError("--platform slack needs BOTTOWN_SLACK_BOT_TOKEN (see the README)")
+        from adapters.slack.adapter import SlackAdapter
+
+        return SlackAdapter(
+            runtime,
+            runtime.store,
+            runtime.town_id,
+            bot_token=settings.slack_bot_token.get_secret_value(),
+            app_token=_secret(settings.slack_app_token),
+            signing_secret=_secret(settings.slack_signing_secret),
+            mode=settings.slack_mode,
+            port=settings.slack_port,
+            api_url=settings.slack_api_url,
+        )
+    raise ValueError(f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}")
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+def default_platforms(settings: Settings) -> list[str]:
+    """The platforms whose tokens are set; the local web adapter when none is."""
+    found = []
+    if settings.discord_token is not None:
+        found.append("discord")
+    if settings.slack_bot_token is not None:
+        found.append("slack")
+    return found or ["web"]
+
+
+async def serve(
+    settings: Settings,
+    platforms: list[str],
+    *,
+    town: str | None = None,
+    persona: str | None = None,
+    ready: Callable[[TownRuntime], None] | None = None,
+) -> None:
+    """Open (or found) a town and run it on ``platforms`` until cancelled."""
+    opened = await open_town(settings, town or settings.town, persona=persona, create=True)
+    try:
+        _refuse_if_a_worker_runs(opened, settings)
+        await run_town(TownRuntime(opened, settings), platforms, ready=ready)
+    finally:
+        opened.services.close()
+
+
+def _refuse_if_a_worker_runs(opened: OpenTown, settings: Settings) -> None:
+    """``bottown run`` takes no lease: on a database that workers share, it must not tick a town
+    a live worker holds (the town would be ticked twice)."""
+    assert opened.town.id is not None
+    leases = Leases(opened.services.store, "bottown-run", settings.lease_seconds)
+    if not leases.vacant([opened.town.id]):
+        raise ValueError(
+            f"the town {opened.town.name!r} is run by a live `bottown worker` (see "
+            "`bottown worker --status`); stop that worker, or serve the town with "
+            f"`bottown worker --towns {opened.town.name} --platform ...`"
+        )
+
+
+async def run_town(
+    runtime: TownRuntime,
+    platforms: list[str],
+    *,
+    ready: Callable[[TownRuntime], None] | None = None,
+    keeper: Timekeeper | None = None,
+) -> None:
+    """Run an open town until cancelled: its adapters, one outbox pump each, and its tick job on
+    ``keeper`` (a worker's, shared by its towns; None: one of the town's own), made up for missed
+    time first. A tick that raises what ``runtime.stop_on`` names ends the run with that
+    exception. On the way out the town's job goes (a running tick rolls back). The caller owns
+    ``runtime.opened`` and closes it."""
+    tasks: list[asyncio.Task[None]] = []
+    own_keeper = keeper is None
+    keeper = keeper or Timekeeper(runtime.store, runtime.settings)
+    try:
+        for name in platforms:
+            adapter = build_adapter(name, runtime)
+            await adapter.start()
+            runtime.adapters.append(adapter)
+            pump = OutboxPump(
+                runtime.store,
+                runtime.town_id,
+                adapter,
+                channel_per_minute=runtime.settings.channel_messages_per_minute,
+            )
+            tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))
+        days = runtime.settings.audit_retention_days
+        tasks.append(
+            asyncio.create_task(audit.keep_pruned(runtime.engine, days), name="audit-retention")
+        )
+        stopped = await keeper.add(runtime)
+        runtime.keeper = keeper
+        if ready:
+            ready(runtime)
+        await asyncio.gather(*tasks, stopped)
+    finally:
+        runtime.keeper = None
+        await keeper.remove(runtime)
+        if own_keeper:
+            await keeper.close()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for adapter in reversed(runtime.adapters):
+            with contextlib.suppress(Exception):
+                await adapter.stop()
+        runtime.adapters.clear()

@@ -1,0 +1,130 @@
+"""Running a town from the shell: found it, simulate it headless, and act on it as a user would."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlmodel import select
+
+from bot.runtime.settings import Settings
+from bot.runtime.wiring import Services, build_brain
+from town.outbox.events import TownEvent
+from town.store.models import Town
+from town.store.usage import StoredUsage
+from town.tick.engine import Engine, TickReport
+from town.tick.seed import found_town
+from town.world.load import load_town
+
+
+@dataclass
+class OpenTown:
+    services: Services
+    engine: Engine
+    usage: StoredUsage
+    town: Town
+    founded: bool = False
+
+
+async def open_town(
+    settings: Settings,
+    name: str,
+    *,
+    persona: str | None = None,
+    create: bool = False,
+    start: datetime | None = None,
+) -> OpenTown:
+    """The town called ``name``; with ``create``, founded from ``persona`` (default: ``name``)
+    when it is not in the store yet."""
+    services = Services.open(settings)
+    with services.store.session() as s:
+        town = s.exec(select(Town).where(Town.name == name)).first()
+    founded = False
+    if town is None:
+        if not create:
+            raise LookupError(f"no town named {name!r}: run `bottown simulate --town {name}` first")
+        folder = persona or name
+        spec = load_town(folder)
+        with services.store.session() as s:
+            brain, usage = build_brain(settings, services.store, 0)
+            town = await found_town(
+                s, spec, name, brain, services.stream, persona=folder, start=start
+            )
+        founded = True
+    else:
+        spec = load_town(town.scenario or name)
+    assert town.id is not None
+    brain, usage = build_brain(settings, services.store, town.id)
+    if founded:
+        usage.flush()
+    engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
+    return OpenTown(services, engine, usage, town, founded)
+
+
+@dataclass
+class RunSummary:
+    start: datetime
+    end: datetime
+    ticks: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    by_resident: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, report: TickReport) -> None:
+        self.ticks += 1
+        self.end = report.clock
+        for event in report.events:
+            self.events[event.kind] += 1
+            if event.resident:
+                self.by_resident.setdefault(event.resident, Counter())[event.kind] += 1
+
+
+def replay_line(event: TownEvent) -> str:
+    return json.dumps(
+        {
+            "at": event.at.isoformat(),
+            "kind": event.kind,
+            "channel": event.channel,
+            **event.payload(),
+        },
+        ensure_ascii=False,
+    )
+
+
+async def simulate(
+    opened: OpenTown,
+    until: datetime,
+    replay: Path,
+    progress: Callable[[TickReport], None] | None = None,
+) -> RunSummary:
+    """Tick until the clock reaches ``until``, appending every event to the ``replay`` file.
+
+    The clock and everything else are in the store after each tick, so a run that is stopped
+    (Ctrl-C, a crash) resumes from its last committed tick when started again.
+    """
+    engine = opened.engine
+    with opened.services.store.session() as s:
+        clock = engine.town(s).clock
+    summary = RunSummary(start=clock, end=clock)
+    replay.parent.mkdir(parents=True, exist_ok=True)
+    with replay.open("a", encoding="utf-8") as out:
+        while clock < until:
+            report = await engine.tick(force=True)
+            for event in report.events:
+                out.write(replay_line(event) + "\n")
+            out.flush()
+            summary.add(report)
+            clock = report.clock
+            if progress:
+                progress(report)
+    return summary
+
+
+def target_time(opened: OpenTown, days: float, start: datetime | None) -> datetime:
+    """Where a run of ``days`` ends: counted from the scenario's start (or ``start``), so a run
+    that is started again resumes towards the same end."""
+    origin = start or opened.engine.spec.scenario.start
+    return origin + timedelta(days=days)

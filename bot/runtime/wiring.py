@@ -1,0 +1,174 @@
+"""Builds the town's ports from the settings: store, embedder, vector index and brain."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import openai
+from sqlmodel import func, select
+
+from bot.runtime.settings import Settings
+from town.inputs import resident_named
+from town.llm.client import open_client
+from town.llm.gateway import LLMGateway
+from town.llm.offline.brain import OfflineBrain
+from town.llm.port import Brain
+from town.memory.embedding import (
+    CachedEmbedder,
+    Embedder,
+    HashEmbedder,
+    OpenAIEmbedder,
+    embedding_executor,
+    flush_queues,
+)
+from town.memory.minilm import MiniLMEmbedder
+from town.memory.retrieval import RetrievalWeights
+from town.memory.stream import MemoryStream
+from town.memory.vectors import ChromaIndex
+from town.store.db import Store
+from town.store.models import Memory, Resident, Town
+from town.store.usage import DailyTokenBudget, StoredUsage
+
+log = logging.getLogger(__name__)
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    inner: Embedder
+    if settings.embedder == "minilm":
+        inner = MiniLMEmbedder(precision=settings.embedding_precision)
+    elif settings.embedder == "hash":
+        inner = HashEmbedder(dim=settings.embedding_dim)
+    else:
+        client = openai.OpenAI(
+            base_url=settings.llm_base_url,
+            api_key=_api_key(settings),
+            timeout=settings.llm_timeout_s,
+        )
+        inner = OpenAIEmbedder(client, settings.embedding_model, settings.embedding_dim)
+    return CachedEmbedder(inner)
+
+
+def _api_key(settings: Settings) -> str:
+    # Local servers (Ollama, vLLM, LM Studio) accept any key; the client insists on one.
+    return settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+
+
+def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, StoredUsage]:
+    """The configured LLM behind the gateway, or the offline brain when no LLM is configured.
+
+    The usage tally is returned beside it: flush it after each unit of work that used the brain.
+    """
+    usage = StoredUsage(store, town_id)
+    if not settings.uses_llm:
+        return OfflineBrain(), usage
+    client = open_client(
+        settings.llm_base_url,
+        _api_key(settings),
+        settings.llm_timeout_s,
+        max_retries=settings.llm_max_attempts - 1,
+    )
+    gateway = LLMGateway(
+        client,
+        model=settings.llm_model,
+        usage=usage,
+        budget=DailyTokenBudget(
+            usage, settings.daily_token_budget, limit_calls=settings.daily_call_budget
+        ),
+        concurrency=settings.llm_concurrency,
+    )
+    return gateway, usage
+
+
+@dataclass
+class Services:
+    """The ports of one deployment, built once and shared by every town it runs."""
+
+    settings: Settings
+    store: Store
+    embedder: Embedder
+    index: ChromaIndex
+    # one worker thread computes embeddings, so the event loop is not blocked by them
+    executor: ThreadPoolExecutor = field(default_factory=embedding_executor)
+    _streams: dict[int, MemoryStream] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, settings: Settings) -> Services:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        store = Store.open(settings.resolved_database_url)
+        embedder = build_embedder(settings)
+        index = ChromaIndex(
+            path=settings.data_dir / "chroma",
+            url=settings.chroma_url,
+            embedder_name=embedder.name,
+            dim=embedder.dim,
+        )
+        return cls(settings, store, embedder, index)
+
+    def close(self) -> None:
+        """Finish the index writes and release the database."""
+        flush_queues(self.executor)
+        self.executor.shutdown(wait=True)
+        self.store.dispose()
+
+    def stream(self, resident_id: int) -> MemoryStream:
+        found = self._streams.get(resident_id)
+        if found is None:
+            found = self._streams[resident_id] = self.new_stream(resident_id)
+        return found
+
+    def new_stream(self, resident_id: int) -> MemoryStream:
+        """A memory stream of the resident's own, not the one this deployment's towns use."""
+        s = self.settings
+        return MemoryStream(
+            resident_id=resident_id,
+            embedder=self.embedder,
+            index=self.index,
+            namespace=s.chroma_namespace,
+            weights=RetrievalWeights(
+                s.recency_weight, s.importance_weight, s.relevance_weight, s.recency_decay
+            ),
+            executor=self.executor,
+        )
+
+    def repair_index(self, town_id: int) -> int:
+        """Embed and index again the town's memories the vector index lacks, as of now; how
+        many. A worker killed while holding the town lost the index writes it had not made
+        yet; its residents' streams would mend that only as each one loads.
+        Runs on the calling thread (the embedding executor, say) beside the running town."""
+        with self.store.session() as session:
+            upto = session.exec(select(func.max(Memory.id))).one() or 0
+            residents = session.exec(select(Resident.id).where(Resident.town_id == town_id)).all()
+            return sum(self.new_stream(r).repair(session, upto) for r in residents if r)
+
+    def town(self, name: str, *, create: bool = False, clock: datetime | None = None) -> Town:
+        with self.store.session() as s:
+            town = s.exec(select(Town).where(Town.name == name)).first()
+            if town is None:
+                if not create:
+                    raise LookupError(f"no town named {name!r}: create it first")
+                town = Town(name=name, clock=clock or datetime(2023, 2, 13, 7, tzinfo=UTC))
+                s.add(town)
+                s.flush()
+            return town
+
+    def resident(self, town: Town, name: str, *, create: bool = False) -> Resident:
+        """The town's resident ``name`` stands for (a full name in any case, or a first name:
+        ``resident_named``); with ``create``, one of that name is added if none is."""
+        with self.store.session() as s:
+            rows = {r.name: r for r in s.exec(select(Resident).where(Resident.town_id == town.id))}
+            full = resident_named(rows, name)
+            if full is not None:
+                return rows[full]
+            if not create:
+                hint = f"; residents: {', '.join(sorted(rows))}" if rows else ""
+                raise LookupError(f"no resident named {name!r} in {town.name}{hint}")
+            assert town.id is not None
+            if not name.strip():
+                raise ValueError("a resident needs a name")
+            found = Resident(town_id=town.id, name=" ".join(name.split()))
+            s.add(found)
+            s.flush()
+            return found

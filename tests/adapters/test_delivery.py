@@ -1,0 +1,194 @@
+"""Outbox delivery: order per channel, at most once, retries, digests, splitting, two workers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlmodel import select
+
+from adapters.core.base import DeliveryError, Outgoing, render, split_text
+from adapters.core.delivery import OutboxPump
+from town.outbox.events import TownEvent, write_outbox
+from town.store.db import Store
+from town.store.models import Delivery, Town
+
+T0 = datetime(2023, 2, 13, 9, tzinfo=UTC)
+
+
+@dataclass
+class FakePlatform:
+    name: str = "fake"
+    max_chars: int = 2000
+    min_interval_s: float = 0.0
+    sent: list[Outgoing] = field(default_factory=list)
+    failures: list[DeliveryError] = field(default_factory=list)  # raised first, in order
+
+    async def send(self, message: Outgoing) -> str:
+        await asyncio.sleep(0)
+        if self.failures:
+            raise self.failures.pop(0)
+        self.sent.append(message)
+        return f"m{len(self.sent)}"
+
+
+class Sleeps:
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await asyncio.sleep(0)
+
+
+def town_with_events(store: Store, events: list[tuple[str, str, str]], tick: str = "t1") -> int:
+    """A town whose outbox holds ``(kind, channel, text)`` events said by Isabella."""
+    with store.session() as s:
+        town = Town(name=f"t-{tick}", clock=T0)
+        s.add(town)
+        s.flush()
+        assert town.id is not None
+        rows = [
+            TownEvent(kind, channel, T0 + timedelta(minutes=i), "Isabella", text, {"emoji": "☕"})
+            for i, (kind, channel, text) in enumerate(events)
+        ]
+        write_outbox(s, town.id, tick, rows)
+        return town.id
+
+
+def statuses(store: Store, platform: str = "fake") -> list[str]:
+    with store.session() as s:
+        rows = s.exec(select(Delivery).where(Delivery.platform == platform)).all()
+        return sorted(r.status for r in rows)
+
+
+async def test_each_event_goes_out_once_in_order_per_channel(store: Store) -> None:
+    events = [("said", "Cafe", f"line {i}") for i in range(4)] + [
+        ("action", "Park", "Isabella is jogging"),
+        ("planned", "Cafe", "a plan nobody sees in a channel"),
+    ]
+    town_id = town_with_events(store, events)
+    platform = FakePlatform()
+    pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
+    assert await pump.deliver_pending() == 5
+    cafe = [m.text for m in platform.sent if m.area == "Cafe"]
+    assert cafe == ["line 0", "line 1", "line 2", "line 3"]
+    park = [m for m in platform.sent if m.area == "Park"]
+    assert park[0].author == "" and park[0].text == "☕ Isabella is jogging"
+    assert {m.author for m in platform.sent if m.area == "Cafe"} == {"Isabella"}
+    assert await pump.deliver_pending() == 0 and len(platform.sent) == 5  # nothing twice
+    assert statuses(store) == ["sent"] * 5 + ["skipped"]
+
+
+async def test_a_429_waits_as_asked_and_the_message_arrives_once(store: Store) -> None:
+    town_id = town_with_events(store, [("said", "Cafe", "hello")])
+    platform = FakePlatform(failures=[DeliveryError("429", retry_after=2.5)])
+    sleeps = Sleeps()
+    pump = OutboxPump(store, town_id, platform, sleep=sleeps)
+    assert await pump.deliver_pending() == 1
+    assert [m.text for m in platform.sent] == ["hello"] and 2.5 in sleeps.waits
+    assert pump.stats.retries == 1
+
+
+async def test_a_platform_that_stays_down_loses_nothing(store: Store) -> None:
+    town_id = town_with_events(store, [("said", "Cafe", "first"), ("said", "Cafe", "second")])
+    platform = FakePlatform(failures=[DeliveryError("502 bad gateway")] * 3)
+    pump = OutboxPump(store, town_id, platform, max_attempts=3, sleep=Sleeps())
+    assert await pump.deliver_pending() == 0  # gave up this round, released the claim
+    assert platform.sent == [] and statuses(store) == [] and pump.stats.released == 1
+    assert await pump.deliver_pending() == 2  # the platform is back: both, in order
+    assert [m.text for m in platform.sent] == ["first", "second"]
+
+
+async def test_a_permanent_error_is_recorded_and_not_retried(store: Store) -> None:
+    town_id = town_with_events(store, [("said", "Cafe", "x"), ("said", "Cafe", "y")])
+    platform = FakePlatform(failures=[DeliveryError("403 missing access", permanent=True)])
+    pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
+    await pump.deliver_pending()
+    await pump.deliver_pending()
+    assert [m.text for m in platform.sent] == ["y"] and statuses(store) == ["failed", "sent"]
+
+
+async def test_a_crash_mid_send_never_posts_twice(store: Store) -> None:
+    town_id = town_with_events(store, [("said", "Cafe", "maybe posted"), ("said", "Cafe", "next")])
+
+    class Crash(Exception):
+        pass
+
+    class CrashingPlatform(FakePlatform):
+        async def send(self, message: Outgoing) -> str:
+            raise Crash  # the process dies after the claim, before the platform answers
+
+    with pytest.raises(Crash):
+        await OutboxPump(store, town_id, CrashingPlatform(name="fake")).deliver_pending()
+    assert statuses(store) == ["sending"]
+    platform = FakePlatform()
+    restarted = OutboxPump(store, town_id, platform, sleep=Sleeps())
+    assert restarted.recover() == 1
+    await restarted.deliver_pending()
+    assert [m.text for m in platform.sent] == ["next"]
+    assert statuses(store) == ["sent", "unknown"]
+
+
+async def test_a_channel_far_behind_gets_a_digest(store: Store) -> None:
+    events = [("said", "Cafe", f"remark {i}") for i in range(12)]
+    town_id = town_with_events(store, events)
+    platform = FakePlatform()
+    pump = OutboxPump(store, town_id, platform, digest_after=8, sleep=Sleeps())
+    assert await pump.deliver_pending() == 12
+    assert len(platform.sent) == 1 and pump.stats.digests == 1
+    digest = platform.sent[0]
+    assert digest.author == "" and "12 things happened" in digest.text
+    assert "09:00 Isabella: remark 0" in digest.text and "09:11 Isabella: remark 11" in digest.text
+    assert statuses(store) == ["digested"] * 12
+
+
+async def test_long_text_is_split_at_sentences_with_keys_of_their_own(store: Store) -> None:
+    text = " ".join(f"Sentence number {i} is here." for i in range(30))
+    town_id = town_with_events(store, [("said", "Cafe", text)])
+    platform = FakePlatform(max_chars=100)
+    await OutboxPump(store, town_id, platform, sleep=Sleeps()).deliver_pending()
+    parts = [m.text for m in platform.sent]
+    assert len(parts) > 1 and all(len(p) <= 100 for p in parts)
+    assert " ".join(parts) == text and all(p.endswith(".") for p in parts)
+    keys = [m.key for m in platform.sent]
+    assert len(set(keys)) == len(keys) and keys[0].endswith("#1")
+
+
+async def test_two_workers_deliver_each_event_once(store: Store) -> None:
+    town_id = town_with_events(store, [("said", area, "hi") for area in "ABCDEFGH"])
+    first, second = FakePlatform(), FakePlatform()
+    await asyncio.gather(
+        OutboxPump(store, town_id, first, sleep=Sleeps()).deliver_pending(),
+        OutboxPump(store, town_id, second, sleep=Sleeps()).deliver_pending(),
+    )
+    areas = sorted(m.area for m in first.sent + second.sent)
+    assert areas == list("ABCDEFGH")
+
+
+async def test_pacing_keeps_a_channel_below_its_rate(store: Store) -> None:
+    town_id = town_with_events(store, [("said", "Cafe", "one"), ("said", "Cafe", "two")])
+    sleeps = Sleeps()
+    platform = FakePlatform(min_interval_s=1.0)
+    await OutboxPump(store, town_id, platform, sleep=sleeps).deliver_pending()
+    assert len(platform.sent) == 2 and sleeps.waits and 0.9 < max(sleeps.waits) <= 1.0
+
+
+def test_split_text_keeps_every_character() -> None:
+    assert split_text("", 10) == []
+    assert split_text("short.", 10) == ["short."]
+    assert split_text("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
+    words = "word " * 50
+    parts = split_text(words, 23)
+    assert all(len(p) <= 23 for p in parts) and " ".join(parts) == words.strip()
+    with pytest.raises(ValueError):
+        split_text("x", 0)
+
+
+def test_render_shows_speech_as_the_resident_and_hides_inner_life() -> None:
+    said = render("said", {"resident": "Klaus", "text": "Hello.", "emoji": "📚"})
+    assert said == ("Klaus", "Hello.", "📚")
+    assert render("reflected", {"resident": "Klaus", "text": "Klaus reflected"}) is None
+    assert render("said", {"resident": "Klaus", "text": "  "}) is None

@@ -1,0 +1,187 @@
+"""The platform-neutral chat commands on the three-resident town."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from sqlmodel import Session, select
+
+from adapters.core.base import Caller, Thinking
+from bot.runtime.commands import OFFLINE_LABEL, Commands, thinking
+from tests.town.tick.test_engine import CAFE_PAIR, at_cafe, make_engine, until
+from town.llm.depth import ChainCountingBrain
+from town.llm.gateway import LLMGateway
+from town.llm.offline.brain import OfflineBrain
+from town.store.db import Store
+from town.store.models import AuditEntry, Resident, Town, Visitor
+from town.store.usage import DailyTokenBudget, StoredUsage
+from town.tick.engine import Engine
+from town.tick.state import ResidentState
+
+MEMBER = Caller("web", "u1", "Alice", is_admin=False, location="Hobbs Cafe")
+ADMIN = Caller("web", "u2", "Ada", is_admin=True, location="Hobbs Cafe")
+
+
+@pytest.fixture
+async def commands(tmp_path: Path) -> Commands:
+    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+    engine = await make_engine(store)
+    await until(engine, at_cafe(store, *CAFE_PAIR))  # 07:30
+    usage = StoredUsage(store, engine.town_id)
+    return Commands(engine, usage, DailyTokenBudget(usage, 1000))
+
+
+async def test_help_and_unknown_commands(commands: Commands) -> None:
+    commands.engine.brain = OfflineBrain()
+    member_help = await commands.handle(MEMBER, "help")
+    assert "look" in member_help.text and "whisper" not in member_help.text
+    assert member_help.text.endswith(
+        "The residents are AI personas. Brain: offline brain (deterministic, no LLM)"
+    )
+    assert "whisper" in (await commands.handle(ADMIN, "/help")).text
+    assert "admins only" in (await commands.handle(MEMBER, "help pause")).text
+    unknown = await commands.handle(MEMBER, "dance wildly")
+    assert not unknown.ok and "no command 'dance'" in unknown.text and "look" in unknown.text
+    broken = await commands.handle(MEMBER, 'interview "Isabella')
+    assert not broken.ok and "quotes" in broken.text
+
+
+async def test_look_where_and_time(commands: Commands) -> None:
+    look = await commands.handle(MEMBER, "look")
+    assert look.private and look.text.startswith("Hobbs Cafe: a small cafe")
+    assert "the stove is off" in look.text and "Isabella Rodriguez is" in look.text
+    assert "it is open" in look.text
+    elsewhere = await commands.handle(MEMBER, "look Mueller home")
+    assert "Maria Lopez is asleep" in elsewhere.text
+    nowhere = await commands.handle(Caller("web", "u3", "Bob"), "look")
+    assert not nowhere.ok and "look where?" in nowhere.text
+    where = await commands.handle(MEMBER, "/town where")
+    assert "Hobbs Cafe: " in where.text and "Maria Lopez (asleep)" in where.text
+    assert "07:30" in (await commands.handle(MEMBER, "time")).text
+
+
+async def test_admin_commands_are_refused_to_members(commands: Commands) -> None:
+    for line in ("pause", "resume", "speed 5", "status", "whisper Klaus hi", "set x y"):
+        reply = await commands.handle(MEMBER, line)
+        assert not reply.ok and reply.text.startswith("Only admins"), line
+
+
+async def test_pause_resume_and_speed(commands: Commands) -> None:
+    engine = commands.engine
+    assert "stops at Monday 07:30" in (await commands.handle(ADMIN, "pause")).text
+    assert (await engine.tick()).skipped
+    assert "(paused)" in (await commands.handle(MEMBER, "time")).text
+    await commands.handle(ADMIN, "resume")
+    assert "15 game minutes" in (await commands.handle(ADMIN, "speed 15")).text
+    assert "1 game minute." in (await commands.handle(ADMIN, "speed realtime")).text
+    bad = await commands.handle(ADMIN, "speed fast")
+    assert not bad.ok and "neither a number" in bad.text and "Usage: speed" in bad.text
+    report = await engine.tick()
+    assert not report.skipped and report.clock.minute == 31
+    with engine.store.session() as s:
+        assert s.exec(select(Town)).one().minutes_per_tick == 1  # stored, so a restart keeps it
+
+
+async def test_interview_whisper_set_and_join(commands: Commands) -> None:
+    answer = await commands.handle(MEMBER, 'interview Isabella "Are you an AI?"')
+    assert answer.private and "AI" in answer.text
+    missing = await commands.handle(MEMBER, "interview Nobody hello")
+    assert not missing.ok and "no resident named 'Nobody'" in missing.text
+    assert "hears an inner voice" in (await commands.handle(ADMIN, "whisper Klaus go home")).text
+    done = await commands.handle(ADMIN, "set Hobbs Cafe: kitchen: stove = burning")
+    assert done.text == "Hobbs Cafe: kitchen: stove is now burning."
+    quoted = await commands.handle(ADMIN, 'set "Hobbs Cafe: counter: coffee machine" brewing')
+    assert quoted.ok
+    wrong = await commands.handle(ADMIN, "set Hobbs Cafe: attic: box = open")
+    assert not wrong.ok and "no object" in wrong.text
+    joined = await commands.handle(MEMBER, 'join Alice "a news reporter"')
+    assert joined.text.startswith("Welcome, Alice, a news reporter")
+    with commands.engine.store.session() as s:
+        visitor = s.exec(select(Visitor)).one()
+    assert (visitor.display_name, visitor.role, visitor.platform) == (
+        "Alice",
+        "a news reporter",
+        "web",
+    )
+
+
+def overtaking(times: list[int]) -> Callable[..., Any]:
+    """``Engine.unit`` whose next ``times[0]`` units that change the town another process
+    overtakes: it raises the town's revision on connections of its own (a worker's tick
+    committing, say) meanwhile."""
+    unit = Engine.unit
+
+    @contextmanager
+    def overtaken(self: Engine, **kw: Any) -> Iterator[Session]:
+        with unit(self, **kw) as session:
+            if times[0] > 0 and kw.get("changes_town", True):
+                times[0] -= 1
+                other = Store.open(self.store.url)
+                try:
+                    with other.session() as s:
+                        s.connection().exec_driver_sql(
+                            "UPDATE town SET revision = revision + 1 WHERE id = ?",
+                            (self.town_id,),
+                        )
+                        s.commit()
+                finally:
+                    other.dispose()
+            yield session
+
+    return overtaken
+
+
+async def test_a_command_another_process_overtook_runs_again(
+    commands: Commands, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command whose unit of work another process overtook rolled back whole, so it runs
+    again, and what it does is done once; overtaken every time, it says so and leaves the town
+    as it was."""
+    store, times = commands.engine.store, [1]
+
+    def klaus() -> tuple[list[str], int]:
+        with store.session() as s:
+            row = s.exec(select(Resident).where(Resident.name == "Klaus Mueller")).one()
+            whispers = s.exec(select(AuditEntry).where(AuditEntry.kind == "whisper")).all()
+            return ResidentState.of(row).inbox, len(whispers)
+
+    monkeypatch.setattr(Engine, "unit", overtaking(times))
+    reply = await commands.handle(ADMIN, "whisper Klaus go home")
+    assert reply.ok and times == [0]
+    assert klaus() == (["Inner voice: go home"], 1)  # once, though it ran twice
+    times[0] = 99
+    lost = await commands.handle(ADMIN, "whisper Klaus stay")
+    assert not lost.ok and "changed by another process" in lost.text and times == [96]
+    assert klaus() == (["Inner voice: go home"], 1)
+
+
+async def test_status_shows_clock_brain_and_budget(commands: Commands) -> None:
+    commands.engine.brain = OfflineBrain()
+    status = await commands.handle(ADMIN, "status")
+    assert "Residents awake: 2 of 3" in status.text
+    assert "offline brain" in status.text and "Budget left: 1,000" in status.text
+
+
+class _Spent:
+    def __init__(self) -> None:
+        self.spent = False
+
+    def exhausted(self) -> bool:
+        return self.spent
+
+
+async def test_who_thinks_is_named_through_any_wrapper() -> None:
+    assert thinking(OfflineBrain()) == Thinking(OFFLINE_LABEL, True)
+    assert thinking(ChainCountingBrain(OfflineBrain())) == Thinking(OFFLINE_LABEL, True)
+    budget = _Spent()
+    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0)
+    gateway = ChainCountingBrain(LLMGateway(client, model="town-model", budget=budget))
+    assert thinking(gateway) == Thinking("llm:town-model", False)
+    budget.spent = True  # the offline brain answers until the budget is back
+    assert thinking(gateway) == Thinking("llm:town-model (offline (budget spent))", True)
+    await client.close()

@@ -1,0 +1,594 @@
+"""The interview-practice town: mock interviews that remember the candidate between sessions.
+
+A visitor speaks in Interview Room A (``inputs.say``), Dana Whitfield interviews; the brain is a
+ScriptedBrain over the offline brain, so every thought is recorded and deterministic.
+"""
+
+from __future__ import annotations
+
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from adapters.core.base import Caller
+from bot.runtime.commands import Commands
+from standins.llm.server import running
+from tests.town.tick.test_engine import Streams, resident, until
+from town.inputs import say
+from town.llm import schemas as s
+from town.llm.client import open_client
+from town.llm.gateway import LLMGateway
+from town.llm.offline.brain import OfflineBrain
+from town.llm.port import ScriptedBrain
+from town.llm.tasks import (
+    ALL_TASKS,
+    COACH_FEEDBACK,
+    COACH_REVIEW,
+    COACH_TURN,
+    COACHING_TASKS,
+    PLAN_DAY,
+)
+from town.store.db import Store
+from town.store.models import Memory, Town
+from town.tick.engine import Engine
+from town.tick.seed import found_town
+from town.tick.state import Candidate, ResidentState
+from town.world.load import load_town
+from town.world.persona import PersonaError
+
+PRACTICE = "interview-practice"
+ROOM = "Interview Room A"
+DANA = "Dana Whitfield"
+ALICE = "Alice Moreau"
+KEY = "web:u1"
+
+THIN = "We used a queue."
+STRONG_FOLLOW_UP = (
+    "Each payout carries an idempotency key stored with a unique constraint in PostgreSQL, so a "
+    "retry finds the row and returns the first result; when I built this at my last job we "
+    "replayed 3 days of traffic and found 0 double payments."
+)
+STRONG_DEBUGGING = (
+    "Last year I traced a memory leak in our invoicing worker: for example, I added heap "
+    "snapshots every 10 minutes, found a cache that never evicted, and cut memory from 6 GB "
+    "to 900 MB within two days of the first alert."
+)
+STRONG_LEDGER = (
+    "I would keep an append-only ledger table where every invoice, payment and refund is a pair "
+    "of entries that sum to zero; at my last job we ran a nightly check over 2 million rows "
+    "and it caught 3 bugs in the first month."
+)
+MIDDLING_ON_CALL = (
+    "When I was on call last month I was paged at night because the payouts queue stopped, so I "
+    "restarted the consumer, wrote "
+    "the postmortem with the team and we added an alert on the queue age the week after that."
+)
+
+
+async def practice_town(store: Store, brain: Any = None, streams: Streams | None = None) -> Engine:
+    """The interview-practice town, ticked until Dana is awake in her interview room."""
+    spec = load_town(PRACTICE)
+    brain = brain or ScriptedBrain()
+    streams = streams or Streams()
+    with store.session() as s_:
+        town = await found_town(s_, spec, "practice", brain, streams, persona=PRACTICE)
+    assert town.id is not None
+    engine = Engine(store, spec, brain, streams, town.id)
+    await until(engine, lambda: dana_in_room(store))
+    return engine
+
+
+def dana_in_room(store: Store) -> bool:
+    row = resident(store, DANA)
+    return row.location.startswith(ROOM) and ResidentState.of(row).awake
+
+
+async def speak(engine: Engine, words: str, who: str = ALICE, user: str = "u1") -> str:
+    """The candidate says ``words`` in the room; Dana's one reply."""
+    result = await say(engine, ROOM, who, words, platform="web", user_id=user)
+    replies = [e.text for e in result.replies if e.resident == DANA]
+    assert len(replies) == 1, result.replies
+    assert replies[0].count("?") <= 1, f"more than one question at a time: {replies[0]}"
+    return replies[0]
+
+
+def record(store: Store, key: str = KEY) -> Candidate:
+    return ResidentState.of(resident(store, DANA)).coaching[key]
+
+
+def question(store: Store, question_id: str) -> str:
+    found = load_town(PRACTICE).interviewer(DANA).question(question_id)
+    assert found is not None
+    return found.text
+
+
+def dana_memories(store: Store, kind: str) -> list[Memory]:
+    dana = resident(store, DANA).id
+    with store.session() as s_:
+        rows = s_.exec(select(Memory).where(Memory.resident_id == dana, Memory.kind == kind))
+        return list(rows.all())
+
+
+async def move_clock(store: Store, minutes: int) -> None:
+    from datetime import timedelta
+
+    with store.session() as s_:
+        town = s_.exec(select(Town)).one()
+        town.clock = town.clock + timedelta(minutes=minutes)
+        s_.add(town)
+
+
+async def first_session(engine: Engine) -> list[str]:
+    """Four main questions: a thin answer (followed up), then three full ones."""
+    said = [await speak(engine, "Hello, I'm here to practise for the backend role.")]
+    for answer in (THIN, STRONG_FOLLOW_UP, STRONG_DEBUGGING, STRONG_LEDGER, MIDDLING_ON_CALL):
+        said.append(await speak(engine, answer))
+    return said
+
+
+# -- one session ----------------------------------------------------------------------------
+
+
+async def test_one_question_at_a_time_a_follow_up_on_a_thin_answer_and_a_closing(
+    store: Store,
+) -> None:
+    engine = await practice_town(store)
+    opening, follow_up, second, third, fourth, closing = await first_session(engine)
+
+    assert opening.startswith(f"Hello Alice, I'm {DANA}") and "about 40 minutes" in opening
+    assert opening.endswith(question(store, "payout_design"))
+    # the thin answer gets the bank's follow-up for that question, and nothing else is asked
+    assert "it lacked" in follow_up and follow_up.endswith(
+        "What exactly makes a retried payout safe in your design, and how would you prove it "
+        "in production?"
+    )
+    # a full answer to the follow-up: the next question, from a topic not covered yet
+    assert second.endswith(question(store, "hardest_bug"))
+    assert third.endswith(question(store, "ledger_model"))
+    assert fourth.endswith(question(store, "on_call"))
+    # four main questions asked: the fourth answer closes the session with what comes next
+    assert "That's our time, Alice: 5 answers" in closing
+    assert "the one to work on is system design" in closing
+    assert "system design interview" in closing  # the persona's next steps
+    done = record(store)
+    assert done.session is None and done.sessions == 1
+    assert done.focus[0] == "system design" and done.asked == [
+        "payout_design",
+        "hardest_bug",
+        "ledger_model",
+        "on_call",
+    ]
+    # the answers are Dana's memories, tied to the visitor's key by the notes
+    answers = {n.memory: n for n in done.answers}
+    assert len(answers) == 5
+    texts = {m.id: m.text for m in dana_memories(store, "chat")}
+    assert texts[done.answers[0].memory].endswith(f'"{THIN}"')
+    # the review: reflections citing the answers, and a plan for the next session
+    reviews = [m for m in dana_memories(store, "reflection") if "review of Alice" in m.text]
+    assert {m.id for m in reviews} == set(done.reviews)
+    weak = [m for m in reviews if "to work on" in m.text]
+    assert (
+        weak and weak[0].cites == [done.answers[0].memory] and "“We used a queue”" in weak[0].text
+    )
+    assert all(set(m.cites) <= set(answers) and m.cites for m in reviews)
+    plans = [m for m in dana_memories(store, "plan") if "next mock interview" in m.text]
+    assert len(plans) == 1 and "focus on system design" in plans[0].text
+    assert done.start_from == done.answers[0].memory
+    # while interviewing Dana was busy; the closing frees her for her day plan
+    assert ResidentState.of(resident(store, DANA)).reaction_until == engine_clock(store)
+
+
+def engine_clock(store: Store) -> str:
+    with store.session() as s_:
+        return s_.exec(select(Town)).one().clock.isoformat()
+
+
+async def test_the_session_closes_when_its_time_is_up(store: Store) -> None:
+    engine = await practice_town(store)
+    await speak(engine, "Good morning!")
+    await speak(engine, STRONG_FOLLOW_UP)  # the first answer: on to question two
+    assert record(store).session is not None
+    await move_clock(store, 41)  # the session lasts 40 game minutes
+    closing = await speak(engine, STRONG_DEBUGGING)
+    assert closing.startswith("Thanks") and "That's our time, Alice: 2 answers in 4" in closing
+    done = record(store)
+    assert done.session is None and done.sessions == 1 and len(done.answers) == 2
+    assert "?" not in closing  # no new question once time is up
+
+
+# -- two sessions ---------------------------------------------------------------------------
+
+
+async def test_the_second_session_builds_on_the_first_and_feedback_quotes_answers(
+    store: Store,
+) -> None:
+    brain = ScriptedBrain()
+    engine = await practice_town(store, brain)
+    await first_session(engine)
+    after_first = record(store)
+    planned_focus, weakest = after_first.focus, after_first.start_from
+
+    await move_clock(store, 24 * 60)  # the next day
+    await until(engine, lambda: dana_in_room(store), limit=200)
+    opening = await speak(engine, "Hi Dana, I'm back for round two.")
+
+    # the opening turn was given the plan, its focus and the earlier answer to build on
+    opened = brain.calls("coach_turn")[-1].inputs
+    assert isinstance(opened, s.CoachTurnInput)
+    assert opened.session == 2 and opened.focus == planned_focus
+    assert opened.builds_on is not None and opened.builds_on.id == weakest
+    assert opened.builds_on.answer == THIN and opened.plan == after_first.plan
+    assert opened.bank[0].topic == planned_focus[0]
+    # ... and so the first question of session 2 follows from that plan
+    assert f"Last time we agreed to work on {planned_focus[0]}" in opening
+    assert "On system design you said “We used a queue”, so let's build on that" in opening
+    second_session = record(store).session
+    assert second_session is not None and second_session.number == 2
+    first_question = second_session.turns[0]
+    assert first_question.topic == planned_focus[0]
+    assert first_question.question_id not in after_first.asked  # new, on the same topic
+    assert opening.endswith(question(store, first_question.question_id))
+
+    await speak(engine, "I sharded the payouts table by carrier.")  # thin again: a follow-up
+    commands = Commands(engine)
+    reply = await commands.handle(Caller("web", "u1", ALICE, location=ROOM), "feedback")
+    assert reply.ok and reply.private, reply.text
+    assert reply.text.startswith(f"Feedback from {DANA}")
+    # the feedback quotes the candidate's own answers, word for word
+    assert "You said “We used a queue" in reply.text
+    assert "You said “I would keep an append-only ledger table where every" in reply.text
+    assert "I sharded the payouts table by carrier" in reply.text
+    # the same from elsewhere, naming the interviewer; nobody else's answers are used
+    named = await commands.handle(Caller("web", "u1", ALICE, location="Lobby"), "feedback Dana")
+    assert named.ok and "We used a queue" in named.text
+    stranger = await commands.handle(Caller("web", "u9", "Bo", location=ROOM), "feedback")
+    assert stranger.ok and "no answers of yours yet" in stranger.text
+
+
+async def test_a_scripted_review_decides_where_the_next_session_starts(store: Store) -> None:
+    brain = ScriptedBrain()
+    engine = await practice_town(store, brain)
+    await speak(engine, "Hello!")
+    for answer in (STRONG_FOLLOW_UP, STRONG_DEBUGGING, STRONG_LEDGER):
+        await speak(engine, answer)
+    leak = record(store).answers[1]
+    assert leak.topic == "debugging"
+    brain.enqueue(
+        "coach_review",
+        {
+            "strengths": [
+                {"text": "Clear ledger design", "cites": [record(store).answers[2].memory]}
+            ],
+            "weak_spots": [{"text": "No on-call story with numbers", "cites": [leak.memory]}],
+            "focus": ["reliability", "debugging"],
+            "start_from": leak.memory,
+            "plan": "Begin with reliability, then revisit the memory leak story.",
+            "closing": "Good work today. Next time: reliability first, then debugging.",
+        },
+        resident=DANA,
+    )
+    closing = await speak(engine, MIDDLING_ON_CALL)
+    assert closing.endswith("Next time: reliability first, then debugging.")
+    assert record(store).focus == ["reliability", "debugging"]
+    await move_clock(store, 3 * 60)
+    opening = await speak(engine, "Hello Dana, round two please.")
+    # on_call was asked in session 1: the other reliability question opens session 2
+    assert opening.endswith(question(store, "slo_choice"))
+    assert "Last time we agreed to work on reliability and debugging" in opening
+    assert "On debugging you said “Last year I traced a memory leak" in opening
+    opened = brain.calls("coach_turn")[-1].inputs
+    assert isinstance(opened, s.CoachTurnInput)
+    assert opened.plan == "Begin with reliability, then revisit the memory leak story."
+    assert [q.topic for q in opened.bank[:2]] == ["reliability", "debugging"]
+
+
+# -- honesty, restarts, guests, bad input ---------------------------------------------------
+
+
+async def test_asked_sincerely_the_interviewer_says_it_is_an_ai(store: Store) -> None:
+    engine = await practice_town(store)
+    first = await speak(engine, "Hello!")
+    honest = await speak(engine, "Sorry, before I answer: are you an AI or a real person?")
+    assert honest.startswith("Yes: I'm an AI character") and "not a person" in honest
+    assert honest.endswith(question(store, "payout_design"))  # the question stays on the table
+    assert first.endswith(question(store, "payout_design"))
+    session = record(store).session
+    assert session is not None and [t.answer for t in session.turns] == [""]  # not an answer
+    commands = Commands(engine)
+    asked = await commands.handle(Caller("web", "u1", ALICE), 'interview Dana "Are you a bot?"')
+    assert "AI" in asked.text
+    lobby = await say(engine, "Lobby", ALICE, "Sam, are you an AI?", platform="web", user_id="u1")
+    assert any("Yes, I'm an AI character" in e.text for e in lobby.replies), lobby.replies
+
+
+async def test_a_restart_mid_session_resumes_it(tmp_path: Path) -> None:
+    from bot.runtime.settings import load_settings
+    from bot.runtime.towns import open_town
+    from town.memory.vectors import ChromaIndex
+
+    settings = load_settings(data_dir=tmp_path / "data", embedder="hash", brain="offline")
+    ChromaIndex.release_all()
+    opened = await open_town(settings, "practice", persona=PRACTICE, create=True)
+    store = opened.services.store
+    await until(opened.engine, lambda: dana_in_room(store))
+    await speak(opened.engine, "Hello, ready when you are.")
+    follow_up = await speak(opened.engine, THIN)
+    assert follow_up.endswith("how would you prove it in production?")
+    opened.services.close()
+    ChromaIndex.release_all()
+
+    again = await open_town(settings, "practice")  # a new process would do the same
+    try:
+        store = again.services.store
+        resumed = record(store).session
+        assert resumed is not None and resumed.number == 1 and len(resumed.turns) == 2
+        next_question = await speak(again.engine, STRONG_FOLLOW_UP)
+        assert next_question.endswith(question(store, "hardest_bug"))  # not a new opening
+        notes = record(store).answers
+        assert [n.topic for n in notes] == ["system design", "system design"]
+        feedback = await Commands(again.engine).handle(
+            Caller("web", "u1", ALICE, location=ROOM), "feedback"
+        )
+        assert "We used a queue" in feedback.text
+    finally:
+        again.services.close()
+
+
+async def test_one_candidate_at_a_time(store: Store) -> None:
+    engine = await practice_town(store)
+    await speak(engine, "Hi!")
+    busy = await speak(engine, "Hello, is this the backend interview?", who="Bo Chen", user="u2")
+    assert busy.startswith("I'm in a session with Alice Moreau until 09:1") and "Bo." in busy
+    assert "web:u2" not in ResidentState.of(resident(store, DANA)).coaching
+
+
+async def test_feedback_needs_an_interviewer(store: Store) -> None:
+    engine = await practice_town(store)
+    commands = Commands(engine)
+    lobby = await commands.handle(Caller("web", "u1", ALICE, location="Lobby"), "feedback")
+    assert not lobby.ok and "name an interviewer (Dana Whitfield, Priya Raman" in lobby.text
+    nobody = await commands.handle(Caller("web", "u1", ALICE), "feedback Zed")
+    assert not nobody.ok and "no interviewer named 'Zed'" in nobody.text
+    fresh = await commands.handle(Caller("web", "u1", ALICE), "feedback Priya")
+    assert fresh.ok and "Interview Room B" in fresh.text and "no answers" in fresh.text
+    assert (
+        "feedback [interviewer]" in (await commands.handle(Caller("web", "u1", ALICE), "help")).text
+    )
+
+
+def _copy(tmp_path: Path) -> Path:
+    folder = tmp_path / PRACTICE
+    shutil.copytree(str(resources.files("personas") / PRACTICE), folder)
+    return folder
+
+
+def test_the_town_loads_with_its_interviewers_and_rooms() -> None:
+    spec = load_town(PRACTICE)
+    assert [i.resident for i in spec.interviewers] == [DANA, "Priya Raman", "Marcus Bell"]
+    assert spec.interviewer_in("interview room b: armchairs") == spec.interviewer("Priya")
+    assert spec.interviewer_in("Lobby") is None
+    for interviewer in spec.interviewers:
+        person = spec.resident(interviewer.resident)
+        assert person.workplace.startswith(interviewer.room)
+        assert len(interviewer.topics()) >= 4
+        assert all(q.text.count("?") <= 1 for q in interviewer.questions)
+
+
+def test_the_interviewers_day_keeps_them_in_their_rooms_after_lunch() -> None:
+    """Routine times like "1:30 pm" are afternoon times (the offline planner once read 01:30)."""
+    dana = load_town(PRACTICE).resident(DANA)
+    plan = OfflineBrain().answer(
+        PLAN_DAY,
+        s.PlanDayInput(
+            resident=DANA,
+            summary="",
+            yesterday="",
+            date="Monday March 4, 2024",
+            wake_time=dana.wake_time,
+            routine=list(dana.routine),
+            places=[dana.home, dana.workplace, "Lobby"],
+        ),
+    )
+    chunks = [(c.start, c.location, c.description) for c in plan.chunks]
+    assert chunks[1] == (
+        "08:30",
+        "Interview Room A: interview table",
+        "arriving at Interview Room A and set up the whiteboard",
+    )
+    assert ("12:30", "Lobby") in [c[:2] for c in chunks]
+    assert ("13:30", "Interview Room A: interview table") in [c[:2] for c in chunks]
+    assert ("18:30", dana.home) in [c[:2] for c in chunks]
+
+
+def test_the_loader_rejects_a_bad_interview_town_with_file_field_and_reason(
+    tmp_path: Path,
+) -> None:
+    folder = _copy(tmp_path)
+    file = folder / "interviews.toml"
+    text = file.read_text("utf-8")
+    for old, new in [
+        ('resident = "Dana Whitfield"', 'resident = "Dana Whitfeld"'),
+        ('id = "hardest_bug"', 'id = "payout_design"'),
+        ("questions_per_session = 4", "questions_per_session = 12"),
+        (
+            'text = "Tell me about a time you failed at something that mattered."',
+            'text = "Did you ever fail? What happened?"',
+        ),
+        ('room = "Interview Room C"', 'room = "Interview Room Q"'),
+    ]:
+        assert old in text
+        text = text.replace(old, new, 1)
+    file.write_text(text, "utf-8")
+    with pytest.raises(PersonaError) as caught:
+        load_town(folder)
+    assert sorted(caught.value.problems) == sorted(
+        f"interviews.toml: interviewers[{problem}"
+        for problem in (
+            "0].resident: 'Dana Whitfeld' is not a resident in residents.toml "
+            "(did you mean 'Dana Whitfield'?)",
+            "0].questions[2].id: 'payout_design' is already questions[0]",
+            "0].questions_per_session: 12 is more than the 10 questions in the bank",
+            "1].questions[2].text: asks 2 questions; one question at a time",
+            "2].room: 'Interview Room Q' is not a place in town.toml "
+            "(did you mean 'Interview Room C'?)",
+            "2].room: Marcus Bell works in 'Interview Room C' (residents.toml), not in "
+            "'Interview Room Q'; an interviewer's workplace is its room",
+        )
+    )
+    assert str(caught.value).startswith(f"{folder}: 6 problems")
+
+
+def test_a_broken_interviews_file_and_a_missing_one(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    (folder / "interviews.toml").write_text("[[interviewers]]\nresident = 3\n", "utf-8")
+    with pytest.raises(PersonaError) as caught:
+        load_town(folder)
+    assert "interviews.toml: interviewers[0].resident: input should be a valid string" in str(
+        caught.value
+    )
+    assert "interviews.toml: interviewers[0].questions: required field is missing" in str(
+        caught.value
+    )
+    (folder / "interviews.toml").unlink()  # optional: a town without interviewers
+    assert load_town(folder).interviewers == []
+
+
+# -- the tasks: checks, and the gateway ----------------------------------------------------
+
+
+def _turn_inputs(**changes: Any) -> s.CoachTurnInput:
+    base: dict[str, Any] = {
+        "interviewer": DANA,
+        "company": "Larkspur Freight",
+        "role": "Senior Backend Engineer",
+        "about": "payments",
+        "candidate": ALICE,
+        "session": 1,
+        "question_number": 1,
+        "questions_total": 4,
+        "minutes_left": 30,
+        "bank": [{"id": "hardest_bug", "topic": "debugging", "text": "The hardest bug?"}],
+        "current_question": "How would you pay carriers?",
+        "message": THIN,
+        "may_follow_up": True,
+    }
+    return s.CoachTurnInput.model_validate({**base, **changes})
+
+
+def test_the_turn_check_keeps_to_one_question_and_allowed_follow_ups() -> None:
+    inputs = _turn_inputs()
+    two = '{"answered": true, "follow_up": false, "text": "Why? And how?", "question_id": ""}'
+    with pytest.raises(ValueError, match="exactly one question"):
+        COACH_TURN.parse(inputs, two)
+    asking = '{"answered": true, "reply": "Ok?", "follow_up": false, "text": "Next one?"}'
+    with pytest.raises(ValueError, match="must not ask"):
+        COACH_TURN.parse(inputs, asking)
+    barred = _turn_inputs(may_follow_up=False)
+    with pytest.raises(ValueError, match="follow_up"):
+        COACH_TURN.parse(barred, '{"answered": true, "follow_up": true, "text": "More?"}')
+    unknown = '{"answered": true, "follow_up": false, "text": "Bugs?", "question_id": "nope"}'
+    assert COACH_TURN.parse(inputs, unknown).question_id == ""
+    offline = OfflineBrain().answer(COACH_TURN, inputs)
+    assert offline.follow_up and offline.answered and "walk me through" in offline.text
+    hello = OfflineBrain().answer(COACH_TURN, _turn_inputs(message="Hi again, sorry I'm late!"))
+    assert not hello.answered and hello.text == "Back to the question: How would you pay carriers?"
+    full = OfflineBrain().answer(COACH_TURN, _turn_inputs(message=STRONG_DEBUGGING))
+    assert full.answered and not full.follow_up and full.question_id == "hardest_bug"
+
+
+def test_the_feedback_check_wants_exact_quotes_and_the_review_known_topics() -> None:
+    answer = s.ReviewedAnswer(id=7, session=1, topic="debugging", question="Q?", answer=THIN)
+    inputs = s.CoachFeedbackInput(interviewer=DANA, role="r", candidate=ALICE, answers=[answer])
+    ok = '{"points": [{"answer_id": 7, "quote": "we used a QUEUE", "advice": "Say more."}]}'
+    assert COACH_FEEDBACK.parse(inputs, ok).points[0].answer_id == 7
+    made_up = '{"points": [{"answer_id": 7, "quote": "we used Kafka", "advice": "Say more."}]}'
+    with pytest.raises(ValueError, match="not copied exactly"):
+        COACH_FEEDBACK.parse(inputs, made_up)
+    with pytest.raises(ValueError, match="not an answer's id"):
+        COACH_FEEDBACK.parse(inputs, made_up.replace('"answer_id": 7', '"answer_id": 8'))
+    review_in = s.CoachReviewInput(
+        interviewer=DANA,
+        company="c",
+        role="r",
+        candidate=ALICE,
+        session=1,
+        topics=["debugging"],
+        answers=[answer],
+        minutes=10,
+        next_steps="More.",
+    )
+    reply = (
+        '{"weak_spots": [{"text": "thin", "cites": [7, 99]}], "focus": ["%s"], '
+        '"start_from": 99, "plan": "p", "closing": "c"}'
+    )
+    parsed = COACH_REVIEW.parse(review_in, reply % "Debugging")
+    assert parsed.focus == ["debugging"] and parsed.weak_spots[0].cites == [7]
+    assert parsed.start_from is None  # 99 is no answer of this session
+    with pytest.raises(ValueError, match="focus"):
+        COACH_REVIEW.parse(review_in, reply % "cooking")
+
+
+async def test_the_coaching_tasks_go_over_the_wire_to_an_openai_compatible_server() -> None:
+    assert set(COACHING_TASKS) == {"coach_turn", "coach_review", "coach_feedback"}
+    assert all(ALL_TASKS[name] is task for name, task in COACHING_TASKS.items())
+    answer = s.ReviewedAnswer(
+        id=3, session=1, topic="debugging", question="Q", answer=STRONG_DEBUGGING
+    )
+    samples: list[tuple[Any, Any]] = [
+        (COACH_TURN, _turn_inputs()),
+        (
+            COACH_REVIEW,
+            s.CoachReviewInput(
+                interviewer=DANA,
+                company="c",
+                role="r",
+                candidate=ALICE,
+                session=1,
+                topics=["debugging", "reliability"],
+                answers=[answer],
+                minutes=12,
+                next_steps="Next: system design.",
+            ),
+        ),
+        (
+            COACH_FEEDBACK,
+            s.CoachFeedbackInput(interviewer=DANA, role="r", candidate=ALICE, answers=[answer]),
+        ),
+    ]
+    async with running() as url:
+        client = open_client(url, "sk-test", 5)
+        gateway = LLMGateway(client, model="town-model")
+        try:
+            for task, inputs in samples:
+                system = " ".join(task.render(inputs)[0]["content"].split())
+                assert "Asked sincerely whether it is an AI, it says it is an AI" in system
+                result = await gateway.run(task, inputs, resident=DANA)
+                assert result == OfflineBrain().answer(task, inputs), task.name
+            assert gateway.mode == "llm"
+        finally:
+            await client.close()
+
+
+def test_offline_feedback_quotes_the_shortest_and_longest_answers() -> None:
+    answers = [
+        s.ReviewedAnswer(id=i, session=1, topic=t, question="Q", answer=a)
+        for i, (t, a) in enumerate(
+            [("design", THIN), ("debugging", STRONG_DEBUGGING), ("ops", MIDDLING_ON_CALL)], 1
+        )
+    ]
+    result = OfflineBrain().answer(
+        COACH_FEEDBACK,
+        s.CoachFeedbackInput(interviewer=DANA, role="r", candidate=ALICE, answers=answers),
+    )
+    by_id = {a.id: a.answer for a in answers}
+    assert [p.answer_id for p in result.points] == [1, 2, 3]  # shortest, longest, no number
+    assert result.points[0].quote == "We used a queue"
+    assert "shortest answer (4 words" in result.points[0].advice
+    assert "most complete answer" in result.points[1].advice
+    assert "no number" in result.points[2].advice
+    for point in result.points:
+        assert point.quote.removesuffix("…") in by_id[point.answer_id]

@@ -1,0 +1,96 @@
+"""The offline brain: every task answered deterministically from its inputs alone.
+
+It lets the town (and its tests) run with no language model, and it is the gateway's safe
+fallback. Where a choice is made at random, the generator is seeded by a stable hash of the
+inputs, so the same inputs always give the same answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from town.features.coaching import offline as offline_coaching
+from town.llm import schemas as s
+from town.llm.offline import day as offline_day
+from town.llm.offline import gather as offline_gather
+from town.llm.offline import judge as offline_judge
+from town.llm.offline import social as offline_social
+from town.llm.offline.lexicon import STATE_CHANGES
+from town.llm.offline.text import emoji_for, importance, words
+from town.llm.tasks import Task
+
+I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
+R = TypeVar("R", bound=BaseModel)
+
+
+def rate_importance(inputs: s.RateImportanceInput) -> s.RateImportanceResult:
+    return s.RateImportanceResult(scores=[importance(o) for o in inputs.observations])
+
+
+def emoji(inputs: s.EmojiInput) -> s.EmojiResult:
+    return s.EmojiResult(emoji=emoji_for(inputs.action))
+
+
+def object_state(inputs: s.ObjectStateInput) -> s.ObjectStateResult:
+    action = inputs.action.lower()
+    for phrases, state in STATE_CHANGES:
+        if any(re.search(rf"\b{re.escape(phrase)}", action) for phrase in phrases):
+            return s.ObjectStateResult(state=state)
+    if set(words(inputs.object)) & set(words(action)):
+        return s.ObjectStateResult(state="in use")
+    return s.ObjectStateResult(state=inputs.state or "idle")
+
+
+class OfflineBrain:
+    """A brain that needs no model: deterministic answers from the inputs."""
+
+    _ANSWERS: Mapping[str, Callable[[Any], BaseModel]] = MappingProxyType(
+        {
+            "rate_importance": rate_importance,
+            "plan_day": offline_day.plan_day,
+            "decompose": offline_day.decompose,
+            "choose_location": offline_day.choose_location,
+            "react": offline_social.react,
+            "utter": offline_social.utter,
+            "reflect_questions": offline_social.reflect_questions,
+            "reflect_insights": offline_social.reflect_insights,
+            "emoji": emoji,
+            "object_state": object_state,
+            "summarize": offline_social.summarize,
+            "interview": offline_social.interview,
+            "gather_message": offline_gather.gather_message,
+            "gather_move": offline_gather.gather_move,
+            "gather_message_memory": offline_gather.gather_message,
+            "gather_move_memory": offline_gather.gather_move,
+            "judge_knows": offline_judge.judge_knows,
+            "coach_turn": offline_coaching.coach_turn,
+            "coach_review": offline_coaching.coach_review,
+            "coach_feedback": offline_coaching.coach_feedback,
+        }
+    )
+
+    def __init__(self) -> None:
+        self.name = "offline"
+
+    def knows(self, task_name: str) -> bool:
+        return task_name in self._ANSWERS
+
+    async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
+        return self.answer(task, inputs)
+
+    def answer(self, task: Task[I, R], inputs: I) -> R:
+        """The same as :meth:`run`, for callers outside an event loop."""
+        answer = self._ANSWERS.get(task.name)
+        if answer is None:
+            raise LookupError(f"the offline brain has no answer for task {task.name!r}")
+        if not isinstance(inputs, task.input_model):
+            raise TypeError(f"{task.name} expects {task.input_model.__name__} inputs")
+        result = answer(inputs)
+        if not isinstance(result, task.result_model):
+            raise TypeError(f"{task.name} answered with {type(result).__name__}")
+        return task.check(inputs, result)

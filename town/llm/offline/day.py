@@ -1,0 +1,258 @@
+"""Offline thinking about the day: planning, decomposing plans, choosing where to go."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+
+from town.llm import schemas as s
+from town.llm.checks import clock, minutes
+from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_WORDS, PLACE_HINTS
+from town.llm.offline.steps import action_steps, gerund
+from town.llm.offline.text import (
+    content_words,
+    emoji_for,
+    first_name,
+    stable_rng,
+    stem,
+    stems,
+    words,
+)
+
+DAY = 24 * 60
+_TIME = re.compile(
+    r"\b([01]?\d|2[0-3])[:.h]([0-5]\d)(?:\s*([ap])\.?m\b\.?)?|\b(1[0-2]|0?\d)\s*([ap])\.?m\.?\b",
+    re.I,
+)
+# The default day: (description, earliest start in minutes of the day, shortest duration, where).
+_DEFAULT_DAY = (
+    ("waking up and getting ready", None, 30, "home"),
+    ("having breakfast", None, 30, "home"),
+    ("working at {work}", None, 60, "work"),
+    ("having lunch", 12 * 60, 60, "work"),
+    ("working at {work}", None, 60, "work"),
+    ("having dinner", 18 * 60, 60, "home"),
+    ("relaxing at home", None, 60, "home"),
+    ("sleeping", 22 * 60, 60, "home"),
+)
+
+
+def _is_home(place: str, resident: str) -> bool:
+    found = set(words(place))
+    return bool(found & HOME_WORDS) or bool(found & set(words(resident)))
+
+
+def home_and_work(resident: str, places: list[str]) -> tuple[str, str]:
+    homes = [p for p in places if _is_home(p, resident)]
+    others = [p for p in places if p not in homes]
+    home = homes[0] if homes else (places[-1] if places else "home")
+    work = others[0] if others else (places[0] if places else home)
+    return home, work
+
+
+def _default_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
+    home, work = home_and_work(inputs.resident, inputs.places)
+    wake = minutes(inputs.wake_time)
+    starts = [wake]
+    for previous, (_text, earliest, _shortest, _where) in itertools.pairwise(_DEFAULT_DAY):
+        start = starts[-1] + previous[2]
+        if earliest is not None and earliest > wake:
+            start = max(start, earliest)
+        starts.append(start)
+    ends = [*starts[1:], wake + DAY]
+    chunks = [
+        s.PlanItem(
+            start=clock(start),
+            duration_min=end - start,
+            location=home if where == "home" else work,
+            description=description.format(work=work),
+        )
+        for (description, _e, _d, where), start, end in zip(_DEFAULT_DAY, starts, ends, strict=True)
+    ]
+    return s.PlanDayResult(chunks=chunks)
+
+
+def _routine_time(text: str) -> tuple[int | None, str]:
+    match = _TIME.search(text)
+    if not match:
+        return None, text
+    if match.group(1) is not None:
+        hour, half = int(match.group(1)), (match.group(3) or "").lower()
+        if half and hour <= 12:  # "1:30 pm", "12:15 am"
+            hour = hour % 12 + (12 if half == "p" else 0)
+        at = hour * 60 + int(match.group(2))
+    else:
+        at = int(match.group(4)) % 12 * 60 + (12 * 60 if match.group(5).lower() == "p" else 0)
+    before = re.sub(r"\b(?:at|from|around|by)\s*$", "", text[: match.start()], flags=re.I)
+    rest = " ".join(f"{before} {text[match.end() :]}".split()).strip(" -:,;")
+    rest = re.sub(r"^(?:at|from)\s+|\s+(?:at|from)$", "", rest, flags=re.I)
+    return at, re.sub(r"\s+([,;.])", r"\1", rest)  # "get up , wash" -> "get up, wash"
+
+
+def _place_in(text: str, places: list[str]) -> str | None:
+    lowered = text.lower()
+    for place in places:
+        names = [place, place.split(":")[0]]
+        if any(name.strip().lower() in lowered for name in names if name.strip()):
+            return place
+    return None
+
+
+def _spread(times: list[int | None]) -> list[int]:
+    """Fill unknown start times evenly between known ones (minutes after waking)."""
+    known = [t if t is not None else -1 for t in times]
+    known[0] = 0
+    if known[-1] < 0:
+        known[-1] = max(16 * 60, max(known) + 60)
+    filled: list[int] = []
+    for index, value in enumerate(known):
+        if value >= 0:
+            filled.append(value)
+            continue
+        nxt = next(j for j in range(index + 1, len(known)) if known[j] >= 0)
+        prev = filled[-1]
+        step = (known[nxt] - prev) / (nxt - index + 1)
+        filled.append(prev + max(5, round(step / 5) * 5))
+    for index in range(1, len(filled)):
+        latest = DAY - 5 * (len(filled) - index)
+        filled[index] = min(max(filled[index], filled[index - 1] + 5), latest)
+    return filled
+
+
+def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
+    home, work = home_and_work(inputs.resident, inputs.places)
+    wake = minutes(inputs.wake_time)
+    entries: list[tuple[int | None, str, str]] = []
+    for line in inputs.routine[:12]:
+        at, rest = _routine_time(line)
+        if not rest.strip():
+            continue
+        homely = bool(set(words(rest)) & HOME_ACTIVITY)
+        place = _place_in(rest, inputs.places) or (home if homely else work)
+        entries.append((None if at is None else (at - wake) % DAY, gerund(rest), place))
+    if not entries or entries[0][0] not in (None, 0):
+        entries.insert(0, (0, "waking up and getting ready", home))
+    if not {"sleep", "sleeping", "bed"} & set(words(entries[-1][1])):
+        entries.append((None, "sleeping", home))
+    if len(entries) > 8:
+        entries = [*entries[:7], entries[-1]]
+    times: list[int | None] = []
+    for at, _text, _place in entries:
+        ordered = at is not None and all(t is None or t < at for t in times)
+        times.append(at if ordered else None)
+    starts = _spread(times)
+    items = [(start, text, place) for start, (_a, text, place) in zip(starts, entries, strict=True)]
+    while len(items) < 5:
+        ends = [item[0] for item in items[1:]] + [DAY]
+        longest = max(range(len(items)), key=lambda i: ends[i] - items[i][0])
+        start, text, place = items[longest]
+        middle = start + max(5, (ends[longest] - start) // 10 * 5)
+        items.insert(
+            longest + 1, (middle, text if text.startswith("still ") else f"still {text}", place)
+        )
+    ends = [item[0] for item in items[1:]] + [DAY]
+    return s.PlanDayResult(
+        chunks=[
+            s.PlanItem(
+                start=clock(wake + start),
+                duration_min=end - start,
+                location=place,
+                description=text,
+            )
+            for (start, text, place), end in zip(items, ends, strict=True)
+        ]
+    )
+
+
+def plan_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
+    return _routine_day(inputs) if inputs.routine else _default_day(inputs)
+
+
+def _action_lengths(total: int, rng: random.Random) -> list[int]:
+    if total < 10:
+        return [total]
+    units, rest = divmod(total, 5)
+    parts: list[int] = []
+    while units > 0:
+        take = min(units, rng.choice((1, 2, 3)))
+        parts.append(take * 5)
+        units -= take
+    smallest = min(range(len(parts)), key=lambda i: parts[i])
+    parts[smallest] += rest
+    return parts
+
+
+def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
+    chunk = inputs.chunk
+    start = minutes(chunk.start)
+    if inputs.granularity == "hour":
+        count = max(1, math.ceil(chunk.duration_min / 60))
+        lengths = [min(60, chunk.duration_min - 60 * i) for i in range(count)]
+        texts = [chunk.description, *(f"still {chunk.description}" for _ in range(count - 1))]
+        if count > 1:
+            texts[-1] = f"{chunk.description}, then wrapping up"
+    else:
+        lengths = _action_lengths(chunk.duration_min, stable_rng("decompose", inputs))
+        texts = action_steps(chunk.description, len(lengths))
+    actions = inputs.granularity != "hour"  # (an action carries its emoji, as a model's would)
+    items, offset = [], 0
+    for length, text in zip(lengths, texts, strict=True):
+        items.append(
+            s.PlanItem(
+                start=clock(start + offset),
+                duration_min=length,
+                location=chunk.location,
+                description=text,
+                emoji=emoji_for(text) if actions else "",
+            )
+        )
+        offset += length
+    return s.DecomposeResult(items=items)
+
+
+def _terms(activity: str) -> set[str]:
+    terms = stems(activity)
+    for word in content_words(activity):
+        terms |= {stem(hint) for hint in PLACE_HINTS.get(word, ())}
+    return terms
+
+
+def _parts(entry: str) -> list[str]:
+    return [part.strip() for part in entry.split(":") if part.strip()]
+
+
+def choose_location(inputs: s.ChooseLocationInput) -> s.ChooseLocationResult:
+    if not inputs.tree:
+        return s.ChooseLocationResult(path=_parts(inputs.current) or [inputs.current or "home"])
+    terms = _terms(inputs.activity)
+    homely = bool(set(content_words(inputs.activity)) & HOME_ACTIVITY)
+    own = {w for w in words(inputs.resident) if len(w) > 2} | {first_name(inputs.resident).lower()}
+    here = (_parts(inputs.current) or [""])[0].casefold()
+
+    def score(entry: str) -> int:
+        area = _parts(entry)[0]
+        points = len(terms & stems(entry))
+        area_words = set(words(area))
+        if area_words & own and homely:
+            points += 2
+        elif area_words & HOME_WORDS and not area_words & own and not overlap_area(area):
+            points -= 2
+        return points
+
+    def overlap_area(area: str) -> bool:
+        return bool(stems(area) & stems(inputs.activity))
+
+    scores = {entry: score(entry) for entry in inputs.tree}
+    best_all = max(inputs.tree, key=lambda e: scores[e])
+    local = [e for e in inputs.tree if _parts(e)[0].casefold() == here]
+    best_here = max(local, key=lambda e: scores[e]) if local else None
+    stay = best_here is not None and 0 < scores[best_here] >= scores[best_all] - 1
+    if stay and best_here is not None:
+        chosen = best_here
+    elif scores[best_all] > 0:
+        chosen = best_all
+    else:
+        chosen = best_here or best_all
+    return s.ChooseLocationResult(path=_parts(chosen))

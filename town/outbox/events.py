@@ -1,0 +1,69 @@
+"""Town events: what the platforms show. The engine writes them to the outbox with its commit,
+and the town's words (``said``, ``notice``) to the audit log in the same transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from town.outbox import audit
+from town.store.models import OutboxEvent
+
+KINDS = (
+    "woke",
+    "slept",
+    "planned",
+    "action",
+    "moved",
+    "reacted",
+    "said",
+    "object",
+    "reflected",
+    "conversation",
+    "notice",  # the town to one visitor (e.g. over the message rate); payload for_platform
+)
+
+
+@dataclass(frozen=True)
+class TownEvent:
+    kind: str
+    channel: str  # the area, which is a chat channel
+    at: datetime
+    resident: str = ""
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def payload(self) -> dict[str, Any]:
+        return {"resident": self.resident, "text": self.text, **self.data}
+
+
+def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
+    """One outbox row per event, keyed so that the same tick can never be written twice; the
+    town's words also go to the audit log, in the same unit of work."""
+    for event in events:
+        if event.kind in audit.OUTPUT_EVENTS:
+            audit.record(
+                session,
+                town_id,
+                audit.OUT,
+                event.kind,
+                event.resident or "town",
+                event.text,
+                game_time=event.at,
+                platform=str(event.data.get("for_platform", "")),
+                channel=event.channel,
+            )
+    session.add_all(
+        OutboxEvent(
+            town_id=town_id,
+            channel=event.channel,
+            kind=event.kind,
+            payload=event.payload(),
+            game_time=event.at,
+            idempotency_key=f"{town_id}:{tick_key}:{seq}",
+        )
+        for seq, event in enumerate(events)
+    )

@@ -1,0 +1,427 @@
+"""The town as data: a location tree, its residents and a scenario (``town.world.load``
+reads and checks them from TOML).
+
+A town is a folder, `personas/<name>/`, holding three files (and an optional fourth):
+
+- `town.toml`: the areas (one chat channel each, later), their sub-areas and the objects in them,
+  each object with a state in words; opening hours, capacities and free-text rules;
+- `residents.toml`: who lives there, each seeded by one paragraph whose semicolon-separated phrases
+  become the first memories;
+- `scenario.toml`: the start time, the tick length, the facts that single residents know at the
+  start (with the question that later checks how far each spread) and timed events;
+- `interviews.toml` (optional): the residents who run mock interviews, each in an interview room
+  (an area of its own), with the company and role they hire for and a bank of questions by topic.
+
+Places are written as paths joined by ": " (`"Hobbs Cafe: kitchen: stove"`), so names never
+contain a colon.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Annotated, Any, TypeVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+SEPARATOR = ": "
+TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE = "town.toml", "residents.toml", "scenario.toml"
+INTERVIEWS_FILE = "interviews.toml"
+MIN_SEED_PHRASES = 3
+
+
+class PersonaError(ValueError):
+    """A town folder that cannot be used; `problems` lists every `file: field path: reason`."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        count = len(self.problems)
+        lines = [f"{source}: {count} problem{'' if count == 1 else 's'}"]
+        super().__init__("\n".join([*lines, *(f"  {problem}" for problem in self.problems)]))
+
+
+# -- Field types ---------------------------------------------------------------------------------
+
+
+def _squash(value: str) -> str:
+    return " ".join(value.split())
+
+
+def _text(value: str) -> str:
+    value = _squash(value)
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
+def _name(value: str) -> str:
+    value = _text(value)
+    if ":" in value:
+        raise ValueError(f"{value!r} contains ':', which separates the parts of a place path")
+    return value
+
+
+def _clock(value: str) -> str:
+    match = re.fullmatch(r"(\d\d):(\d\d)", value)
+    if not match or int(match[1]) > 23 or int(match[2]) > 59:
+        raise ValueError(f"{value!r} is not a valid time (HH:MM, from 00:00 to 23:59)")
+    return value
+
+
+def _game_time(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value = datetime.strptime(value.strip(), "%Y-%m-%d %H:%M")
+        except ValueError:
+            raise ValueError(f"{value!r} is not a date and time like '2023-02-13 07:00'") from None
+    if isinstance(value, datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+def _one_phrase(value: str) -> str:
+    if ";" in value:
+        raise ValueError("must be one phrase (';' would split it into several memories)")
+    return value
+
+
+def _enough_phrases(value: str) -> str:
+    count = len(split_phrases(value))
+    if count < MIN_SEED_PHRASES:
+        raise ValueError(
+            f"has {count} seed phrase(s); at least {MIN_SEED_PHRASES} are needed, separated by ';'"
+        )
+    return value
+
+
+Text = Annotated[str, AfterValidator(_text)]
+MaybeText = Annotated[str, AfterValidator(_squash)]
+Name = Annotated[str, AfterValidator(_name)]
+ClockTime = Annotated[str, AfterValidator(_clock)]
+Slug = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+
+
+def split_path(path: str) -> list[str]:
+    """`"Hobbs Cafe: kitchen"` -> `["Hobbs Cafe", "kitchen"]`."""
+    return [" ".join(part.split()) for part in path.split(":")]
+
+
+def split_phrases(paragraph: str) -> list[str]:
+    """A seed paragraph's phrases: split on semicolons, whitespace collapsed, empties dropped."""
+    return [phrase for part in paragraph.split(";") if (phrase := " ".join(part.split()))]
+
+
+def clock_time(value: str) -> time:
+    """`"17:30"` -> `time(17, 30)`."""
+    hours, minutes = _clock(value).split(":")
+    return time(int(hours), int(minutes))
+
+
+# -- The models ----------------------------------------------------------------------------------
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class WorldObjectSpec(_Spec):
+    name: Name
+    state: Text
+
+
+def _objects_from_table(value: Any) -> Any:
+    """`objects = { stove = "off" }` in TOML means `[{ name = "stove", state = "off" }]`."""
+    if isinstance(value, dict):
+        return [{"name": name, "state": state} for name, state in value.items()]
+    return value
+
+
+class SubArea(_Spec):
+    name: Name
+    capacity: int | None = Field(default=None, ge=1)
+    objects: Annotated[list[WorldObjectSpec], BeforeValidator(_objects_from_table)] = []
+
+    def object(self, name: str) -> WorldObjectSpec:
+        return _find(self.objects, name, "object")
+
+
+class Area(_Spec):
+    name: Name
+    description: MaybeText = ""
+    opens: ClockTime | None = None
+    closes: ClockTime | None = None
+    rules: list[Text] = []
+    sub_areas: list[SubArea] = Field(min_length=1)
+
+    def sub_area(self, name: str) -> SubArea:
+        return _find(self.sub_areas, name, "sub-area")
+
+    def is_open(self, at: time) -> bool:
+        """Open at `at`? Areas without hours are always open; `closes` may be past midnight."""
+        if self.opens is None or self.closes is None:
+            return True
+        opens, closes = clock_time(self.opens), clock_time(self.closes)
+        if opens < closes:
+            return opens <= at < closes
+        return at >= opens or at < closes
+
+
+class ResidentSpec(_Spec):
+    name: Name
+    age: int = Field(ge=0, le=130)
+    traits: list[Text] = Field(min_length=3, max_length=5)
+    occupation: Text
+    paragraph: Annotated[Text, AfterValidator(_enough_phrases)]
+    home: Text
+    workplace: MaybeText = ""
+    known_places: list[Text] = Field(min_length=1)
+    wake_time: ClockTime
+    sleep_time: ClockTime
+    routine: list[Text] = Field(min_length=5, max_length=8)
+    avatar_emoji: Annotated[Text, Field(max_length=16)]
+
+    @property
+    def first_name(self) -> str:
+        return self.name.split()[0]
+
+    def seed_phrases(self, scenario: ScenarioSpec | None = None) -> list[str]:
+        """One string per seed memory: the paragraph's phrases, then the scenario's facts."""
+        facts = scenario.facts_for(self.name) if scenario else []
+        return [*split_phrases(self.paragraph), *(fact.phrase for fact in facts)]
+
+
+class Fact(_Spec):
+    id: Slug
+    resident: Name
+    phrase: Annotated[Text, AfterValidator(_one_phrase)]
+    question: Text
+    keywords: list[Text] = Field(min_length=1)
+
+    def mentioned_in(self, answer: str) -> bool:
+        """Does `answer` name any keyword (case-insensitive)? A first filter, not a judge."""
+        folded = answer.casefold()
+        return any(keyword.casefold() in folded for keyword in self.keywords)
+
+
+class Event(_Spec):
+    id: Slug
+    name: Text
+    host: MaybeText = ""
+    location: Text
+    date: Annotated[date, Field(strict=False)]
+    start: ClockTime
+    end: ClockTime
+    fact: MaybeText = ""
+
+    @property
+    def starts_at(self) -> datetime:
+        return datetime.combine(self.date, clock_time(self.start), tzinfo=UTC)
+
+    @property
+    def ends_at(self) -> datetime:
+        end = datetime.combine(self.date, clock_time(self.end), tzinfo=UTC)
+        return end if end > self.starts_at else end + timedelta(days=1)
+
+
+class _ScenarioHead(_Spec):
+    name: Text
+    description: MaybeText = ""
+    start: Annotated[datetime, BeforeValidator(_game_time)]
+    minutes_per_tick: int = Field(default=10, ge=1, le=24 * 60)
+    days: int = Field(default=2, ge=1)
+
+
+class ScenarioSpec(_ScenarioHead):
+    facts: list[Fact] = []
+    events: list[Event] = []
+
+    def fact(self, fact_id: str) -> Fact:
+        for fact in self.facts:
+            if fact.id == fact_id:
+                return fact
+        raise KeyError(f"no fact {fact_id!r} in scenario {self.name!r}")
+
+    def facts_for(self, resident: str) -> list[Fact]:
+        return [fact for fact in self.facts if fact.resident == resident]
+
+
+def _one_question(value: str) -> str:
+    if value.count("?") > 1:
+        raise ValueError(f"asks {value.count('?')} questions; one question at a time")
+    return value
+
+
+class InterviewQuestion(_Spec):
+    """One question of an interviewer's bank; `follow_up` is asked when an answer is thin."""
+
+    id: Slug
+    topic: Name
+    text: Annotated[Text, AfterValidator(_one_question)]
+    follow_up: Annotated[MaybeText, AfterValidator(_one_question)] = ""
+
+
+class InterviewerSpec(_Spec):
+    """A resident who runs mock interviews in a room (an area), for a company and a role."""
+
+    resident: Name
+    room: Name
+    company: Text
+    role: Text
+    about: MaybeText = ""  # what the interviewer knows of the company and the role
+    next_steps: Text  # what comes after the practice, said when a session closes
+    session_minutes: int = Field(default=40, ge=5, le=240)  # game minutes
+    questions_per_session: int = Field(default=4, ge=1, le=20)
+    questions: list[InterviewQuestion] = Field(min_length=3)
+
+    def topics(self) -> list[str]:
+        """The bank's topics, in the order they first appear."""
+        return list(dict.fromkeys(q.topic for q in self.questions))
+
+    def question(self, question_id: str) -> InterviewQuestion | None:
+        return next((q for q in self.questions if q.id == question_id), None)
+
+
+class TownSpec(_Spec):
+    name: Text
+    description: MaybeText = ""
+    areas: list[Area]
+    residents: list[ResidentSpec]
+    scenario: ScenarioSpec
+    interviewers: list[InterviewerSpec] = []
+
+    def interviewer(self, name: str) -> InterviewerSpec:
+        """The interviewer with this (full or first) name; ``KeyError`` if there is none."""
+        wanted = " ".join(name.split()).casefold()
+        for spec in self.interviewers:
+            if wanted in (spec.resident.casefold(), spec.resident.split()[0].casefold()):
+                return spec
+        raise KeyError(f"no interviewer named {name!r}")
+
+    def interviewer_in(self, location: str) -> InterviewerSpec | None:
+        """The interviewer whose room holds ``location`` (an area or a path inside it)."""
+        area = split_path(location)[0].casefold() if location.strip() else ""
+        return next((i for i in self.interviewers if i.room.casefold() == area), None)
+
+    def paths(self) -> list[str]:
+        """Every place: `"Area"` and `"Area: sub-area"`, in file order."""
+        return _paths(self.areas)
+
+    def objects(self) -> Iterator[tuple[str, WorldObjectSpec]]:
+        """Every object with the path of the sub-area holding it."""
+        for area in self.areas:
+            for sub in area.sub_areas:
+                for obj in sub.objects:
+                    yield _join(area.name, sub.name), obj
+
+    def area(self, name: str) -> Area:
+        return _find(self.areas, name, "area")
+
+    def resident(self, name: str) -> ResidentSpec:
+        return _find(self.residents, name, "resident")
+
+    def describe(self, path: str) -> str:
+        """A place or object in plain language, for prompts and the `look` command."""
+        parts = split_path(path)
+        area = self.area(parts[0])
+        if len(parts) == 1:
+            return _describe_area(area)
+        sub = area.sub_area(parts[1])
+        if len(parts) == 2:
+            return _describe_sub_area(area, sub)
+        if len(parts) == 3:
+            obj = sub.object(parts[2])
+            return f"The {obj.name} in {_where(area, sub)} is {obj.state}."
+        raise KeyError(f"{path!r} has more parts than area: sub-area: object")
+
+
+_Named = TypeVar("_Named", Area, SubArea, WorldObjectSpec, ResidentSpec)
+
+
+def _find(items: list[_Named], name: str, kind: str) -> _Named:
+    wanted = " ".join(name.split()).casefold()
+    for item in items:
+        if item.name.casefold() == wanted:
+            return item
+    raise KeyError(f"no {kind} named {name!r}")
+
+
+def _join(*parts: str) -> str:
+    return SEPARATOR.join(parts)
+
+
+def _paths(areas: list[Area]) -> list[str]:
+    return [p for a in areas for p in (a.name, *(_join(a.name, s.name) for s in a.sub_areas))]
+
+
+# -- Plain-language rendering --------------------------------------------------------------------
+
+
+def _is_proper(name: str) -> bool:
+    return name[:1].isupper() or "'s" in name
+
+
+def _a(name: str) -> str:
+    if _is_proper(name):
+        return name
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _listing(items: list[str], sep: str = ", ") -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    last_sep = " and " if sep == ", " else f"{sep}and "
+    return sep.join(items[:-1]) + last_sep + items[-1]
+
+
+def _contents(sub: SubArea) -> str:
+    objects = _listing([f"{_a(obj.name)} ({obj.state})" for obj in sub.objects])
+    return f"{_a(sub.name)} with {objects}" if objects else _a(sub.name)
+
+
+def _where(area: Area, sub: SubArea) -> str:
+    return (
+        f"{sub.name} in {area.name}" if _is_proper(sub.name) else f"the {sub.name} of {area.name}"
+    )
+
+
+def _spoken(clock: str) -> str:
+    at = clock_time(clock)
+    if at == time(0, 0):
+        return "midnight"
+    if at == time(12, 0):
+        return "noon"
+    hour = at.hour % 12 or 12
+    minutes = f":{at.minute:02d}" if at.minute else ""
+    return f"{hour}{minutes} {'am' if at.hour < 12 else 'pm'}"
+
+
+def _capacity(sub: SubArea, subject: str) -> str:
+    if sub.capacity is None:
+        return ""
+    people = "only one person" if sub.capacity == 1 else f"at most {sub.capacity} people"
+    return f" {subject} holds {people} at a time."
+
+
+def _describe_area(area: Area) -> str:
+    text = (
+        f"{area.name} is {area.description}. It has " if area.description else f"{area.name} has "
+    )
+    text += _listing([_contents(sub) for sub in area.sub_areas], sep="; ") + "."
+    if area.opens and area.closes:
+        text += f" It is open from {_spoken(area.opens)} to {_spoken(area.closes)}."
+    for sub in area.sub_areas:
+        text += _capacity(sub, f"The {sub.name}" if not _is_proper(sub.name) else sub.name)
+    return text
+
+
+def _describe_sub_area(area: Area, sub: SubArea) -> str:
+    where = _where(area, sub)
+    where = where[:1].upper() + where[1:]
+    objects = _listing([f"{_a(obj.name)} ({obj.state})" for obj in sub.objects])
+    text = f"{where} has {objects}." if objects else f"{where} is empty."
+    return text + _capacity(sub, "It")
+
+
+# -- Loading -------------------------------------------------------------------------------------
