@@ -32,6 +32,7 @@ lint: $(VENV_STAMP)
 	$(UV) run --no-sync ruff check .
 	$(UV) run --no-sync ruff format --check .
 	$(UV) run --no-sync mypy
+	$(UV) run --no-sync lint-imports
 
 bench: $(VENV_STAMP)
 	$(UV) run --no-sync bottown bench retrieval
