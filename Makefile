@@ -16,6 +16,9 @@ PYTHON := $(shell $(SYSTEM_PYTHON) -c 'import sys; sys.exit(sys.version_info < (
 endif
 export UV_PYTHON_DOWNLOADS := never
 export UV_NO_PROGRESS := 1
+# Installed packages are compiled to bytecode once, at install: where PYTHONDONTWRITEBYTECODE is
+# set, every command would otherwise compile chromadb, openai and SQLAlchemy anew on each start.
+export UV_COMPILE_BYTECODE := 1
 
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 VENV_STAMP := .venv/.bottown-synced
