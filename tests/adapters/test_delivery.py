@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlmodel import select
 
-from adapters.core.base import DeliveryError, Outgoing, render, split_text
 from adapters.core.delivery import OutboxPump
+from adapters.core.ports import DeliveryError, Outgoing
+from adapters.core.text import render, split_text
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
 from town.store.models import Delivery, Town

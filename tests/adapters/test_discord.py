@@ -19,8 +19,8 @@ import pytest
 import yarl
 from sqlmodel import select
 
-from adapters.core.base import DeliveryError, Outgoing
 from adapters.core.delivery import OutboxPump
+from adapters.core.ports import DeliveryError, Outgoing
 from adapters.discord.adapter import (
     ZWSP,
     DiscordAdapter,

@@ -18,9 +18,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 from sqlmodel import col, select
 
-from adapters.core.base import Outgoing
 from adapters.core.delivery import OutboxPump
-from adapters.web.server import QUEUE, Feed, WebAdapter, oldest_first
+from adapters.core.ports import Outgoing
+from adapters.web.feed import QUEUE, Feed
+from adapters.web.history import oldest_first
+from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
 from tests.browser import chromium_page
 from town.inputs import whereabouts

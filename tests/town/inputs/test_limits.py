@@ -13,8 +13,9 @@ import aiohttp
 import pytest
 from sqlmodel import col, select
 
-from adapters.core.base import SHOWN_KINDS, Caller, render
 from adapters.core.delivery import OutboxPump
+from adapters.core.ports import Caller
+from adapters.core.text import SHOWN_KINDS, render
 from bot.runtime.commands import Commands
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import load_settings
