@@ -21,14 +21,9 @@ from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import DeliveryError, Outgoing
-from adapters.discord.adapter import (
-    ZWSP,
-    DiscordAdapter,
-    _delivery_error,
-    channel_name,
-    escape_mentions,
-    webhook_name,
-)
+from adapters.discord.adapter import DiscordAdapter
+from adapters.discord.channels import channel_name
+from adapters.discord.poster import ZWSP, delivery_error, escape_mentions, webhook_name
 from tests.fakes.discord_server import (
     EPHEMERAL,
     INTENT_GUILD_MESSAGES,
@@ -521,7 +516,7 @@ def test_http_errors_map_to_delivery_errors(
     status: int, headers: dict[str, str], retry_after: float | None, permanent: bool
 ) -> None:
     response = SimpleNamespace(status=status, reason="x", headers=headers)
-    error = _delivery_error(discord.HTTPException(response, {"message": "no", "code": 1}))  # type: ignore[arg-type]
+    error = delivery_error(discord.HTTPException(response, {"message": "no", "code": 1}))  # type: ignore[arg-type]
     assert error.retry_after == retry_after and error.permanent is permanent
 
 

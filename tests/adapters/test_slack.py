@@ -20,7 +20,8 @@ from pydantic import SecretStr
 from sqlmodel import col, select
 
 from adapters.core.delivery import OutboxPump
-from adapters.slack.adapter import SlackAdapter, channel_name, escape, unescape
+from adapters.slack.adapter import SlackAdapter
+from adapters.slack.text import channel_name, escape, unescape
 from bot.runtime.run import TownRuntime, build_adapter
 from tests.fakes.slack_api import (
     APP_TOKEN,
