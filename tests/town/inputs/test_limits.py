@@ -22,7 +22,7 @@ from bot.runtime.settings import load_settings
 from bot.runtime.towns import open_town
 from bot.runtime.wiring import build_brain
 from standins.llm.server import running
-from tests.adapters.test_delivery import T0, FakePlatform, town_with_events
+from tests.adapters.core.test_delivery import T0, FakePlatform, town_with_events
 from tests.town.llm.test_gateway import sample
 from tests.town.tick.test_engine import CAFE_PAIR, MINITOWN, at_cafe, make_engine, until
 from town import inputs
