@@ -10,9 +10,7 @@ import pytest
 import yarl
 
 from adapters.discord.adapter import DiscordAdapter
-from tests.adapters.discord.support import (
-    make_adapter,
-)
+from tests.adapters.discord.support import make_adapter
 from tests.fakes.discord_server import (
     FakeDiscord,
 )

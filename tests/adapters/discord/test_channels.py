@@ -7,13 +7,7 @@ from typing import Any
 from sqlmodel import select
 
 from adapters.discord.adapter import DiscordAdapter
-from tests.adapters.discord.support import (
-    AREAS,
-    add_event,
-    links,
-    make_adapter,
-    pump,
-)
+from tests.adapters.discord.support import AREAS, add_event, links, make_adapter, pump
 from tests.fakes.discord_server import (
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,

@@ -8,11 +8,7 @@ import pytest
 
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.run import TownRuntime
-from tests.adapters.slack.support import (
-    ADMIN,
-    MEMBER,
-    make_adapter,
-)
+from tests.adapters.slack.support import ADMIN, MEMBER, make_adapter
 from tests.fakes.slack_api import (
     FakeSlack,
     running_fake_slack,

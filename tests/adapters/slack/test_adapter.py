@@ -9,12 +9,7 @@ from pydantic import SecretStr
 
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.run import TownRuntime, build_adapter
-from tests.adapters.slack.support import (
-    heard_by,
-    make_adapter,
-    message,
-    occupied,
-)
+from tests.adapters.slack.support import heard_by, make_adapter, message, occupied
 from tests.fakes.slack_api import (
     APP_TOKEN,
     BOT_TOKEN,

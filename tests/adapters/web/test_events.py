@@ -7,10 +7,7 @@ import pytest
 
 from adapters.core.ports import Outgoing
 from adapters.web.server import WebAdapter
-from tests.adapters.web.support import (
-    HOBBS,
-    events,
-)
+from tests.adapters.web.support import HOBBS, events
 
 
 async def test_a_reconnecting_page_catches_up(web: WebAdapter, http: aiohttp.ClientSession) -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from adapters.web.feed import QUEUE, Feed
-from tests.adapters.web.support import (
-    HOBBS,
-)
+from tests.adapters.web.support import HOBBS
 
 
 def test_a_channel_keeps_its_newest_and_a_stuck_page_is_dropped() -> None:

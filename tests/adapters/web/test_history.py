@@ -11,11 +11,7 @@ from adapters.core.delivery import OutboxPump
 from adapters.web.history import oldest_first
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
-from tests.adapters.web.support import (
-    HOBBS,
-    said,
-    someone_awake_at,
-)
+from tests.adapters.web.support import HOBBS, said, someone_awake_at
 
 
 async def test_history_survives_a_restart(

@@ -15,11 +15,7 @@ from sqlmodel import select
 from adapters.core.ports import Outgoing
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
-from tests.adapters.web.support import (
-    CONFTEST_TOWN,
-    HOBBS,
-    someone_awake_at,
-)
+from tests.adapters.web.support import CONFTEST_TOWN, HOBBS, someone_awake_at
 from tests.browser import chromium_page
 from town.store.models import Visitor
 

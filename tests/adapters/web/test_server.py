@@ -12,12 +12,7 @@ from sqlmodel import col, select
 from adapters.core.delivery import OutboxPump
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
-from tests.adapters.web.support import (
-    HOBBS,
-    events,
-    said,
-    someone_awake_at,
-)
+from tests.adapters.web.support import HOBBS, events, said, someone_awake_at
 from town.store.models import Delivery, Memory, Resident, Visitor
 
 
