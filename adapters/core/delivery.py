@@ -2,7 +2,7 @@
 
 For each pending event (an outbox row with no delivery row for this platform yet):
 
-1. It is rendered (``adapters.core.base.render``); events not shown in channels are marked skipped,
+1. It is rendered (``adapters.core.text.render``); events not shown in channels are marked skipped,
    and so is a notice meant for another platform (its ``for_platform``).
 2. Its delivery row is written as "sending" and committed *before* the post. The unique
    (outbox event, platform) pair makes this a claim: two workers never post the same event, and
@@ -37,7 +37,8 @@ from sqlalchemy import delete, exists, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from adapters.core.base import DeliveryError, Outgoing, Platform, render, split_text
+from adapters.core.ports import DeliveryError, Outgoing, Platform
+from adapters.core.text import render, split_text
 from town.inputs.limits import ChannelRate
 from town.store.db import Store
 from town.store.models import Delivery, OutboxEvent, utcnow

@@ -9,7 +9,7 @@ from typing import Annotated, TypeVar
 import typer
 from rich.table import Table
 
-from adapters.core.base import Caller, Reply
+from adapters.core.ports import Caller, Reply
 from bot.cli.common import (
     err,
     guarded,

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from adapters.core.base import Caller, Reply, Thinking
+from adapters.core.ports import Caller, Reply, Thinking
 from town import inputs
 from town.llm.gateway import MODE_LLM
 from town.llm.port import Brain

@@ -1,6 +1,6 @@
 """``bottown run``: one town, live, on one or more platforms.
 
-``TownRuntime`` is the town as adapters see it (``adapters.core.base.TownPort``): visitors' messages
+``TownRuntime`` is the town adapters see (``adapters.core.ports.TownPort``): visitors' messages
 and commands go in through it; the town's events come out through one ``OutboxPump`` per
 adapter. Its ticks are an APScheduler job (``bot/scheduler.py``), at the pace stored on the
 town; time missed while it was down is made up when it starts.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import SecretStr
 
-from adapters.core.base import Adapter, Caller, Reply, Thinking
 from adapters.core.delivery import OutboxPump
+from adapters.core.ports import Adapter, Caller, Reply, Thinking
 from bot.runtime.commands import Command, Commands, thinking
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings

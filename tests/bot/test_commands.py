@@ -11,7 +11,7 @@ import openai
 import pytest
 from sqlmodel import Session, select
 
-from adapters.core.base import Caller, Thinking
+from adapters.core.ports import Caller, Thinking
 from bot.runtime.commands import OFFLINE_LABEL, Commands, thinking
 from tests.town.tick.test_engine import CAFE_PAIR, at_cafe, make_engine, until
 from town.llm.depth import ChainCountingBrain

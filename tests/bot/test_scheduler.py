@@ -19,7 +19,7 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from sqlmodel import Session, select
 from typer.testing import CliRunner
 
-from adapters.core.base import Caller
+from adapters.core.ports import Caller
 from bot.cli.main import app
 from bot.runtime.missed_time import make_up_missed
 from bot.runtime.run import TownRuntime, run_town

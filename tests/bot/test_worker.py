@@ -818,8 +818,8 @@ def test_two_pumps_on_postgresql_post_each_event_once(postgres_url: str) -> None
     the rare case; the rows make it safe)."""
     import asyncio
 
-    from adapters.core.base import Outgoing
     from adapters.core.delivery import OutboxPump
+    from adapters.core.ports import Outgoing
 
     store = Store.open(postgres_url)
     (town,) = add_towns(store, 1)

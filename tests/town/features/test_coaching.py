@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from adapters.core.base import Caller
+from adapters.core.ports import Caller
 from bot.runtime.commands import Commands
 from standins.llm.server import running
 from tests.town.tick.test_engine import Streams, resident, until

@@ -13,15 +13,16 @@ import aiohttp
 import pytest
 from sqlmodel import col, select
 
-from adapters.core.base import SHOWN_KINDS, Caller, render
 from adapters.core.delivery import OutboxPump
+from adapters.core.ports import Caller
+from adapters.core.text import SHOWN_KINDS, render
 from bot.runtime.commands import Commands
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import load_settings
 from bot.runtime.towns import open_town
 from bot.runtime.wiring import build_brain
 from standins.llm.server import running
-from tests.adapters.test_delivery import T0, FakePlatform, town_with_events
+from tests.adapters.core.test_delivery import T0, FakePlatform, town_with_events
 from tests.town.llm.test_gateway import sample
 from tests.town.tick.test_engine import CAFE_PAIR, MINITOWN, at_cafe, make_engine, until
 from town import inputs

@@ -19,7 +19,7 @@ from sqlalchemy import insert
 from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
-from adapters.core.base import Caller
+from adapters.core.ports import Caller
 from bot.cli import audit as audit_cmds
 from bot.cli.audit import audit as audit_command
 from bot.runtime.run import TownRuntime

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlmodel import select
 
-from adapters.core.base import DeliveryError, Outgoing, render, split_text
 from adapters.core.delivery import OutboxPump
+from adapters.core.ports import DeliveryError, Outgoing
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
 from town.store.models import Delivery, Town
@@ -174,21 +174,3 @@ async def test_pacing_keeps_a_channel_below_its_rate(store: Store) -> None:
     platform = FakePlatform(min_interval_s=1.0)
     await OutboxPump(store, town_id, platform, sleep=sleeps).deliver_pending()
     assert len(platform.sent) == 2 and sleeps.waits and 0.9 < max(sleeps.waits) <= 1.0
-
-
-def test_split_text_keeps_every_character() -> None:
-    assert split_text("", 10) == []
-    assert split_text("short.", 10) == ["short."]
-    assert split_text("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
-    words = "word " * 50
-    parts = split_text(words, 23)
-    assert all(len(p) <= 23 for p in parts) and " ".join(parts) == words.strip()
-    with pytest.raises(ValueError):
-        split_text("x", 0)
-
-
-def test_render_shows_speech_as_the_resident_and_hides_inner_life() -> None:
-    said = render("said", {"resident": "Klaus", "text": "Hello.", "emoji": "📚"})
-    assert said == ("Klaus", "Hello.", "📚")
-    assert render("reflected", {"resident": "Klaus", "text": "Klaus reflected"}) is None
-    assert render("said", {"resident": "Klaus", "text": "  "}) is None

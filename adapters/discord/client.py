@@ -1,0 +1,33 @@
+"""The gateway connection: a ``discord.Client`` whose messages go to the adapter's inbound half."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import discord
+from discord import app_commands
+
+log = logging.getLogger(__name__)
+
+NO_MENTIONS = discord.AllowedMentions.none()
+
+
+class TownClient(discord.Client):
+    """discord.py's client, mentioning no one by default, with the ``/town`` command tree."""
+
+    def __init__(
+        self,
+        on_message: Callable[[discord.Message], Awaitable[None]],
+        intents: discord.Intents,
+        ready: float,
+    ) -> None:
+        super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, guild_ready_timeout=ready)
+        self._handle = on_message
+        self.tree: app_commands.CommandTree[TownClient] = app_commands.CommandTree(self)
+
+    async def on_message(self, message: discord.Message) -> None:
+        try:
+            await self._handle(message)
+        except Exception:  # one bad message must not disturb the others
+            log.exception("a Discord message in #%s could not be handled", message.channel)

@@ -1,0 +1,177 @@
+"""What members do in Discord, for the town: a message in a location channel is a visitor's
+words there; ``!town <command>``, a mention of the bot followed by a command, and the ``/town``
+slash command run the chat commands. A private answer is ephemeral to a slash command and a
+direct message otherwise."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import re
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from adapters.core.links import ChannelLinks
+from adapters.core.ports import Caller, Reply, TownPort
+from adapters.discord.channels import LocationChannels
+from adapters.discord.client import NO_MENTIONS, TownClient
+from adapters.discord.poster import answer_parts
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "discord"
+COMMANDS_KEY = "__commands__"  # the ChannelLink row holding the hash of the synced commands
+DIRECT_MARK = "📬"  # on a command whose answer went by direct message
+_PREFIX = "!town"
+
+
+class Inbound:
+    """Members' messages and commands, handed to the town; the answers, back to them."""
+
+    def __init__(
+        self, town: TownPort, client: TownClient, channels: LocationChannels, links: ChannelLinks
+    ) -> None:
+        self.town, self.client, self.channels, self.links = town, client, channels, links
+
+    async def on_message(self, message: discord.Message) -> None:
+        me, guild = self.client.user, self.channels.guild
+        if message.author.bot or message.webhook_id is not None or me is None:
+            return  # our webhooks, our replies, other bots
+        if guild is None or message.guild is None or message.guild.id != guild.id:
+            return
+        area = self.channels.area_of(message.channel.id)
+        kind, text = self._read(message.content, me.id)
+        if kind == "command":
+            caller = _caller(message.author, area)
+            await self._reply(message, await self._run(caller, text))
+        elif area is not None and text.strip():
+            words = _readable(message, text)
+            author = message.author
+            await self.town.visitor_says(PLATFORM, str(author.id), author.display_name, area, words)
+
+    def _read(self, content: str, bot_id: int) -> tuple[str, str]:
+        """("command", line) or ("say", words) for a message's content. ``!town look`` and a
+        mention of the bot followed by a command are commands; a mention followed by anything
+        else is speech (so visitors can talk without the message_content intent)."""
+        stripped = content.strip()
+        if stripped == _PREFIX or stripped.startswith(_PREFIX + " "):
+            return "command", stripped[len(_PREFIX) :].strip() or "help"
+        mention = re.match(rf"<@!?{bot_id}>\s*", stripped)
+        if mention is None:
+            return "say", content
+        rest = stripped[mention.end() :].strip()
+        first = rest.split(maxsplit=1)[0].lower().lstrip("/") if rest else "help"
+        names = set(self.town.command_names())
+        if not rest or first in names or first == "town":
+            return "command", rest or "help"
+        return "say", rest
+
+    async def _run(self, caller: Caller, line: str) -> Reply:
+        try:
+            return await self.town.command(caller, line)
+        except Exception:
+            log.exception("the command %r failed", line)
+            return Reply("Something went wrong in the town; it is in the bot's log.", True, False)
+
+    async def _reply(self, message: discord.Message, reply: Reply) -> None:
+        if reply.private and await self._direct(message, reply.text):
+            return
+        first, *rest = answer_parts(reply.text)
+        await message.channel.send(
+            first,
+            allowed_mentions=NO_MENTIONS,
+            reference=message.to_reference(fail_if_not_exists=False),
+            mention_author=False,
+        )
+        for part in rest:
+            await message.channel.send(part, allowed_mentions=NO_MENTIONS)
+
+    async def _direct(self, message: discord.Message, text: str) -> bool:
+        """A private answer to a command written in a channel, as a direct message (only
+        interactions have ephemeral replies), the command marked 📬; False for a member who
+        takes no direct messages, who is answered in the channel instead."""
+        try:
+            for part in answer_parts(text):
+                await message.author.send(part, allowed_mentions=NO_MENTIONS)
+        except discord.Forbidden:
+            return False
+        with contextlib.suppress(discord.HTTPException):  # no add_reactions permission: fine
+            await message.add_reaction(DIRECT_MARK)
+        return True
+
+    # -- the slash command -----------------------------------------------------------------
+
+    async def sync_commands(self, guild: discord.Guild) -> None:
+        """Register ``/town`` in the guild; upload it only when it changed (Discord allows
+        200 uploads a day per guild)."""
+        tree = self.client.tree
+        tree.clear_commands(guild=guild)
+        tree.add_command(self._town_command(), guild=guild)
+        payload = [command.to_dict(tree) for command in tree.get_commands(guild=guild)]
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        try:
+            remote = {command.name for command in await tree.fetch_commands(guild=guild)}
+            stored = self.links.load().get(COMMANDS_KEY)
+            unchanged = (
+                stored is not None
+                and stored.channel_id == str(guild.id)
+                and stored.extra.get("hash") == digest
+                and remote == {str(c["name"]) for c in payload}
+            )
+            if unchanged:
+                log.info("Discord: slash commands unchanged, not synced")
+                return
+            await tree.sync(guild=guild)
+        except discord.Forbidden:
+            log.warning(
+                "Discord: no permission to register /town (re-invite the bot with the "
+                "applications.commands scope); !town and mentions still work"
+            )
+            return
+        self.links.save(COMMANDS_KEY, str(guild.id), {"hash": digest})
+
+    def _town_command(self) -> app_commands.Command[Any, ..., None]:
+        @app_commands.command(name="town", description="Talk to the town (try: help)")
+        @app_commands.describe(line='a command: look, where, time, interview Isabella "hi?", help')
+        async def town(interaction: discord.Interaction[TownClient], line: str = "help") -> None:
+            await self._slash(interaction, line)
+
+        return town
+
+    async def _slash(self, interaction: discord.Interaction[TownClient], line: str) -> None:
+        # The town may think (an LLM call) before answering: acknowledge within 3 s first.
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        area = self.channels.area_of(interaction.channel_id or 0)
+        reply = await self._run(_caller(interaction.user, area), line)
+        if not reply.private:
+            # the first follow-up would edit the ephemeral "thinking" message and stay
+            # ephemeral: remove it, so the follow-up is a new message everyone sees
+            await interaction.delete_original_response()
+        for part in answer_parts(reply.text):
+            await interaction.followup.send(
+                part, ephemeral=reply.private, allowed_mentions=NO_MENTIONS
+            )
+
+
+def _caller(user: discord.User | discord.Member, area: str | None) -> Caller:
+    admin = isinstance(user, discord.Member) and user.guild_permissions.manage_guild
+    return Caller(PLATFORM, str(user.id), user.display_name, admin, area)
+
+
+def _readable(message: discord.Message, text: str) -> str:
+    """Mention tags as the names people see (``<@123>`` -> ``@Alice``)."""
+    users = {str(u.id): u.display_name for u in message.mentions}
+    roles = {str(r.id): r.name for r in message.role_mentions}
+    guild = message.guild
+
+    def channel(m: re.Match[str]) -> str:
+        found = guild.get_channel(int(m.group(1))) if guild else None
+        return f"#{found.name}" if found else "#channel"
+
+    text = re.sub(r"<@!?(\d+)>", lambda m: "@" + users.get(m.group(1), "someone"), text)
+    text = re.sub(r"<@&(\d+)>", lambda m: "@" + roles.get(m.group(1), "role"), text)
+    return re.sub(r"<#(\d+)>", channel, text)

@@ -1,0 +1,133 @@
+"""What the Discord adapter's tests share: the town's side of a test, and what to look for in the
+fake Discord (``tests.fakes.discord_server.FakeDiscord``, which speaks Discord's REST API and
+gateway on loopback; discord.py is pointed at it by its two base URLs)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlmodel import select
+
+from adapters.core.delivery import OutboxPump
+from adapters.discord.adapter import DiscordAdapter
+from tests.fakes.discord_server import (
+    FakeDiscord,
+)
+from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
+from town.tick.state import ResidentState
+
+AREAS = {
+    "Hobbs Cafe": "hobbs-cafe",
+    "Rodriguez home": "rodriguez-home",
+    "Mueller home": "mueller-home",
+}
+
+
+class Sleeps:
+    """The pump's sleep, instant: records how long it was asked to wait."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await asyncio.sleep(0)
+
+
+async def until(check: Callable[[], Any], within: float = 30.0) -> Any:
+    """Wait for ``check()`` to be true (the gateway and the handlers are asynchronous)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not (result := check()):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {check}")
+        await asyncio.sleep(0.01)
+    return result
+
+
+def make_adapter(runtime: Any, **options: Any) -> DiscordAdapter:
+    return DiscordAdapter(
+        runtime,
+        runtime.store,
+        runtime.town_id,
+        token="test-token",
+        guild_ready_timeout=0.05,
+        **options,
+    )
+
+
+def links(runtime: Any) -> dict[str, ChannelLink]:
+    with runtime.store.session() as s:
+        rows = s.exec(select(ChannelLink).where(ChannelLink.platform == "discord")).all()
+        return {row.area: row for row in rows}
+
+
+def channel_of(runtime: Any, area: str) -> str:
+    return links(runtime)[area].channel_id
+
+
+def pump(runtime: Any, bot: DiscordAdapter, sleep: Sleeps | None = None) -> OutboxPump:
+    return OutboxPump(runtime.store, runtime.town_id, bot, sleep=sleep or Sleeps())
+
+
+def add_event(runtime: Any, area: str, kind: str, resident: str, text: str) -> str:
+    """An outbox row as a tick writes it; returns its key."""
+    key = f"test:{len(text)}:{text[:20]}:{resident}"
+    with runtime.store.session() as s:
+        s.add(
+            OutboxEvent(
+                town_id=runtime.town_id,
+                channel=area,
+                kind=kind,
+                payload={"resident": resident, "text": text},
+                game_time=datetime(2023, 2, 13, 8, 0, tzinfo=UTC),
+                idempotency_key=key,
+            )
+        )
+    return key
+
+
+def deliveries(runtime: Any) -> list[Delivery]:
+    with runtime.store.session() as s:
+        return list(s.exec(select(Delivery).where(Delivery.platform == "discord")).all())
+
+
+def visitors(runtime: Any) -> set[str]:
+    with runtime.store.session() as s:
+        return {v.display_name for v in s.exec(select(Visitor)).all()}
+
+
+def inbox(runtime: Any, name: str) -> list[str]:
+    with runtime.store.session() as s:
+        row = s.exec(select(Resident).where(Resident.name == name)).one()
+        return ResidentState.of(row).inbox
+
+
+def paused(runtime: Any) -> bool:
+    with runtime.store.session() as s:
+        return bool(s.exec(select(Town)).one().paused)
+
+
+async def morning(runtime: Any) -> None:
+    """Four ticks: 07:30, Isabella and Klaus at the cafe, Maria asleep at the Muellers'."""
+    for _ in range(4):
+        await runtime.opened.engine.tick()
+    with runtime.store.session() as s:
+        where = {r.name: r.location for r in s.exec(select(Resident)).all()}
+    assert where["Isabella Rodriguez"].startswith("Hobbs Cafe"), where
+    assert where["Klaus Mueller"].startswith("Hobbs Cafe"), where
+    assert where["Maria Lopez"].startswith("Mueller home"), where
+
+
+def assert_no_mentions(message: dict[str, Any]) -> None:
+    """Sent with mentions off (AllowedMentions.none()), and nobody would have been pinged."""
+    allowed = message["body"]["allowed_mentions"]
+    assert allowed["parse"] == [] and not allowed.get("users") and not allowed.get("roles")
+    assert not allowed.get("replied_user") and message["pinged"] == []
+
+
+def bot_messages(fake: FakeDiscord) -> list[dict[str, Any]]:
+    return [m for m in fake.messages if m["author"]["id"] == str(fake.app_id)]

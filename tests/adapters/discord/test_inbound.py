@@ -1,0 +1,188 @@
+"""Members in Discord: their messages heard by the residents, their commands answered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.discord.adapter import DiscordAdapter
+from tests.adapters.discord.support import (
+    add_event,
+    assert_no_mentions,
+    bot_messages,
+    channel_of,
+    deliveries,
+    inbox,
+    links,
+    make_adapter,
+    morning,
+    paused,
+    pump,
+    until,
+    visitors,
+)
+from tests.fakes.discord_server import (
+    EPHEMERAL,
+    INTENT_GUILD_MESSAGES,
+    INTENT_GUILDS,
+    FakeDiscord,
+)
+from tests.town.tick.test_engine import memories
+
+
+async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhook(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    pump(runtime, adapter).recover()
+    await pump(runtime, adapter).deliver_pending()  # the ticks' own events first
+    posted_before = len(fake.webhook_messages())
+    alice = fake.add_member("Alice")
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    await fake.member_says(alice, cafe, "Isabella, what is on the menu today?")
+
+    quote = 'Alice said: "Isabella, what is on the menu today?"'
+
+    def heard(name: str) -> bool:
+        return any(quote in m.text for m in memories(runtime.store, name))
+
+    await until(lambda: heard("Isabella Rodriguez") and heard("Klaus Mueller"))
+    maria = memories(runtime.store, "Maria Lopez")
+    assert not any("Alice" in m.text for m in maria) and inbox(runtime, "Maria Lopez") == []
+    assert visitors(runtime) == {"Alice"}
+
+    sent = await pump(runtime, adapter).deliver_pending()
+    assert sent >= 1
+    new = fake.webhook_messages()[posted_before:]
+    replies = [m for m in new if m["author"]["username"] == "Isabella Rodriguez"]
+    assert replies, [m["author"]["username"] for m in new]
+    reply = replies[0]
+    hook = links(runtime)["Hobbs Cafe"].extra["webhook_id"]
+    assert reply["channel_id"] == cafe and reply["webhook_id"] == hook
+    assert reply["body"]["username"] == "Isabella Rodriguez"
+    assert_no_mentions(reply)
+    assert reply["body"]["avatar_url"].startswith("https://cdn.discordapp.com/embed/avatars/")
+    assert fake.calls_of("POST", rf"/webhooks/{hook}/[^/]+")[-1].query["wait"] in ("1", "true")
+    by_id = {d.message_id: d for d in deliveries(runtime)}
+    assert by_id[reply["id"]].status == "sent"
+
+
+async def test_own_webhook_and_bot_messages_are_ignored(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await runtime.opened.engine.tick()
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    add_event(runtime, "Hobbs Cafe", "said", "Isabella Rodriguez", "Welcome, everyone!")
+    await pump(runtime, adapter).deliver_pending()  # echoed back over the gateway
+    await fake.other_bot_says(cafe, "beep boop")
+    alice = fake.add_member("Alice")
+    fake.closed_dms.add(alice["id"])  # so the private answer goes to the channel
+    await fake.member_says(alice, cafe, "!town time")  # the bot's reply is echoed too
+    await until(lambda: bot_messages(fake))
+    assert not fake.direct
+    await fake.member_says(alice, cafe, "Good morning")  # the sentinel: handled last
+    await until(lambda: visitors(runtime))
+    assert visitors(runtime) == {"Alice"}
+    quotes = [
+        m.text
+        for name in ("Isabella Rodriguez", "Klaus Mueller", "Maria Lopez")
+        for m in memories(runtime.store, name)
+        if " said: " in m.text
+    ]
+    assert not any("beep" in q or "Welcome, everyone" in q or "It is" in q for q in quotes)
+
+
+async def test_message_content_intent_off_mentions_still_work(
+    runtime: Any, fake: FakeDiscord
+) -> None:
+    bot = make_adapter(runtime, message_content=False)
+    await bot.start()
+    try:
+        assert fake.identifies[0]["intents"] == INTENT_GUILDS | INTENT_GUILD_MESSAGES
+        assert "intent off (mentions and slash commands only)" in bot.status_line()
+        await morning(runtime)
+        cafe = channel_of(runtime, "Hobbs Cafe")
+        alice = fake.add_member("Alice")
+        await fake.member_says(alice, cafe, "I am invisible without the intent")
+        asked = await fake.member_says(alice, cafe, "look", mention_bot=True)
+        reply = (await until(lambda: fake.direct))[0]  # a private answer: a direct message
+        assert reply["to"] == alice["id"] and not bot_messages(fake)
+        assert reply["content"].startswith("Hobbs Cafe: a small cafe")
+        assert_no_mentions(reply)
+        await until(lambda: (cafe, asked["id"], "📬") in fake.reactions)  # marked after the DM
+        assert visitors(runtime) == set()  # the blank message was nobody's words
+        await fake.member_says(alice, cafe, "hello Isabella, how are you?", mention_bot=True)
+        quote = 'Alice said: "hello Isabella, how are you?"'
+        await until(lambda: any(quote in m.text for m in memories(runtime.store, "Klaus Mueller")))
+    finally:
+        await bot.stop()
+
+
+async def test_a_huge_visitor_message_is_cut_not_fatal(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    alice = fake.add_member("Alice")
+    await fake.member_says(alice, channel_of(runtime, "Hobbs Cafe"), "<@&1> " + "bla " * 25_000)
+    found = await until(
+        lambda: [m for m in memories(runtime.store, "Klaus Mueller") if "Alice said" in m.text]
+    )
+    assert len(found[0].text) < 2200 and found[0].text.count("bla") < 600
+    assert 'said: "@role bla bla' in found[0].text  # mention tags read as names
+
+
+async def test_admin_command_is_refused_to_members_and_works_for_admins(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    adapter.client.allowed_mentions = None  # replies carry their own AllowedMentions.none()
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    member, mayor = fake.add_member("Bob"), fake.add_member("Mayor", admin=True)
+    await fake.member_says(member, cafe, "!town pause")
+    refusal = (await until(lambda: fake.direct))[-1]  # private: by direct message
+    assert (refusal["to"], refusal["content"]) == (member["id"], "Only admins may use pause.")
+    assert_no_mentions(refusal)
+    assert not paused(runtime)
+
+    asked = await fake.member_says(mayor, cafe, "pause", mention_bot=True)
+    done = (await until(lambda: bot_messages(fake)))[-1]  # public: in the channel
+    assert done["content"].startswith("The clock stops at")
+    assert_no_mentions(done)
+    assert str(done["body"]["message_reference"]["message_id"]) == asked["id"]
+    assert paused(runtime)
+    await fake.member_says(mayor, cafe, "!town status")
+    status = (await until(lambda: fake.direct[1:]))[-1]
+    assert "Discord: guild Test Server, message_content intent on" in status["content"]
+
+
+async def test_slash_command_defers_then_follows_up(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    alice, mayor = fake.add_member("Alice"), fake.add_member("Mayor", admin=True)
+    adapter.client.allowed_mentions = None  # follow-ups carry their own AllowedMentions.none()
+
+    def line(value: str) -> list[dict[str, Any]]:
+        return [{"name": "line", "type": 3, "value": value}]
+
+    token = await fake.slash(alice, cafe, "town", line('interview Isabella "what is new?"'))
+    record = fake.interactions[token]
+    await until(lambda: record.followups)
+    assert record.callbacks == [{"type": 5, "data": {"flags": EPHEMERAL}}]  # deferred first
+    answer = record.followups[0]
+    assert answer is record.original and answer["flags"] & EPHEMERAL and answer["content"]
+    assert_no_mentions(answer)
+
+    token = await fake.slash(alice, cafe, "town", line("pause"))
+    refused = fake.interactions[token]
+    await until(lambda: refused.followups)
+    assert refused.followups[0]["content"] == "Only admins may use pause."
+    assert refused.followups[0]["flags"] & EPHEMERAL and not paused(runtime)
+
+    token = await fake.slash(mayor, cafe, "town", line("pause"))
+    public = fake.interactions[token]
+    await until(lambda: public.followups)
+    assert public.original_deleted and paused(runtime)
+    message = public.followups[0]
+    assert message["content"].startswith("The clock stops") and not message["flags"] & EPHEMERAL
+    assert message in fake.messages  # everyone in the channel sees it
+    assert_no_mentions(message)

@@ -1,0 +1,153 @@
+"""Posting to Discord: retries, permanent failures, escaped mentions and Discord's name rules."""
+
+from __future__ import annotations
+
+import re
+import socket
+from types import SimpleNamespace
+from typing import Any
+
+import discord
+import pytest
+
+from adapters.core.ports import DeliveryError, Outgoing
+from adapters.discord.adapter import DiscordAdapter
+from adapters.discord.channels import channel_name
+from adapters.discord.poster import ZWSP, delivery_error, escape_mentions, webhook_name
+from tests.adapters.discord.support import (
+    Sleeps,
+    add_event,
+    assert_no_mentions,
+    deliveries,
+    links,
+    make_adapter,
+    pump,
+)
+from tests.fakes.discord_server import (
+    FakeDiscord,
+    _pinged,
+)
+
+
+async def test_webhook_429_is_retried_and_delivered_exactly_once(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    pump(runtime, adapter).recover()
+    await pump(runtime, adapter).deliver_pending()
+    hook = links(runtime)["Hobbs Cafe"].extra["webhook_id"]
+    before = len(fake.calls_of("POST", rf"/webhooks/{hook}/[^/]+"))
+    add_event(runtime, "Hobbs Cafe", "said", "Isabella Rodriguez", "The coffee is ready.")
+    limited = {"message": "You are being rate limited.", "retry_after": 0.25, "global": False}
+    # surfaces from discord.py (no Via header): the pump waits as told and tries again
+    fake.fail_next(
+        "execute_webhook", 429, limited, {"Retry-After": "1", "X-RateLimit-Reset-After": "0.25"}
+    )
+    # retried inside discord.py itself (Discord's edge adds a Via header)
+    fake.fail_next("execute_webhook", 429, {**limited, "retry_after": 0.05}, {"Via": "1.1 google"})
+    sleeps = Sleeps()
+    worker = pump(runtime, adapter, sleeps)
+    assert await worker.deliver_pending() == 1
+    assert 0.25 in sleeps.waits and worker.stats.retries == 1
+    assert len(fake.calls_of("POST", rf"/webhooks/{hook}/[^/]+")) - before == 3
+    posted = [m for m in fake.webhook_messages() if m["content"] == "The coffee is ready."]
+    assert len(posted) == 1
+    assert await pump(runtime, adapter, Sleeps()).deliver_pending() == 0  # nothing doubled
+    assert len([m for m in fake.webhook_messages() if m["content"] == "The coffee is ready."]) == 1
+    sent = [d for d in deliveries(runtime) if d.message_id == posted[0]["id"]]
+    assert len(sent) == 1 and sent[0].status == "sent"
+
+
+async def test_forbidden_is_permanent(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    pump(runtime, adapter).recover()
+    await pump(runtime, adapter).deliver_pending()
+    add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "Nobody may read this.")
+    fake.fail_next("execute_webhook", 403, {"message": "Missing Permissions", "code": 50013})
+    worker = pump(runtime, adapter)
+    assert await worker.deliver_pending() == 0 and worker.stats.retries == 0
+    failed = [d for d in deliveries(runtime) if d.status == "failed"]
+    assert len(failed) == 1 and "403" in failed[0].error
+
+
+async def test_generated_mentions_are_escaped_and_names_sanitised(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    pump(runtime, adapter).recover()
+    await pump(runtime, adapter).deliver_pending()
+    # each send must carry its own AllowedMentions.none(), not lean on the client's default
+    # (a webhook built from a stored URL without the client has none)
+    adapter.client.allowed_mentions = None
+    role = fake.admin_role_id
+    text = f"@everyone and @here: party! <@{fake.owner_id}> <@&{role}> <#{fake.guild_id}>"
+    add_event(runtime, "Hobbs Cafe", "said", "Clyde of Discord", text)
+    add_event(runtime, "Hobbs Cafe", "object", "", "@here the stove is on fire. " * 150)
+    assert await pump(runtime, adapter).deliver_pending() == 2
+    posted = [
+        m for m in fake.webhook_messages() if "party" in m["content"] or "stove" in m["content"]
+    ]
+    assert len(posted) == 4  # the long narration in three parts
+    for message in posted:
+        assert_no_mentions(message)
+        assert len(message["content"]) <= 2000
+        assert _pinged(message["content"], None) == []  # inert even if mentions were allowed
+        assert not re.search(r"@(everyone|here)|<@&?\d+>|<#\d+>", message["content"])
+    party = posted[0]
+    assert f"@{ZWSP}everyone" in party["content"] and "party!" in party["content"]
+    assert party["author"]["username"] == "Cl-yde of Disc-ord"
+    assert posted[1]["author"]["username"] == runtime.town_name  # the narrator
+
+
+def test_text_rules() -> None:
+    assert webhook_name("Clyde the DISCORD bot") == "Cl-yde the DISC-ORD bot"
+    assert webhook_name("  ") == "Town" and webhook_name("", "Minitown") == "Minitown"
+    assert webhook_name("a@b#c:d```e") == "a b c d e"
+    assert len(webhook_name("x" * 200)) == 80
+    assert escape_mentions("@everyone <@123> <@!4> <@&5> <#6>") == (
+        f"@{ZWSP}everyone <@{ZWSP}123> <@!{ZWSP}4> <@&{ZWSP}5> <#{ZWSP}6>"
+    )
+    compact = escape_mentions("@here <@123> <#6>", compact=True)
+    assert len(compact) == len("@here <@123> <#6>") and _pinged(compact, None) == []
+    assert _pinged("@here <@123456789012345678>", None) == ["@here", "user:123456789012345678"]
+    assert (
+        channel_name("Hobbs Cafe") == "hobbs-cafe" and channel_name("Mrs. Moore's") == "mrs-moores"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "retry_after", "permanent"),
+    [
+        (429, {"Retry-After": "3"}, 3.0, False),
+        (429, {}, 1.0, False),
+        (500, {}, None, False),
+        (503, {}, None, False),
+        (403, {}, None, True),
+        (400, {}, None, True),
+    ],
+)
+def test_http_errors_map_to_delivery_errors(
+    status: int, headers: dict[str, str], retry_after: float | None, permanent: bool
+) -> None:
+    response = SimpleNamespace(status=status, reason="x", headers=headers)
+    error = delivery_error(discord.HTTPException(response, {"message": "no", "code": 1}))  # type: ignore[arg-type]
+    assert error.retry_after == retry_after and error.permanent is permanent
+
+
+async def test_send_to_an_unknown_area_is_permanent(runtime: Any, fake: FakeDiscord) -> None:
+    bot = make_adapter(runtime)
+    with pytest.raises(DeliveryError) as raised:
+        await bot.send(Outgoing("k", "Nowhere", "", "hi"))
+    assert raised.value.permanent
+
+
+async def test_lost_connection_is_a_transient_error(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    monkeypatch.setattr(discord.http.Route, "BASE", f"http://127.0.0.1:{dead}/api/v10")
+    with pytest.raises(DeliveryError) as raised:
+        await adapter.send(Outgoing("k", "Hobbs Cafe", "Klaus Mueller", "Hello?"))
+    assert not raised.value.permanent and raised.value.retry_after is None
+    assert "unreachable" in str(raised.value)

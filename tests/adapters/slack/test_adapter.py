@@ -1,0 +1,99 @@
+"""The Slack adapter's transport and configuration: Socket Mode, settings, the app manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from adapters.slack.adapter import SlackAdapter
+from bot.runtime.run import TownRuntime, build_adapter
+from tests.adapters.slack.support import heard_by, make_adapter, message, occupied
+from tests.fakes.slack_api import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    FakeSlack,
+    wait_for,
+)
+
+
+async def test_socket_mode_acks_and_hears_an_event(runtime: TownRuntime, slack: FakeSlack) -> None:
+    first = make_adapter(runtime, slack, mode="socket")
+    await first.start()  # provisions; no message can arrive before the channels are known
+    await first.stop()
+    _, channel, here = await occupied(runtime, slack)
+    payload = message(channel, "hello over the socket")
+    slack.envelopes.append(
+        {
+            "envelope_id": "env-1",
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": 0,
+            "retry_reason": "",
+            "payload": payload,
+        }
+    )
+    adapter = make_adapter(runtime, slack, mode="socket")
+    await adapter.start()
+    try:
+        await wait_for(slack, lambda: slack.acks)
+        assert slack.acks[0]["envelope_id"] == "env-1"
+        assert [c.token for c in slack.called("apps.connections.open")] == [APP_TOKEN] * 2
+        await adapter.idle()
+        assert heard_by(runtime, "hello over the socket") == here
+        assert adapter.status_line().startswith("Slack: Socket Mode, workspace Town Workspace")
+    finally:
+        await adapter.stop()
+
+
+async def test_a_bad_configuration_is_refused(runtime: TownRuntime, slack: FakeSlack) -> None:
+    with pytest.raises(ValueError, match="APP_TOKEN"):
+        SlackAdapter(runtime, runtime.store, runtime.town_id, bot_token=BOT_TOKEN, mode="socket")
+    with pytest.raises(ValueError, match="SIGNING_SECRET"):
+        SlackAdapter(runtime, runtime.store, runtime.town_id, bot_token=BOT_TOKEN, mode="http")
+    wrong = SlackAdapter(
+        runtime,
+        runtime.store,
+        runtime.town_id,
+        bot_token=BOT_TOKEN,
+        app_token="xoxb-not-an-app-token",
+        api_url=slack.api_url,
+    )
+    with pytest.raises(Exception, match="not_allowed_token_type"):
+        await wrong.start()
+    await wrong.stop()
+
+
+def test_bottown_run_builds_the_slack_adapter(runtime: TownRuntime) -> None:
+    runtime.settings = runtime.settings.model_copy(
+        update={"slack_bot_token": SecretStr(BOT_TOKEN), "slack_app_token": SecretStr(APP_TOKEN)}
+    )
+    built = build_adapter("slack", runtime)
+    assert isinstance(built, SlackAdapter)
+    assert built.status_line() == "Slack: Socket Mode, not connected, 0 location channels"
+
+
+def test_the_manifest_asks_for_what_the_adapter_uses() -> None:
+    yaml = pytest.importorskip("yaml")
+    manifest = yaml.safe_load(
+        (Path(__file__).parents[3] / "adapters/slack/manifest.yaml").read_text()
+    )
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    assert {
+        "chat:write",
+        "chat:write.customize",
+        "channels:manage",
+        "channels:join",
+        "channels:read",
+        "channels:history",
+        "app_mentions:read",
+        "users:read",
+        "commands",
+    } <= scopes
+    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
+        "message.channels",
+        "app_mention",
+    }
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/town"]
+    assert manifest["settings"]["socket_mode_enabled"] is True

@@ -1,0 +1,152 @@
+"""Members in Slack: signed events and slash commands heard by the town, others refused."""
+
+from __future__ import annotations
+
+import time
+
+from sqlmodel import select
+
+from adapters.slack.adapter import SlackAdapter
+from adapters.slack.text import channel_name
+from bot.runtime.run import TownRuntime
+from tests.adapters.slack.support import (
+    ADMIN,
+    CAFE,
+    MEMBER,
+    event_callback,
+    heard_by,
+    heard_count,
+    message,
+    occupied,
+    post,
+    post_for_body,
+    slash,
+    visitors,
+    whereabouts,
+)
+from tests.fakes.slack_api import (
+    BOT_ID,
+    BOT_USER_ID,
+    FakeSlack,
+)
+from town.store.models import Memory, Town
+
+
+async def test_a_members_message_is_heard_by_the_residents_there(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    occupied = await whereabouts(runtime)
+    assert len(occupied) >= 2  # so "not the others" means something
+    for n, (area, here) in enumerate(occupied.items()):
+        channel = slack.channel_id(channel_name("mini", area))
+        status = await post(adapter, message(channel, f"Hello &lt;friends&gt; number {n}!"))
+        assert status == 200
+        assert heard_by(runtime, f'Alice said: "Hello <friends> number {n}!"') == set(here)
+    [visitor] = visitors(runtime)
+    assert (visitor.platform_user_id, visitor.display_name) == (MEMBER, "Alice")
+
+    area, here = next(iter(occupied.items()))
+    channel = slack.channel_id(channel_name("mini", area))
+    await post(adapter, message(channel, "hello <@U0ADMIN>, see <https://x.example|this>"))
+    assert heard_by(runtime, 'said: "hello @Ada, see this"') == set(here)
+    assert len(slack.called("users.info")) == 2  # each member looked up once, then cached
+
+
+async def test_admin_commands_are_for_admins_only(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    cafe = slack.channel_id(CAFE)
+
+    def paused() -> bool:
+        with runtime.store.session() as s:
+            return s.exec(select(Town)).one().paused
+
+    assert await post(adapter, slash("pause", MEMBER, cafe, slack, "m"), form=True) == 200
+    [refused] = slack.responses
+    assert refused["response_type"] == "ephemeral"
+    assert refused["text"].startswith("Only admins") and not paused()
+
+    assert await post(adapter, slash("pause", ADMIN, cafe, slack, "a"), form=True) == 200
+    assert paused() and slack.responses[-1]["name"] == "a"
+
+    # "@bot town look" from the cafe's channel: private, so ephemeral, about this place
+    await post(
+        adapter,
+        event_callback(
+            {"type": "app_mention", "channel": cafe, "user": MEMBER, "text": "<@U0BOT> town look"}
+        ),
+    )
+    [look] = slack.ephemerals
+    assert look["user"] == MEMBER and look["text"].startswith("Hobbs Cafe: a small cafe")
+    await post(
+        adapter,
+        event_callback(
+            {"type": "app_mention", "channel": cafe, "user": ADMIN, "text": "<@U0BOT> resume"}
+        ),
+    )
+    assert not paused()
+
+    # a public reply goes to the channel in the town's name, escaped like everything else
+    join = "<@U0BOT> town join Alicia &lt;!channel&gt;-baker"
+    await post(
+        adapter,
+        event_callback({"type": "app_mention", "channel": cafe, "user": MEMBER, "text": join}),
+    )
+    welcome = slack.messages_in(CAFE)[-1]  # after "resume", also a public answer
+    assert welcome["username"] == "mini" and welcome["link_names"] is False
+    assert welcome["text"] == "Welcome, Alicia, &lt;!channel&gt;-baker. " + (
+        "Residents here will notice what you write."
+    )
+    assert [(v.display_name, v.role) for v in visitors(runtime)] == [("Alicia", "<!channel>-baker")]
+
+
+async def test_forged_and_stale_requests_are_rejected(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    _, cafe, here = await occupied(runtime, slack)
+    forged = await post(adapter, message(cafe, "forged words"), secret="not-the-secret")
+    stale = await post(adapter, message(cafe, "stale words"), ts=int(time.time()) - 6 * 60)
+    assert (forged, stale) == (401, 401)
+    pause = slash("pause", ADMIN, cafe, slack, "forged")
+    assert await post(adapter, pause, form=True, secret="guess") == 401
+    assert heard_by(runtime, "words") == set() and visitors(runtime) == []
+    assert slack.responses == [] and slack.called("users.info") == []
+
+    assert await post(adapter, message(cafe, "true words")) == 200  # the same path, signed
+    assert heard_by(runtime, "true words") == here
+
+
+async def test_our_own_and_other_bots_messages_are_ignored(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    _, cafe, here = await occupied(runtime, slack)
+    ignored = [
+        message(cafe, "ours via username", subtype="bot_message", bot_id=BOT_ID, user=None),
+        message(cafe, "ours as the bot user", user=BOT_USER_ID),
+        message(cafe, "another bot", bot_id="B0OTHER", subtype="bot_message"),
+        message(cafe, "an edit", subtype="message_changed"),
+        message(cafe, "<@U0BOT> town look"),  # a command, answered by app_mention
+    ]
+    for payload in ignored:
+        assert await post(adapter, payload) == 200
+    assert visitors(runtime) == [] and heard_by(runtime, "ours") == set()
+    again = message(cafe, "only once please")
+    await post(adapter, again)
+    await post(adapter, again)  # Slack retries a delivery: heard once
+    assert heard_by(runtime, "only once") == here
+    assert heard_count(runtime, "only once") == len(here)
+
+
+async def test_url_verification_and_a_huge_message(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    challenge = {"token": "legacy", "challenge": "c-123", "type": "url_verification"}
+    assert await post_for_body(adapter, challenge) == (200, '{"challenge": "c-123"}')
+    assert (await post_for_body(adapter, challenge, secret="nope"))[0] == 401
+
+    _, channel, here = await occupied(runtime, slack)
+    assert await post(adapter, message(channel, "blah " * 20_000)) == 200  # 100k characters
+    assert heard_by(runtime, "blah blah") == here  # heard, cut to the town's limit
+    with runtime.store.session() as s:
+        longest = max(len(m.text) for m in s.exec(select(Memory)).all())
+    assert longest < 2200
