@@ -25,10 +25,10 @@ from bot.cli.common import (
 )
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import build_embedder
-from town.experiments.gather.field import MOVES, OFFLINE_LABEL, GatherConfig
+from town.experiments.gather.field import MOVES, GatherConfig
 from town.experiments.gather.log import CallLedger
 from town.experiments.gather.memories import AgentMemories
-from town.experiments.gather.run import GatherRun
+from town.experiments.gather.run import OFFLINE_LABEL, GatherRun
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain

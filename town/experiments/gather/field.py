@@ -13,7 +13,6 @@ MISSION = "gather at the goal with as many other agents as possible"
 GOAL_SENDER = "GOAL"
 MOVES = ("up", "down", "left", "right", "stay")
 STEP_OF = {"up": (0, 1), "down": (0, -1), "left": (-1, 0), "right": (1, 0), "stay": (0, 0)}
-OFFLINE_LABEL = "offline brain"
 
 Point = tuple[int, int]
 

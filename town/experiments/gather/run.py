@@ -7,14 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from town.experiments.gather.field import (
-    OFFLINE_LABEL,
-    GatherConfig,
-    Point,
-    in_range,
-    moved,
-    start_positions,
-)
+from town.experiments.gather.field import GatherConfig, Point, in_range, moved, start_positions
 from town.experiments.gather.log import AgentStep, CallLedger
 from town.experiments.gather.messages import deliver, parse_move
 from town.llm import schemas as s
@@ -26,6 +19,8 @@ from town.llm.tasks import (
     GATHER_MOVE_MEMORY,
     FreeTextTask,
 )
+
+OFFLINE_LABEL = "offline brain"
 
 
 class Memories(Protocol):
