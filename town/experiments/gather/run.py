@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from town.experiments.gather.field import GatherConfig, Point, in_range, moved, start_positions
 from town.experiments.gather.log import AgentStep, CallLedger
+from town.experiments.gather.memories import AgentMemories
 from town.experiments.gather.messages import deliver, parse_move
 from town.llm import schemas as s
 from town.llm.port import Brain
@@ -23,14 +24,6 @@ from town.llm.tasks import (
 OFFLINE_LABEL = "offline brain"
 
 
-class Memories(Protocol):
-    """What a run needs of a memory store (:class:`AgentMemories`)."""
-
-    def recall(self, queries: Sequence[str], step: int) -> list[list[str]]: ...
-
-    def remember(self, records: Sequence[AgentStep], config: GatherConfig) -> None: ...
-
-
 @dataclass
 class GatherRun:
     """One run's state between steps."""
@@ -38,7 +31,7 @@ class GatherRun:
     config: GatherConfig
     brain: Brain
     label: str = OFFLINE_LABEL
-    memories: Memories | None = None
+    memories: AgentMemories | None = None
     ledger: CallLedger | None = None
     names: list[str] = field(init=False)
     positions: list[Point] = field(init=False)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from town.experiments.files import columns, write_csv
 from town.experiments.gather.analysis import RunAnalysis
 from town.experiments.gather.field import MOVES
 
@@ -64,49 +64,37 @@ def markdown_table(rows: Sequence[dict[str, str]]) -> str:
     return "\n".join([head, rule, *body]) + "\n"
 
 
+SERIES_COLUMNS = (
+    *("agents", "step", "clustered", "largest", "near_goal"),
+    *("naming_goal", "have_known_goal", "diversity"),
+)
+FIRST_KNOWN_COLUMNS = ("agents", "agent", "step", "source", "distance_from_goal")
+
+
 def write_tables(runs: Sequence[RunAnalysis], out: Path) -> list[Path]:
     """``summary.csv``, ``summary.md``, the per-step ``series.csv`` and ``first_known.csv``."""
     rows = [summary_row(a) for a in runs]
-    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as f:
-        table = csv.DictWriter(f, fieldnames=list(SUMMARY_COLUMNS))
-        table.writeheader()
-        table.writerows(rows)
-    (out / "summary.md").write_text(markdown_table(rows), encoding="utf-8")
-    with (out / "series.csv").open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(
+    summary = write_csv(out / "summary.csv", SUMMARY_COLUMNS, columns(rows, SUMMARY_COLUMNS))
+    markdown = out / "summary.md"
+    markdown.write_text(markdown_table(rows), encoding="utf-8")
+    series = write_csv(out / "series.csv", SERIES_COLUMNS, (r for a in runs for r in _series(a)))
+    known = [[a.agents, k.agent, k.step, k.source, k.distance] for a in runs for k in a.first_known]
+    first = write_csv(out / "first_known.csv", FIRST_KNOWN_COLUMNS, known)
+    return [summary, markdown, series, first]
+
+
+def _series(a: RunAnalysis) -> list[list[object]]:
+    """One row per step, and one for the positions after the last move."""
+    rows: list[list[object]] = []
+    for t in range(a.steps + 1):
+        inside = t < a.steps
+        diversity = a.diversity[t] if inside else math.nan
+        rows.append(
             [
-                "agents",
-                "step",
-                "clustered",
-                "largest",
-                "near_goal",
-                "naming_goal",
-                "have_known_goal",
-                "diversity",
+                *(a.agents, t, a.clustered[t], a.largest[t], a.near_goal[t]),
+                a.mentioning[t] if inside else "",
+                a.knowing[t] if inside else "",
+                "" if math.isnan(diversity) else f"{diversity:.4f}",
             ]
         )
-        for a in runs:
-            for t in range(a.steps + 1):
-                inside = t < a.steps
-                writer.writerow(
-                    [
-                        a.agents,
-                        t,
-                        a.clustered[t],
-                        a.largest[t],
-                        a.near_goal[t],
-                        a.mentioning[t] if inside else "",
-                        a.knowing[t] if inside else "",
-                        f"{a.diversity[t]:.4f}"
-                        if inside and not math.isnan(a.diversity[t])
-                        else "",
-                    ]
-                )
-    with (out / "first_known.csv").open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["agents", "agent", "step", "source", "distance_from_goal"])
-        for a in runs:
-            for k in a.first_known:
-                writer.writerow([a.agents, k.agent, k.step, k.source, k.distance])
-    return [out / n for n in ("summary.csv", "summary.md", "series.csv", "first_known.csv")]
+    return rows

@@ -3,11 +3,11 @@ and two plots (diffusion over game time; the relationship graph at the start and
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
 
+from town.experiments.files import columns, write_csv, write_jsonl
 from town.experiments.society.result import SocietyResult
 
 ANSWER_FIELDS = (
@@ -30,15 +30,8 @@ def write_answers(result: SocietyResult, folder: Path) -> list[Path]:
     """answers.jsonl, answers.csv and summary.json in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{k: getattr(a, k) for k in ANSWER_FIELDS} for a in result.answers]
-    jsonl = folder / "answers.jsonl"
-    jsonl.write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
-    )
-    table = folder / "answers.csv"
-    with table.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=ANSWER_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    jsonl = write_jsonl(folder / "answers.jsonl", rows)
+    table = write_csv(folder / "answers.csv", ANSWER_FIELDS, columns(rows, ANSWER_FIELDS))
     summary = folder / "summary.json"
     summary.write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False), encoding="utf-8")
     return [jsonl, table, summary]
