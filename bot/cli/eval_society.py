@@ -19,16 +19,16 @@ from bot.cli.common import (
     stamped_folder,
 )
 from bot.runtime.towns import open_town
-from town.experiments.society import (
+from town.experiments.society.attendance import read_replay
+from town.experiments.society.interviews import evaluate
+from town.experiments.society.report import plot_diffusion, plot_graphs, write_answers
+from town.experiments.society.result import (
     PAPER_ATTENDANCE,
     PAPER_DENSITY,
     PAPER_DIFFUSION,
     PAPER_HALLUCINATION_RATE,
     SocietyResult,
-    evaluate,
-    read_replay,
 )
-from town.experiments.society_report import plot_diffusion, plot_graphs, write_answers
 
 
 def _pct(share: float) -> str:

@@ -25,14 +25,10 @@ from bot.cli.common import (
 )
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import build_embedder
-from town.experiments.gather import (
-    MOVES,
-    OFFLINE_LABEL,
-    AgentMemories,
-    CallLedger,
-    GatherConfig,
-    GatherRun,
-)
+from town.experiments.gather.field import MOVES, GatherConfig
+from town.experiments.gather.log import CallLedger
+from town.experiments.gather.memories import AgentMemories
+from town.experiments.gather.run import OFFLINE_LABEL, GatherRun
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
@@ -43,7 +39,7 @@ from town.memory.minilm import MiniLMEmbedder
 from town.store.db import Store
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib load only when an experiment runs
-    from town.experiments.gather_analysis import RunAnalysis, Vectorise
+    from town.experiments.gather.analysis import RunAnalysis, Vectorise
 
 experiment_app = typer.Typer(
     help="The papers' experiments, one command each.", no_args_is_help=True
@@ -118,7 +114,7 @@ def build_thinker(settings: Settings, uses_llm: bool) -> Thinker:
 
 
 def build_vectoriser(choice: str) -> Vectorise:
-    from town.experiments.gather_analysis import tfidf_vectors
+    from town.experiments.gather.analysis import tfidf_vectors
 
     if choice == "tfidf":
         return tfidf_vectors
@@ -150,7 +146,9 @@ async def run_gather_experiment(
     on_step: Callable[[int, int], None] | None = None,
 ) -> GatherReport:
     """One run per agent count: logs as they go, then the analysis, the plots and the tables."""
-    from town.experiments.gather_analysis import analyse, write_plots, write_tables
+    from town.experiments.gather.analysis import analyse
+    from town.experiments.gather.plots import write_plots
+    from town.experiments.gather.tables import write_tables
 
     began = time.perf_counter()
     label = f"{thinker.label}, memory" if base.memory else thinker.label
@@ -311,7 +309,7 @@ def gather(
 
 
 def show_report(report: GatherReport) -> None:
-    from town.experiments.gather_analysis import summary_row
+    from town.experiments.gather.tables import summary_row
 
     table = Table(
         "agents",

@@ -1,1 +1,2 @@
-"""The papers' experiments, run outside any town: the gather experiment of Takata et al."""
+"""The papers' experiments: the gather experiment of Takata et al. (``gather``), and Park et al.'s
+believability interviews (``believability``) and society measures (``society``)."""

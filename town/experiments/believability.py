@@ -15,7 +15,6 @@ rater who stops halfway keeps what was submitted).
 
 from __future__ import annotations
 
-import csv
 import json
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 
 import trueskill  # type: ignore[import-untyped]
 
+from town.experiments.files import columns, write_csv, write_jsonl
 from town.inputs import interview
 from town.store.models import MEMORY_KINDS
 from town.tick.engine import Engine
@@ -139,16 +139,12 @@ async def run_interviews(
 
 def write_answers(answers: Sequence[InterviewAnswer], folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    jsonl, table = folder / ANSWERS, folder / ANSWERS_CSV
-    with jsonl.open("w", encoding="utf-8") as f:
-        for a in answers:
-            f.write(json.dumps(asdict(a), ensure_ascii=False) + "\n")
+    rows = [asdict(a) for a in answers]
     fields = list(InterviewAnswer.__dataclass_fields__)
-    with table.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(asdict(a) for a in answers)
-    return [jsonl, table]
+    return [
+        write_jsonl(folder / ANSWERS, rows),
+        write_csv(folder / ANSWERS_CSV, fields, columns(rows, fields)),
+    ]
 
 
 def read_answers(folder: Path) -> list[InterviewAnswer]:

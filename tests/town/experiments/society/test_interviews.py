@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 import typer
@@ -15,16 +14,10 @@ from typer.testing import CliRunner
 
 from bot.cli.eval_society import society
 from bot.cli.main import app as bottown
+from tests.town.experiments.society.test_measures import ISABELLA, KLAUS, MARIA, at, replay
 from tests.town.tick.test_engine import MINITOWN, Streams
-from town.experiments.society import (
-    density,
-    evaluate,
-    mentions_fact,
-    parse_verdict,
-    present_at,
-    whereabouts,
-)
-from town.experiments.society_report import plot_diffusion, plot_graphs, write_answers
+from town.experiments.society.interviews import evaluate
+from town.experiments.society.report import plot_diffusion, plot_graphs, write_answers
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import ScriptedBrain
 from town.llm.schemas import JudgeKnowsInput
@@ -37,7 +30,6 @@ from town.tick.seed import found_town
 from town.world.load import load_town
 from town.world.persona import Event, Fact, ScenarioSpec
 
-ISABELLA, KLAUS, MARIA = "Isabella Rodriguez", "Klaus Mueller", "Maria Lopez"
 MAYOR = Fact(
     id="mayor_election",
     resident=ISABELLA,
@@ -55,10 +47,6 @@ PARTY = Event(
     end="19:00",
     fact="valentines_party",
 )
-
-
-def at(day: int, hour: int, minute: int = 0) -> datetime:
-    return datetime(2023, 2, day, hour, minute, tzinfo=UTC)
 
 
 async def mini_engine(store: Store, brain: ScriptedBrain) -> tuple[Engine, ScenarioSpec]:
@@ -107,30 +95,6 @@ ANSWERS = [
     ("Of course.", "yes"),  # Maria: Isabella
     ("Yes, Klaus.", "yes"),  # Maria: Klaus
 ]
-
-
-def replay() -> list[dict[str, Any]]:
-    """Klaus arrives at the party at 17:30; Maria was at the cafe but left before it began."""
-    return [
-        {"at": at(14, 16), "kind": "action", "resident": MARIA, "location": "Hobbs Cafe: counter"},
-        {
-            "at": at(14, 16, 50),
-            "kind": "moved",
-            "resident": MARIA,
-            "from": "Hobbs Cafe: counter",
-            "to": "Mueller home: study",
-            "direction": "in",
-        },
-        {
-            "at": at(14, 17, 30),
-            "kind": "moved",
-            "resident": KLAUS,
-            "from": "Mueller home: bedroom",
-            "to": "Hobbs Cafe: counter",
-            "direction": "in",
-        },
-        {"at": at(14, 17), "kind": "action", "resident": ISABELLA, "location": "Hobbs Cafe"},
-    ]
 
 
 async def test_each_measure_on_a_constructed_case(store: Store, tmp_path: Path) -> None:
@@ -211,20 +175,6 @@ async def test_a_town_without_facts_still_gets_its_graph(store: Store) -> None:
     assert any("has no seeded facts" in p for p in result.problems)
     assert result.edges_end == [(ISABELLA, KLAUS), (ISABELLA, MARIA)]
     assert result.density_end == pytest.approx(2 / 3)
-
-
-def test_the_small_pieces() -> None:
-    assert density(25, list(range(50))) == pytest.approx(50 * 2 / (25 * 24))
-    assert density(1, []) == 0.0
-    assert parse_verdict("Yes, she does") is True and parse_verdict(" no.") is False
-    assert parse_verdict("it is hard to say") is None and parse_verdict("") is None
-    party = load_town(MINITOWN).scenario.fact("valentines_party")
-    assert mentions_fact("Isabella invited me to a party", party)
-    assert not mentions_fact("Maria Lopez is a friend of Isabella Rodriguez", party)
-    track = whereabouts(replay())[MARIA]
-    assert track[0] == (at(14, 16), "Hobbs Cafe") and track[-1] == (at(14, 16, 50), "Mueller home")
-    assert not present_at(track, "Hobbs Cafe", at(14, 17), at(14, 19))
-    assert present_at(track, "Hobbs Cafe", at(14, 16, 30), at(14, 19))
 
 
 @pytest.mark.parametrize(

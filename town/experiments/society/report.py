@@ -3,12 +3,12 @@ and two plots (diffusion over game time; the relationship graph at the start and
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
 
-from town.experiments.society import SocietyResult
+from town.experiments.files import columns, write_csv, write_jsonl
+from town.experiments.society.result import SocietyResult
 
 ANSWER_FIELDS = (
     "resident",
@@ -30,15 +30,8 @@ def write_answers(result: SocietyResult, folder: Path) -> list[Path]:
     """answers.jsonl, answers.csv and summary.json in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{k: getattr(a, k) for k in ANSWER_FIELDS} for a in result.answers]
-    jsonl = folder / "answers.jsonl"
-    jsonl.write_text(
-        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
-    )
-    table = folder / "answers.csv"
-    with table.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=ANSWER_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    jsonl = write_jsonl(folder / "answers.jsonl", rows)
+    table = write_csv(folder / "answers.csv", ANSWER_FIELDS, columns(rows, ANSWER_FIELDS))
     summary = folder / "summary.json"
     summary.write_text(json.dumps(result.summary(), indent=2, ensure_ascii=False), encoding="utf-8")
     return [jsonl, table, summary]
@@ -46,12 +39,10 @@ def write_answers(result: SocietyResult, folder: Path) -> list[Path]:
 
 def plot_diffusion(result: SocietyResult, path: Path) -> Path:
     """The share of residents with a memory of each fact, over game time."""
-    import matplotlib
+    from town.experiments.figures import new_figure, save_png  # matplotlib loads on demand
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = new_figure(8, 4.5, layout="tight")
+    ax = fig.subplots()
     n = max(1, len(result.residents))
     origin = min((p[0][0] for p in result.curves.values() if p), default=None)
     for fact, points in result.curves.items():
@@ -63,19 +54,13 @@ def plot_diffusion(result: SocietyResult, path: Path) -> Path:
     ax.set_title(f"Information diffusion in {result.town}")
     if result.curves:
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
 
 
 def plot_graphs(result: SocietyResult, path: Path) -> Path:
     """The relationship graph (mutual knowing) at the start and at the end, side by side;
     residents on a circle."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from town.experiments.figures import new_figure, save_png  # matplotlib loads on demand
 
     names = result.residents
     n = max(1, len(names))
@@ -83,7 +68,8 @@ def plot_graphs(result: SocietyResult, path: Path) -> Path:
         name: (math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n))
         for i, name in enumerate(names)
     }
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5.5))
+    fig = new_figure(11, 5.5, layout="tight")
+    axes = fig.subplots(1, 2)
     panels = (
         ("start", result.edges_start, result.density_start),
         ("end", result.edges_end, result.density_end),
@@ -103,7 +89,4 @@ def plot_graphs(result: SocietyResult, path: Path) -> Path:
         ax.set_ylim(-1.35, 1.35)
         ax.set_aspect("equal")
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
