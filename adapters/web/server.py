@@ -36,7 +36,7 @@ from aiohttp import web
 from sqlmodel import col, select
 
 from adapters.core.base import Caller, Outgoing, TownPort, render
-from town.inputs import clean_text
+from town.inputs.unit import clean_text
 from town.outbox import audit
 from town.store.db import Store
 from town.store.models import AuditEntry, Delivery, OutboxEvent

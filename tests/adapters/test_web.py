@@ -23,7 +23,7 @@ from adapters.core.delivery import OutboxPump
 from adapters.web.server import QUEUE, Feed, WebAdapter, oldest_first
 from bot.runtime.run import TownRuntime
 from tests.browser import chromium_page
-from town.inputs import whereabouts
+from town.inputs.query import whereabouts
 from town.store.models import Delivery, Memory, Resident, Visitor
 
 if TYPE_CHECKING:

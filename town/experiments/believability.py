@@ -26,7 +26,7 @@ from typing import Any
 
 import trueskill  # type: ignore[import-untyped]
 
-from town.inputs import interview
+from town.inputs.query import interview
 from town.store.models import MEMORY_KINDS
 from town.tick.engine import Engine
 

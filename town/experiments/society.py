@@ -35,7 +35,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from town.inputs import interview
+from town.inputs.query import interview
 from town.llm.offline.judge import names_keyword
 from town.llm.schemas import JudgeKnowsInput
 from town.llm.tasks import JUDGE_KNOWS

@@ -17,21 +17,19 @@ from sqlmodel import select
 from adapters.core.base import Caller
 from bot.runtime.commands import Commands
 from standins.llm.server import running
+from standins.llm.wire import KNOWN_TASKS
 from tests.town.tick.test_engine import Streams, resident, until
-from town.inputs import say
-from town.llm import schemas as s
+from town.features.coaching import schemas as s
+from town.features.coaching.interviews import Interviews, load_interviews
+from town.features.coaching.room import plug_in
+from town.features.coaching.tasks import COACH_FEEDBACK, COACH_REVIEW, COACH_TURN, COACHING_TASKS
+from town.inputs.visitor import say
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import ScriptedBrain
-from town.llm.tasks import (
-    ALL_TASKS,
-    COACH_FEEDBACK,
-    COACH_REVIEW,
-    COACH_TURN,
-    COACHING_TASKS,
-    PLAN_DAY,
-)
+from town.llm.schemas import PlanDayInput
+from town.llm.tasks import PLAN_DAY
 from town.store.db import Store
 from town.store.models import Memory, Town
 from town.tick.engine import Engine
@@ -78,6 +76,7 @@ async def practice_town(store: Store, brain: Any = None, streams: Streams | None
         town = await found_town(s_, spec, "practice", brain, streams, persona=PRACTICE)
     assert town.id is not None
     engine = Engine(store, spec, brain, streams, town.id)
+    plug_in(engine, PRACTICE)
     await until(engine, lambda: dana_in_room(store))
     return engine
 
@@ -101,9 +100,13 @@ def record(store: Store, key: str = KEY) -> Candidate:
 
 
 def question(store: Store, question_id: str) -> str:
-    found = load_town(PRACTICE).interviewer(DANA).question(question_id)
+    found = interviews().interviewer(DANA).question(question_id)
     assert found is not None
     return found.text
+
+
+def interviews(folder: str | Path = PRACTICE) -> Interviews:
+    return load_interviews(folder, load_town(folder))
 
 
 def dana_memories(store: Store, kind: str) -> list[Memory]:
@@ -367,11 +370,11 @@ def _copy(tmp_path: Path) -> Path:
 
 
 def test_the_town_loads_with_its_interviewers_and_rooms() -> None:
-    spec = load_town(PRACTICE)
-    assert [i.resident for i in spec.interviewers] == [DANA, "Priya Raman", "Marcus Bell"]
-    assert spec.interviewer_in("interview room b: armchairs") == spec.interviewer("Priya")
-    assert spec.interviewer_in("Lobby") is None
-    for interviewer in spec.interviewers:
+    spec, found = load_town(PRACTICE), interviews()
+    assert [i.resident for i in found.interviewers] == [DANA, "Priya Raman", "Marcus Bell"]
+    assert found.interviewer_in("interview room b: armchairs") == found.interviewer("Priya")
+    assert found.interviewer_in("Lobby") is None
+    for interviewer in found.interviewers:
         person = spec.resident(interviewer.resident)
         assert person.workplace.startswith(interviewer.room)
         assert len(interviewer.topics()) >= 4
@@ -383,7 +386,7 @@ def test_the_interviewers_day_keeps_them_in_their_rooms_after_lunch() -> None:
     dana = load_town(PRACTICE).resident(DANA)
     plan = OfflineBrain().answer(
         PLAN_DAY,
-        s.PlanDayInput(
+        PlanDayInput(
             resident=DANA,
             summary="",
             yesterday="",
@@ -424,7 +427,7 @@ def test_the_loader_rejects_a_bad_interview_town_with_file_field_and_reason(
         text = text.replace(old, new, 1)
     file.write_text(text, "utf-8")
     with pytest.raises(PersonaError) as caught:
-        load_town(folder)
+        interviews(folder)
     assert sorted(caught.value.problems) == sorted(
         f"interviews.toml: interviewers[{problem}"
         for problem in (
@@ -446,7 +449,7 @@ def test_a_broken_interviews_file_and_a_missing_one(tmp_path: Path) -> None:
     folder = _copy(tmp_path)
     (folder / "interviews.toml").write_text("[[interviewers]]\nresident = 3\n", "utf-8")
     with pytest.raises(PersonaError) as caught:
-        load_town(folder)
+        interviews(folder)
     assert "interviews.toml: interviewers[0].resident: input should be a valid string" in str(
         caught.value
     )
@@ -454,7 +457,7 @@ def test_a_broken_interviews_file_and_a_missing_one(tmp_path: Path) -> None:
         caught.value
     )
     (folder / "interviews.toml").unlink()  # optional: a town without interviewers
-    assert load_town(folder).interviewers == []
+    assert interviews(folder).interviewers == []
 
 
 # -- the tasks: checks, and the gateway ----------------------------------------------------
@@ -534,7 +537,7 @@ def test_the_feedback_check_wants_exact_quotes_and_the_review_known_topics() -> 
 
 async def test_the_coaching_tasks_go_over_the_wire_to_an_openai_compatible_server() -> None:
     assert set(COACHING_TASKS) == {"coach_turn", "coach_review", "coach_feedback"}
-    assert all(ALL_TASKS[name] is task for name, task in COACHING_TASKS.items())
+    assert all(KNOWN_TASKS[name] is task for name, task in COACHING_TASKS.items())
     answer = s.ReviewedAnswer(
         id=3, session=1, topic="debugging", question="Q", answer=STRONG_DEBUGGING
     )
