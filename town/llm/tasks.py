@@ -283,7 +283,7 @@ TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
 
 # -- the experiments' tasks --------------------------------------------------------------------
 # They are kept apart from TASKS (the town's own thoughts): EXPERIMENT_TASKS, and ALL_TASKS for
-# whatever must know every task by name (the fake server).
+# both (the fake server adds a feature's tasks, such as town.features.coaching.tasks).
 
 _INLINE_WHEN_EMPTY = MappingProxyType({"received": "No Messages", "memories": "nothing yet"})
 
