@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from town.inputs import clean_text
+from town.inputs.unit import clean_text
 
 MAX_TEXT = 10_000  # characters in a message or a command line (the town keeps fewer)
 MAX_NAME = 80

@@ -40,7 +40,7 @@ from adapters.web.requests import (
     url_host,
     visitor_of,
 )
-from town.inputs import clean_text
+from town.inputs.unit import clean_text
 from town.store.db import Store
 
 log = logging.getLogger(__name__)

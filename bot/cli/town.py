@@ -23,7 +23,7 @@ from bot.runtime.commands import MINUTES_REALTIME, SECONDS_REALTIME, Commands
 from bot.runtime.settings import SettingsError
 from bot.runtime.towns import RunSummary, open_town, target_time
 from bot.runtime.towns import simulate as run_simulation
-from town import inputs
+from town.inputs import admin, query, visitor
 from town.outbox import audit
 from town.store.usage import DailyTokenBudget
 from town.tick.engine import Engine, TickReport, until_unchanged
@@ -133,7 +133,7 @@ def interview(
     """Ask a resident a private question; the town does not change."""
     out.print(
         _on_town(
-            town, lambda engine: inputs.interview(engine, resident, question, asker, platform="cli")
+            town, lambda engine: query.interview(engine, resident, question, asker, platform="cli")
         )
     )
 
@@ -145,7 +145,7 @@ def whisper(
 ) -> None:
     """Speak as a resident's inner voice: a directive it acts on at its next tick."""
     name = _on_town(
-        town, lambda engine: inputs.whisper(engine, resident, text, by="shell", platform="cli")
+        town, lambda engine: admin.whisper(engine, resident, text, by="shell", platform="cli")
     )
     out.print(f"{name} hears an inner voice.")
 
@@ -157,7 +157,7 @@ def set_state(
 ) -> None:
     """Rewrite an object's state; residents there notice it at their next tick."""
     path = _on_town(
-        town, lambda engine: inputs.set_object(engine, target, state, by="shell", platform="cli")
+        town, lambda engine: admin.set_object(engine, target, state, by="shell", platform="cli")
     )
     out.print(f"{path} is now {state}")
 
@@ -170,7 +170,7 @@ def say(
     town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
 ) -> None:
     """Speak as a visitor at a location; residents there hear it and may answer."""
-    result = _on_town(town, lambda engine: inputs.say(engine, location, as_name, text, role=role))
+    result = _on_town(town, lambda engine: visitor.say(engine, location, as_name, text, role=role))
     heard = ", ".join(result.heard_by) or "nobody (the place is empty)"
     out.print(f"at {result.area}, heard by: {heard}")
     for event in result.replies:
@@ -271,13 +271,13 @@ FOLLOWS = "A running town follows within a second."
 
 def pause(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
     """Stop a town's clock (stored: it stays paused across restarts until resumed)."""
-    clock = _on_town(town, lambda engine: inputs.set_paused(engine, True))
+    clock = _on_town(town, lambda engine: admin.set_paused(engine, True))
     out.print(f"{town}: the clock stops at {clock:%A %H:%M}. {FOLLOWS}")
 
 
 def resume(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
     """Start a paused town's clock again; the pause does not count as missed time."""
-    clock = _on_town(town, lambda engine: inputs.set_paused(engine, False))
+    clock = _on_town(town, lambda engine: admin.set_paused(engine, False))
     out.print(f"{town}: the clock runs again from {clock:%A %H:%M}. {FOLLOWS}")
 
 
@@ -304,7 +304,7 @@ def speed(
         raise ValueError(f"{minutes!r} is neither a number of minutes nor realtime")
 
     chosen, every = guarded(parse)
-    stored, interval = _on_town(town, lambda engine: inputs.set_speed(engine, chosen, every))
+    stored, interval = _on_town(town, lambda engine: admin.set_speed(engine, chosen, every))
     pace = "the default interval" if interval is None else f"every {interval:g} real seconds"
     out.print(f"{town}: a tick is {stored} game minute(s), {pace}. {FOLLOWS}")
 

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters.core.ports import Caller, Reply, Thinking
-from town import inputs
+from town.features.coaching.feedback import feedback
+from town.inputs import admin, query, visitor
 from town.llm.gateway import MODE_LLM
 from town.llm.port import Brain
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -143,7 +144,7 @@ class Commands:
     async def _join(self, caller: Caller, args: list[str]) -> Reply:
         name = args[0] if args else caller.display_name
         role = " ".join(args[1:])
-        who, what = await inputs.join(self.engine, caller.platform, caller.user_id, name, role)
+        who, what = await visitor.join(self.engine, caller.platform, caller.user_id, name, role)
         suffix = f", {what}" if what else ""
         return Reply(f"Welcome, {who}{suffix}. Residents here will notice what you write.")
 
@@ -151,10 +152,10 @@ class Commands:
         place = " ".join(args) or caller.location
         if not place:
             raise ValueError("look where? use this in a place's channel, or name a place")
-        return Reply(await inputs.look(self.engine, place), True)
+        return Reply(await query.look(self.engine, place), True)
 
     async def _where(self, caller: Caller, args: list[str]) -> Reply:
-        seen = await inputs.whereabouts(self.engine)
+        seen = await query.whereabouts(self.engine)
         lines = [f"{seen.clock:%A %H:%M}" + (" (paused)" if seen.paused else "")]
         for area, people in sorted(seen.by_area.items()):
             names = ", ".join(n + ("" if awake else " (asleep)") for n, _, awake in people)
@@ -162,14 +163,14 @@ class Commands:
         return Reply("\n".join(lines), True)
 
     async def _time(self, caller: Caller, args: list[str]) -> Reply:
-        seen = await inputs.whereabouts(self.engine)
+        seen = await query.whereabouts(self.engine)
         state = "paused" if seen.paused else f"{seen.minutes_per_tick} game minutes a tick"
         return Reply(f"It is {seen.clock:%A, %B %d, %H:%M} in town ({state}).", True)
 
     async def _interview(self, caller: Caller, args: list[str]) -> Reply:
         if len(args) < 2:
             raise ValueError("name a resident and ask a question")
-        answer = await inputs.interview(
+        answer = await query.interview(
             self.engine,
             args[0],
             " ".join(args[1:]),
@@ -180,7 +181,7 @@ class Commands:
         return Reply(answer, True)
 
     async def _feedback(self, caller: Caller, args: list[str]) -> Reply:
-        text = await inputs.feedback(
+        text = await feedback(
             self.engine,
             caller.platform,
             caller.user_id,
@@ -193,7 +194,7 @@ class Commands:
     async def _whisper(self, caller: Caller, args: list[str]) -> Reply:
         if len(args) < 2:
             raise ValueError("name a resident and what the inner voice says")
-        name = await inputs.whisper(
+        name = await admin.whisper(
             self.engine,
             args[0],
             " ".join(args[1:]),
@@ -211,7 +212,7 @@ class Commands:
             target, state = args[0], " ".join(args[1:])
         else:
             raise ValueError("name an object and its new state")
-        path = await inputs.set_object(
+        path = await admin.set_object(
             self.engine,
             target,
             state,
@@ -222,11 +223,11 @@ class Commands:
         return Reply(f"{path} is now {state}.")
 
     async def _pause(self, caller: Caller, args: list[str]) -> Reply:
-        clock = await inputs.set_paused(self.engine, True)
+        clock = await admin.set_paused(self.engine, True)
         return Reply(f"The clock stops at {clock:%A %H:%M}.")
 
     async def _resume(self, caller: Caller, args: list[str]) -> Reply:
-        clock = await inputs.set_paused(self.engine, False)
+        clock = await admin.set_paused(self.engine, False)
         return Reply(f"The clock runs again from {clock:%A %H:%M}.")
 
     async def _speed(self, caller: Caller, args: list[str]) -> Reply:
@@ -247,7 +248,7 @@ class Commands:
                     raise ValueError(f"{args[1]!r} is not a number of seconds") from None
         else:
             raise ValueError(f"{args[0]!r} is neither a number of minutes nor realtime")
-        minutes, seconds = await inputs.set_speed(self.engine, minutes, seconds)
+        minutes, seconds = await admin.set_speed(self.engine, minutes, seconds)
         every = (
             "at the default interval"
             if seconds is None
@@ -260,7 +261,7 @@ class Commands:
         )
 
     async def _status(self, caller: Caller, args: list[str]) -> Reply:
-        seen = await inputs.whereabouts(self.engine)
+        seen = await query.whereabouts(self.engine)
         people = [p for group in seen.by_area.values() for p in group]
         awake = sum(1 for _, _, is_awake in people if is_awake)
         lines = [

@@ -20,7 +20,8 @@ from rich.console import Console
 from bot.runtime.run import TownRuntime, serve
 from bot.runtime.settings import Settings
 from bot.runtime.towns import open_town, simulate
-from town.inputs import interview, say
+from town.inputs.query import interview
+from town.inputs.visitor import say
 from town.memory.vectors import ChromaIndex
 from town.outbox.events import TownEvent
 from town.tick.engine import TickReport

@@ -22,7 +22,7 @@ from bot.runtime.commands import Command, Commands, thinking
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
-from town import inputs
+from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.outbox import audit
 from town.store.db import Store
@@ -108,7 +108,7 @@ class TownRuntime:
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
         for attempt in (1, 2):
             try:
-                result = await inputs.say(
+                result = await visitor.say(
                     self.opened.engine,
                     area,
                     display_name,

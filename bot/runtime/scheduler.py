@@ -11,7 +11,7 @@ change moves no tick.
 - **No overlap, no pile-up.** ``max_instances=1``: while a tick runs, a run that falls due is
   skipped (and said once a minute), never started beside it; ``coalesce=True``: a backlog is
   one run.
-- **Pause, resume and speed** are stored on the row (``inputs.set_paused``/``set_speed``). A
+- **Pause, resume and speed** are stored on the row (``admin.set_paused``, ``set_speed``). A
   command run in this process is followed at once (``follow``); one from elsewhere (a shell,
   another process) within ``WATCH_SECONDS``: a paused town's job has no next run time, a new
   interval reschedules it.

@@ -13,6 +13,7 @@ from sqlmodel import select
 
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_brain
+from town.features.coaching.room import plug_in
 from town.outbox.events import TownEvent
 from town.store.models import Town
 from town.store.usage import StoredUsage
@@ -56,12 +57,14 @@ async def open_town(
             )
         founded = True
     else:
-        spec = load_town(town.scenario or name)
+        folder = town.scenario or name
+        spec = load_town(folder)
     assert town.id is not None
     brain, usage = build_brain(settings, services.store, town.id)
     if founded:
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
+    plug_in(engine, folder)  # the mock interview, in a town with interview rooms
     return OpenTown(services, engine, usage, town, founded)
 
 

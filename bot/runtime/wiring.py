@@ -11,7 +11,7 @@ import openai
 from sqlmodel import func, select
 
 from bot.runtime.settings import Settings
-from town.inputs import resident_named
+from town.inputs.unit import resident_named
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain

@@ -46,6 +46,7 @@ from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
 from bot.runtime.wiring import Services, build_brain
+from town.features.coaching.room import plug_in
 from town.memory.vectors import VectorIndexError
 from town.store.db import StoreError
 from town.store.lease import Lease, LeaseLost, Leases, WorkerNameTaken, aware
@@ -380,7 +381,8 @@ class Worker:
             town = s.get(Town, town_id)
         if town is None:
             raise LookupError(f"town #{town_id} is gone")
-        spec = load_town(town.scenario or town.name)
+        folder = town.scenario or town.name
+        spec = load_town(folder)
         services = Services(
             shared.settings, shared.store, shared.embedder, shared.index, executor=shared.executor
         )
@@ -390,6 +392,7 @@ class Worker:
         )
         if self._tick_lock is not None:
             engine.lock = self._tick_lock
+        plug_in(engine, folder)  # the mock interview, in a town with interview rooms
         return OpenTown(services, engine, usage, town)
 
     @staticmethod

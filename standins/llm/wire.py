@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from town.features.coaching.tasks import COACHING_TASKS
 from town.llm.tasks import ALL_TASKS, INPUT_MARKER, TASK_LINE, Task
 
 FAULTS = ("429", "500", "hang", "malformed", "wrong_shape", "reject_json_schema", "401", "404")
@@ -20,6 +21,8 @@ FAULTS = ("429", "500", "hang", "malformed", "wrong_shape", "reject_json_schema"
 RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
 """The transient faults drawn at random with ``fault_rate``."""
 
+KNOWN_TASKS = {**ALL_TASKS, **COACHING_TASKS}
+"""Every task the server answers: the town's, the experiments' and the features'."""
 _TASK_LINE = re.compile(rf"^{re.escape(TASK_LINE)}(\w+)\s*$", re.MULTILINE)
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -51,13 +54,13 @@ def task_of(body: dict[str, Any]) -> Task[Any, Any] | None:
     if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
         schema = response_format.get("json_schema")
         name = schema.get("name") if isinstance(schema, dict) else None
-        if isinstance(name, str) and name in ALL_TASKS:
-            return ALL_TASKS[name]
+        if isinstance(name, str) and name in KNOWN_TASKS:
+            return KNOWN_TASKS[name]
     for message in _messages(body):
         if isinstance(message, dict) and message.get("role") in ("system", "developer"):
             found = _TASK_LINE.search(message_text(message))
-            if found and found.group(1) in ALL_TASKS:
-                return ALL_TASKS[found.group(1)]
+            if found and found.group(1) in KNOWN_TASKS:
+                return KNOWN_TASKS[found.group(1)]
     return None
 
 

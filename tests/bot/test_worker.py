@@ -903,7 +903,7 @@ def test_bottown_run_refuses_a_town_a_live_worker_holds(runtime: Any) -> None:
 
 
 async def test_an_input_on_a_lost_town_commits_nothing(runtime: Any) -> None:
-    from town import inputs
+    from town.inputs import visitor
     from town.store.models import AuditEntry
 
     def lost(session: Any) -> None:
@@ -915,11 +915,11 @@ async def test_an_input_on_a_lost_town_commits_nothing(runtime: Any) -> None:
         before = len(s.exec(select(AuditEntry)).all())
     engine.guard = lost
     with pytest.raises(LeaseLost):
-        await inputs.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
+        await visitor.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) == before
     engine.guard = None
-    await inputs.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
+    await visitor.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) > before  # heard and audited
 

@@ -2,7 +2,7 @@
 categories of questions (``personas/interview_questions.toml``) under each ablation; human
 raters rank the conditions' answers to each question; the rankings become TrueSkill ratings.
 
-A condition limits which memory kinds retrieval may see (``town.inputs.interview`` with
+A condition limits which memory kinds retrieval may see (``town.inputs.query.interview`` with
 ``kinds``): ``full`` all of them, ``no-reflection`` all but reflections, ``no-planning`` neither
 reflections nor plans, ``no-memory`` none. The resident's summary description stays in every
 condition (it is who the resident is). The paper's human baseline needs human-written answers
@@ -26,7 +26,7 @@ from typing import Any
 import trueskill  # type: ignore[import-untyped]
 
 from town.experiments.files import columns, write_csv, write_jsonl
-from town.inputs import interview
+from town.inputs.query import interview
 from town.store.models import MEMORY_KINDS
 from town.tick.engine import Engine
 

@@ -14,8 +14,9 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.resources.abc import Traversable
 from types import MappingProxyType
-from typing import Any, Generic, Literal, TypedDict, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -57,9 +58,18 @@ def _keep(inputs: Any, result: R) -> R:
     return result
 
 
-def _prompt_text(name: str) -> str:
-    prompts = resources.files(__package__).joinpath("prompts")
+PROMPTS = resources.files(__package__).joinpath("prompts")
+
+
+def _prompt_text(name: str, prompts: Traversable = PROMPTS) -> str:
     return prompts.joinpath(f"{name}.txt").read_text("utf-8")
+
+
+@runtime_checkable
+class InProse(Protocol):
+    """An input field's model that says how the prose of a prompt shows it."""
+
+    def prose(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class Task(Generic[I, R]):
     system: str
     prompt: string.Template
     check: Callable[[I, R], R] = field(default=_keep)
+    offline: Callable[[I], R] | None = None  # a feature's own offline answer (OfflineBrain)
 
     def render(self, inputs: I) -> list[Message]:
         """System and user messages for these inputs."""
@@ -101,30 +112,27 @@ def strip_fences(content: str) -> str:
     return match.group(1) if match else text
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())[:120]
 
 
-def _quoted(text: str) -> str:
+def quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
 def _item(value: Any) -> str:
     if isinstance(value, s.PlanItem):
         return (
-            f"{value.start} for {value.duration_min} min at {_one_line(value.location)}: "
-            f"{_quoted(value.description)}"
+            f"{value.start} for {value.duration_min} min at {one_line(value.location)}: "
+            f"{quoted(value.description)}"
         )
     if isinstance(value, s.Utterance):
-        return f"{_one_line(value.speaker)}: {_quoted(value.text)}"
+        return f"{one_line(value.speaker)}: {quoted(value.text)}"
     if isinstance(value, s.NumberedStatement):
-        return f"[{value.id}] {_quoted(value.text)}"
-    if isinstance(value, s.ReviewedAnswer):
-        return (
-            f"[{value.id}] in session {value.session}, on {_one_line(value.topic)}: asked "
-            f"{_quoted(value.question)}, answered {_quoted(value.answer)}"
-        )
-    return _quoted(str(value))
+        return f"[{value.id}] {quoted(value.text)}"
+    if isinstance(value, InProse):
+        return value.prose()
+    return quoted(str(value))
 
 
 _WHEN_NONE = MappingProxyType({"asker": "an interviewer"})
@@ -142,10 +150,10 @@ def _prose(name: str, value: Any) -> str:
         return f'(see "{name}" in the INPUT JSON)' if value else "(none)"
     if isinstance(value, str):
         if name in _BARE_FIELDS:
-            return _one_line(value)
+            return one_line(value)
         if len(value) > _LONG_TEXT:
             return f'(see "{name}" in the INPUT JSON)'
-        return _quoted(value)
+        return quoted(value)
     if isinstance(value, BaseModel):
         return _item(value)
     return str(value)
@@ -156,90 +164,95 @@ def prose_values(inputs: BaseModel) -> dict[str, str]:
     return {name: _prose(name, value) for name, value in inputs}
 
 
-def _task(
+def make_task(
     name: str,
     input_model: type[I],
     result_model: type[R],
     role: str,
     check: Callable[[I, R], R] = _keep,
+    *,
+    offline: Callable[[I], R] | None = None,
+    prompts: Traversable = PROMPTS,
 ) -> Task[I, R]:
+    """A task whose user prompt is ``<prompts>/<name>.txt`` (a feature passes its own folder)."""
     system = string.Template(_prompt_text("system")).substitute(task=name, role=role).strip()
-    return Task(name, input_model, result_model, system, string.Template(_prompt_text(name)), check)
+    prompt = string.Template(_prompt_text(name, prompts))
+    return Task(name, input_model, result_model, system, prompt, check, offline)
 
 
-RATE_IMPORTANCE = _task(
+RATE_IMPORTANCE = make_task(
     "rate_importance",
     s.RateImportanceInput,
     s.RateImportanceResult,
     "You judge how memorable events are to one resident.",
     checks.importance_count,
 )
-PLAN_DAY = _task(
+PLAN_DAY = make_task(
     "plan_day",
     s.PlanDayInput,
     s.PlanDayResult,
     "You plan one resident's day in broad strokes.",
 )
-DECOMPOSE = _task(
+DECOMPOSE = make_task(
     "decompose",
     s.DecomposeInput,
     s.DecomposeResult,
     "You break one part of a resident's plan into smaller steps.",
     checks.within_chunk,
 )
-CHOOSE_LOCATION = _task(
+CHOOSE_LOCATION = make_task(
     "choose_location",
     s.ChooseLocationInput,
     s.ChooseLocationResult,
     "You choose where in town a resident goes to do something.",
     checks.known_path,
 )
-REACT = _task(
+REACT = make_task(
     "react",
     s.ReactInput,
     s.ReactResult,
     "You decide whether a resident carries on with the plan or reacts to what it noticed.",
     checks.react_talk_to,
 )
-UTTER = _task(
+UTTER = make_task(
     "utter",
     s.UtterInput,
     s.UtterResult,
     "You write the next thing a resident says in a conversation.",
 )
-REFLECT_QUESTIONS = _task(
+REFLECT_QUESTIONS = make_task(
     "reflect_questions",
     s.ReflectQuestionsInput,
     s.ReflectQuestionsResult,
     "You help a resident reflect on recent experience.",
     checks.three_questions,
 )
-REFLECT_INSIGHTS = _task(
+REFLECT_INSIGHTS = make_task(
     "reflect_insights",
     s.ReflectInsightsInput,
     s.ReflectInsightsResult,
     "You draw high-level insights from a resident's memories, citing them.",
     checks.known_cites,
 )
-EMOJI = _task(
+EMOJI = make_task(
     "emoji",
     s.EmojiInput,
     s.EmojiResult,
     "You turn an action into a few emoji shown beside a resident's name.",
 )
-OBJECT_STATE = _task(
+OBJECT_STATE = make_task(
     "object_state",
     s.ObjectStateInput,
     s.ObjectStateResult,
     "You say how an object's state changes when someone acts on it.",
 )
-SUMMARIZE = _task(
+SUMMARIZE = make_task(
     "summarize",
     s.SummarizeInput,
     s.SummarizeResult,
     "You write a resident's short summary description from its memories.",
 )
-INTERVIEW = _task(
+INTERVIEW = make_task(
     "interview",
     s.InterviewInput,
     s.InterviewResult,
@@ -270,7 +283,7 @@ TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
 
 # -- the experiments' tasks --------------------------------------------------------------------
 # They are kept apart from TASKS (the town's own thoughts): EXPERIMENT_TASKS, and ALL_TASKS for
-# whatever must know every task by name (the fake server).
+# both (the fake server adds a feature's tasks, such as town.features.coaching.tasks).
 
 _INLINE_WHEN_EMPTY = MappingProxyType({"received": "No Messages", "memories": "nothing yet"})
 
@@ -359,7 +372,7 @@ GATHER_MOVE_MEMORY = _free_text_task(
     "gather_move_memory", s.GatherMemoryInput, s.GatherMoveResult, _MOVE, "move"
 )
 
-JUDGE_KNOWS = _task(
+JUDGE_KNOWS = make_task(
     "judge_knows",
     s.JudgeKnowsInput,
     s.JudgeKnowsResult,
@@ -380,102 +393,5 @@ EXPERIMENT_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
 )
 """The experiments' tasks by name (read-only)."""
 
-
-# -- the mock interviews' tasks (town/coaching.py) ---------------------------------------------
-
-
-def _quote_key(text: str) -> str:
-    """Text compared for quoting: lower case, straight quotes, single spaces, no end marks."""
-    flat = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
-    return " ".join(flat.casefold().split()).strip(" .,;:!?\"'…")
-
-
-def one_question(inputs: s.CoachTurnInput, result: s.CoachTurnResult) -> s.CoachTurnResult:
-    """One question at a time, a follow-up only where allowed; an unknown bank id is dropped."""
-    if result.text.count("?") > 1:
-        raise ValueError('"text" must ask exactly one question; it has several question marks')
-    if "?" in result.reply:
-        raise ValueError('"reply" must not ask anything: the one question goes in "text"')
-    if result.follow_up and not (inputs.may_follow_up and result.answered):
-        raise ValueError('"follow_up" may be true only for an answer, when a follow-up is allowed')
-    known = {q.id for q in inputs.bank}
-    tidy: dict[str, Any] = {}
-    if result.question_id and (result.question_id not in known or result.follow_up):
-        tidy["question_id"] = ""
-    if result.answered and not inputs.current_question:
-        tidy["answered"] = False  # at the opening there is nothing to answer yet
-    return result.model_copy(update=tidy) if tidy else result
-
-
-def cited_answers(inputs: s.CoachReviewInput, result: s.CoachReviewResult) -> s.CoachReviewResult:
-    """Insights cite the session's answers; the focus is made of the bank's topics."""
-    ids = {a.id for a in inputs.answers}
-    topics = {t.casefold(): t for t in inputs.topics}
-    focus = [topics[f.casefold()] for f in result.focus if f.casefold() in topics]
-    if not focus:
-        raise ValueError(f'"focus" must name topics from {sorted(inputs.topics)}')
-    strengths = [
-        i.model_copy(update={"cites": [c for c in i.cites if c in ids]}) for i in result.strengths
-    ]
-    weak = [
-        i.model_copy(update={"cites": [c for c in i.cites if c in ids]}) for i in result.weak_spots
-    ]
-    if not any(i.cites for i in weak):
-        raise ValueError("each weak spot must cite the ids of the answers that show it")
-    start = result.start_from if result.start_from in ids else None
-    return result.model_copy(
-        update={
-            "focus": list(dict.fromkeys(focus)),
-            "strengths": strengths,
-            "weak_spots": weak,
-            "start_from": start,
-        }
-    )
-
-
-def quoted_answers(
-    inputs: s.CoachFeedbackInput, result: s.CoachFeedbackResult
-) -> s.CoachFeedbackResult:
-    """Every point quotes, word for word, the answer it names."""
-    answers = {a.id: _quote_key(a.answer) for a in inputs.answers}
-    for n, point in enumerate(result.points):
-        if point.answer_id not in answers:
-            raise ValueError(f"points[{n}].answer_id {point.answer_id} is not an answer's id")
-        if _quote_key(point.quote) not in answers[point.answer_id]:
-            raise ValueError(
-                f"points[{n}].quote is not copied exactly from answer {point.answer_id}"
-            )
-    return result
-
-
-COACH_TURN = _task(
-    "coach_turn",
-    s.CoachTurnInput,
-    s.CoachTurnResult,
-    "You run a mock job interview as an interviewer: one question at a time.",
-    one_question,
-)
-COACH_REVIEW = _task(
-    "coach_review",
-    s.CoachReviewInput,
-    s.CoachReviewResult,
-    "You review a mock interview: the candidate's strengths and weak spots, citing the answers.",
-    cited_answers,
-)
-COACH_FEEDBACK = _task(
-    "coach_feedback",
-    s.CoachFeedbackInput,
-    s.CoachFeedbackResult,
-    "You give a candidate concrete feedback that quotes their own answers.",
-    quoted_answers,
-)
-
-COACHING_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
-    {t.name: t for t in (COACH_TURN, COACH_REVIEW, COACH_FEEDBACK)}
-)
-"""The mock interviews' tasks by name (read-only)."""
-
-ALL_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
-    {**TASKS, **EXPERIMENT_TASKS, **COACHING_TASKS}
-)
-"""The town's, the experiments' and the mock interviews' tasks by name (read-only)."""
+ALL_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType({**TASKS, **EXPERIMENT_TASKS})
+"""The town's and the experiments' tasks by name (read-only); a feature keeps its own."""

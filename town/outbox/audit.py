@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 IN, OUT = "in", "out"
 DIRECTIONS = (IN, OUT)
-MAX_TEXT = 2000  # as town.inputs.MAX_INPUT_CHARS
+MAX_TEXT = 2000  # as town.inputs.visitor.MAX_INPUT_CHARS
 LIMITED = "say:limited"
 OUTPUT_EVENTS = frozenset({"said", "notice"})  # town event kinds that are audited outputs
 PRUNE_BATCH = 5000  # rows deleted per transaction, so a big prune never holds the writer long

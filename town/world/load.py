@@ -19,27 +19,25 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from town.world.persona import (
-    INTERVIEWS_FILE,
     RESIDENTS_FILE,
     SCENARIO_FILE,
     TOWN_FILE,
     Area,
     Event,
     Fact,
-    InterviewerSpec,
     MaybeText,
     PersonaError,
     ResidentSpec,
     ScenarioSpec,
+    Spec,
     Text,
     TownSpec,
     _paths,
     _ScenarioHead,
-    _Spec,
     split_path,
 )
 
-_FILE_ORDER = {TOWN_FILE: 0, RESIDENTS_FILE: 1, SCENARIO_FILE: 2, INTERVIEWS_FILE: 3}
+_FILE_ORDER = {TOWN_FILE: 0, RESIDENTS_FILE: 1, SCENARIO_FILE: 2}
 
 
 def available_towns() -> list[str]:
@@ -68,37 +66,30 @@ def load_town(name_or_path: str | Path) -> TownSpec:
     folder = town_folder(name_or_path)
     problems: list[str] = []
     raw = {
-        file: _read_toml(folder, file, problems)
+        file: read_toml(folder, file, problems)
         for file in (TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE)
     }
-    optional = (folder / INTERVIEWS_FILE).is_file()
-    raw[INTERVIEWS_FILE] = _read_toml(folder, INTERVIEWS_FILE, problems) if optional else None
 
-    town = _validate(_TownFile, raw[TOWN_FILE], TOWN_FILE, "", problems)
-    areas = _validate_items(Area, raw[TOWN_FILE], "areas", TOWN_FILE, problems)
-    _validate(_ResidentsFile, raw[RESIDENTS_FILE], RESIDENTS_FILE, "", problems)
-    residents = _validate_items(
+    town = validate(_TownFile, raw[TOWN_FILE], TOWN_FILE, "", problems)
+    areas = validate_items(Area, raw[TOWN_FILE], "areas", TOWN_FILE, problems)
+    validate(_ResidentsFile, raw[RESIDENTS_FILE], RESIDENTS_FILE, "", problems)
+    residents = validate_items(
         ResidentSpec, raw[RESIDENTS_FILE], "residents", RESIDENTS_FILE, problems
     )
-    scenario = _validate(_ScenarioFile, raw[SCENARIO_FILE], SCENARIO_FILE, "", problems)
-    facts = _validate_items(Fact, raw[SCENARIO_FILE], "facts", SCENARIO_FILE, problems)
-    events = _validate_items(Event, raw[SCENARIO_FILE], "events", SCENARIO_FILE, problems)
-    _validate(_InterviewsFile, raw[INTERVIEWS_FILE], INTERVIEWS_FILE, "", problems)
-    interviewers = _validate_items(
-        InterviewerSpec, raw[INTERVIEWS_FILE], "interviewers", INTERVIEWS_FILE, problems
-    )
+    scenario = validate(_ScenarioFile, raw[SCENARIO_FILE], SCENARIO_FILE, "", problems)
+    facts = validate_items(Fact, raw[SCENARIO_FILE], "facts", SCENARIO_FILE, problems)
+    events = validate_items(Event, raw[SCENARIO_FILE], "events", SCENARIO_FILE, problems)
 
     _check_unique_entries(raw, problems)
-    area_names = _entry_values(raw[TOWN_FILE], "areas", "name")
-    resident_names = _entry_values(raw[RESIDENTS_FILE], "residents", "name")
-    places = None if area_names is None else _Places.build(area_names, [a for _, a in areas])
+    area_names = entry_values(raw[TOWN_FILE], "areas", "name")
+    resident_names = entry_values(raw[RESIDENTS_FILE], "residents", "name")
+    places = None if area_names is None else Places.build(area_names, [a for _, a in areas])
     names = None if resident_names is None else {name for _, name in resident_names}
     _check_areas(areas, problems)
     _check_residents(residents, places, problems)
     _check_facts(facts, names, problems)
-    fact_ids = {fact_id for _, fact_id in _entry_values(raw[SCENARIO_FILE], "facts", "id") or []}
+    fact_ids = {fact_id for _, fact_id in entry_values(raw[SCENARIO_FILE], "facts", "id") or []}
     _check_events(events, scenario, names, places, fact_ids, problems)
-    _check_interviewers(interviewers, dict(residents), resident_names, places, problems)
 
     if problems or town is None or scenario is None:
         problems.sort(key=lambda problem: _FILE_ORDER.get(problem.split(":")[0], 3))
@@ -113,22 +104,17 @@ def load_town(name_or_path: str | Path) -> TownSpec:
             facts=[fact for _, fact in facts],
             events=[event for _, event in events],
         ),
-        interviewers=[interviewer for _, interviewer in interviewers],
     )
 
 
-class _TownFile(_Spec):
+class _TownFile(Spec):
     name: Text
     description: MaybeText = ""
     areas: list[dict[str, Any]] = Field(min_length=1)
 
 
-class _ResidentsFile(_Spec):
+class _ResidentsFile(Spec):
     residents: list[dict[str, Any]] = Field(min_length=1)
-
-
-class _InterviewsFile(_Spec):
-    interviewers: list[dict[str, Any]] = Field(min_length=1)
 
 
 class _ScenarioFile(_ScenarioHead):
@@ -140,7 +126,7 @@ _Model = TypeVar("_Model", bound=BaseModel)
 _Raw = dict[str, Any] | None
 
 
-def _read_toml(folder: Traversable, file: str, problems: list[str]) -> _Raw:
+def read_toml(folder: Traversable, file: str, problems: list[str]) -> _Raw:
     item = folder / file
     if not item.is_file():
         problems.append(f"{file}: (file): not found in {folder}")
@@ -158,7 +144,7 @@ def _read_toml(folder: Traversable, file: str, problems: list[str]) -> _Raw:
     return None
 
 
-def _validate(
+def validate(
     model: type[_Model], data: Any, file: str, prefix: str, problems: list[str]
 ) -> _Model | None:
     if data is None:
@@ -172,7 +158,7 @@ def _validate(
         return None
 
 
-def _validate_items(
+def validate_items(
     model: type[_Model], data: _Raw, key: str, file: str, problems: list[str]
 ) -> list[tuple[int, _Model]]:
     """Each entry of `data[key]` on its own, so that one bad entry hides no problem in another."""
@@ -180,7 +166,7 @@ def _validate_items(
     if not isinstance(items, list):
         return []
     checked = [
-        (i, _validate(model, item, file, f"{key}[{i}]", problems))
+        (i, validate(model, item, file, f"{key}[{i}]", problems))
         for i, item in enumerate(items)
         if isinstance(item, dict)
     ]
@@ -211,7 +197,7 @@ def _reason(error: Any) -> str:
 
 
 @dataclass(frozen=True)
-class _Places:
+class Places:
     """The places of town.toml, to check the paths other files name."""
 
     paths: list[str]
@@ -219,7 +205,7 @@ class _Places:
     unsure: set[str]  # areas whose entry is invalid: paths under them are not judged
 
     @classmethod
-    def build(cls, named: list[tuple[int, str]], areas: list[Area]) -> _Places:
+    def build(cls, named: list[tuple[int, str]], areas: list[Area]) -> Places:
         valid = {area.name for area in areas}
         return cls(paths=_paths(areas), areas=valid, unsure={n for _, n in named} - valid)
 
@@ -241,7 +227,7 @@ class _Places:
         return None
 
 
-def _entry_values(raw: _Raw, key: str, field: str) -> list[tuple[int, str]] | None:
+def entry_values(raw: _Raw, key: str, field: str) -> list[tuple[int, str]] | None:
     """`field` of every entry of `raw[key]`, valid or not (None when the file is unreadable)."""
     entries = raw.get(key, []) if raw is not None else None
     if not isinstance(entries, list):
@@ -257,14 +243,12 @@ def _check_unique_entries(raw: dict[str, _Raw], problems: list[str]) -> None:
         (RESIDENTS_FILE, "residents", "name"),
         (SCENARIO_FILE, "facts", "id"),
         (SCENARIO_FILE, "events", "id"),
-        (INTERVIEWS_FILE, "interviewers", "resident"),
-        (INTERVIEWS_FILE, "interviewers", "room"),
     ]:
-        for i, value, j in _duplicates(_entry_values(raw[file], key, field) or []):
+        for i, value, j in duplicates(entry_values(raw[file], key, field) or []):
             problems.append(f"{file}: {key}[{i}].{field}: {value!r} is already used by {key}[{j}]")
 
 
-def _duplicates(names: list[tuple[int, str]]) -> Iterator[tuple[int, str, int]]:
+def duplicates(names: list[tuple[int, str]]) -> Iterator[tuple[int, str, int]]:
     """(index, name, index of its first use) for every name used before (case-insensitive)."""
     first: dict[str, int] = {}
     for i, name in names:
@@ -282,23 +266,23 @@ def _check_areas(areas: list[tuple[int, Area]], problems: list[str]) -> None:
             problems.append(f"{where}.{missing}: give both opens and closes, or neither")
         elif area.opens is not None and area.opens == area.closes:
             problems.append(f"{where}.closes: same as opens; leave both out if it never closes")
-        for k, name, j in _duplicates(list(enumerate(s.name for s in area.sub_areas))):
+        for k, name, j in duplicates(list(enumerate(s.name for s in area.sub_areas))):
             problems.append(f"{where}.sub_areas[{k}].name: {name!r} is already sub_areas[{j}]")
         for k, sub in enumerate(area.sub_areas):
-            for m, name, j in _duplicates(list(enumerate(o.name for o in sub.objects))):
+            for m, name, j in duplicates(list(enumerate(o.name for o in sub.objects))):
                 problems.append(
                     f"{where}.sub_areas[{k}].objects[{m}].name: {name!r} is already objects[{j}]"
                 )
 
 
 def _check_residents(
-    residents: list[tuple[int, ResidentSpec]], places: _Places | None, problems: list[str]
+    residents: list[tuple[int, ResidentSpec]], places: Places | None, problems: list[str]
 ) -> None:
     for i, resident in residents:
         where = f"{RESIDENTS_FILE}: residents[{i}]"
         if resident.wake_time == resident.sleep_time:
             problems.append(f"{where}.sleep_time: same as wake_time {resident.wake_time!r}")
-        for k, place, j in _duplicates(list(enumerate(resident.known_places))):
+        for k, place, j in duplicates(list(enumerate(resident.known_places))):
             problems.append(f"{where}.known_places[{k}]: {place!r} is already known_places[{j}]")
         if places is None:
             continue
@@ -319,7 +303,7 @@ def _check_facts(
     for i, fact in facts:
         if names is not None and fact.resident not in names:
             problems.append(
-                f"{SCENARIO_FILE}: facts[{i}].resident: {_not_resident(fact.resident, names)}"
+                f"{SCENARIO_FILE}: facts[{i}].resident: {not_resident(fact.resident, names)}"
             )
 
 
@@ -327,7 +311,7 @@ def _check_events(
     events: list[tuple[int, Event]],
     scenario: _ScenarioFile | None,
     names: set[str] | None,
-    places: _Places | None,
+    places: Places | None,
     fact_ids: set[str],
     problems: list[str],
 ) -> None:
@@ -336,7 +320,7 @@ def _check_events(
         if places is not None and (reason := places.problem(event.location)):
             problems.append(f"{where}.location: {reason}")
         if event.host and names is not None and event.host not in names:
-            problems.append(f"{where}.host: {_not_resident(event.host, names)}")
+            problems.append(f"{where}.host: {not_resident(event.host, names)}")
         if event.fact and event.fact not in fact_ids:
             problems.append(f"{where}.fact: {event.fact!r} is not the id of a fact in this file")
         if event.end == event.start:
@@ -345,40 +329,7 @@ def _check_events(
             problems.append(f"{where}.date: the event is over before the scenario starts")
 
 
-def _check_interviewers(
-    interviewers: list[tuple[int, InterviewerSpec]],
-    residents: dict[int, ResidentSpec],
-    named: list[tuple[int, str]] | None,
-    places: _Places | None,
-    problems: list[str],
-) -> None:
-    """Each interviewer is a resident who works in its room, an area of town.toml; its bank has
-    unique ids and enough questions for a session."""
-    names = None if named is None else {name for _, name in named}
-    by_name = {spec.name: spec for spec in residents.values()}
-    for i, spec in interviewers:
-        where = f"{INTERVIEWS_FILE}: interviewers[{i}]"
-        if names is not None and spec.resident not in names:
-            problems.append(f"{where}.resident: {_not_resident(spec.resident, names)}")
-        if places is not None and (reason := places.problem(spec.room, depth=1)):
-            problems.append(f"{where}.room: {reason}")
-        person = by_name.get(spec.resident)
-        work = split_path(person.workplace)[0] if person and person.workplace else ""
-        if person is not None and work.casefold() != spec.room.casefold():
-            problems.append(
-                f"{where}.room: {spec.resident} works in {work or 'no workplace'!r} "
-                f"({RESIDENTS_FILE}), not in {spec.room!r}; an interviewer's workplace is its room"
-            )
-        for k, question_id, j in _duplicates(list(enumerate(q.id for q in spec.questions))):
-            problems.append(f"{where}.questions[{k}].id: {question_id!r} is already questions[{j}]")
-        if spec.questions_per_session > len(spec.questions):
-            problems.append(
-                f"{where}.questions_per_session: {spec.questions_per_session} is more than the "
-                f"{len(spec.questions)} questions in the bank"
-            )
-
-
-def _not_resident(name: str, names: set[str]) -> str:
+def not_resident(name: str, names: set[str]) -> str:
     hint = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.85)
     return f"{name!r} is not a resident in residents.toml" + (
         f" (did you mean {hint[0]!r}?)" if hint else ""

@@ -1,16 +1,17 @@
 """The town as data: a location tree, its residents and a scenario (``town.world.load``
 reads and checks them from TOML).
 
-A town is a folder, `personas/<name>/`, holding three files (and an optional fourth):
+A town is a folder, `personas/<name>/`, holding three files:
 
 - `town.toml`: the areas (one chat channel each, later), their sub-areas and the objects in them,
   each object with a state in words; opening hours, capacities and free-text rules;
 - `residents.toml`: who lives there, each seeded by one paragraph whose semicolon-separated phrases
   become the first memories;
 - `scenario.toml`: the start time, the tick length, the facts that single residents know at the
-  start (with the question that later checks how far each spread) and timed events;
-- `interviews.toml` (optional): the residents who run mock interviews, each in an interview room
-  (an area of its own), with the company and role they hire for and a bank of questions by topic.
+  start (with the question that later checks how far each spread) and timed events.
+
+A feature may read a file of its own from the folder (the mock interview's `interviews.toml`,
+``town.features.coaching.interviews``).
 
 Places are written as paths joined by ": " (`"Hobbs Cafe: kitchen: stove"`), so names never
 contain a colon.
@@ -27,7 +28,6 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 SEPARATOR = ": "
 TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE = "town.toml", "residents.toml", "scenario.toml"
-INTERVIEWS_FILE = "interviews.toml"
 MIN_SEED_PHRASES = 3
 
 
@@ -122,11 +122,11 @@ def clock_time(value: str) -> time:
 # -- The models ----------------------------------------------------------------------------------
 
 
-class _Spec(BaseModel):
+class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-class WorldObjectSpec(_Spec):
+class WorldObjectSpec(Spec):
     name: Name
     state: Text
 
@@ -138,7 +138,7 @@ def _objects_from_table(value: Any) -> Any:
     return value
 
 
-class SubArea(_Spec):
+class SubArea(Spec):
     name: Name
     capacity: int | None = Field(default=None, ge=1)
     objects: Annotated[list[WorldObjectSpec], BeforeValidator(_objects_from_table)] = []
@@ -147,7 +147,7 @@ class SubArea(_Spec):
         return _find(self.objects, name, "object")
 
 
-class Area(_Spec):
+class Area(Spec):
     name: Name
     description: MaybeText = ""
     opens: ClockTime | None = None
@@ -168,7 +168,7 @@ class Area(_Spec):
         return at >= opens or at < closes
 
 
-class ResidentSpec(_Spec):
+class ResidentSpec(Spec):
     name: Name
     age: int = Field(ge=0, le=130)
     traits: list[Text] = Field(min_length=3, max_length=5)
@@ -192,7 +192,7 @@ class ResidentSpec(_Spec):
         return [*split_phrases(self.paragraph), *(fact.phrase for fact in facts)]
 
 
-class Fact(_Spec):
+class Fact(Spec):
     id: Slug
     resident: Name
     phrase: Annotated[Text, AfterValidator(_one_phrase)]
@@ -205,7 +205,7 @@ class Fact(_Spec):
         return any(keyword.casefold() in folded for keyword in self.keywords)
 
 
-class Event(_Spec):
+class Event(Spec):
     id: Slug
     name: Text
     host: MaybeText = ""
@@ -225,7 +225,7 @@ class Event(_Spec):
         return end if end > self.starts_at else end + timedelta(days=1)
 
 
-class _ScenarioHead(_Spec):
+class _ScenarioHead(Spec):
     name: Text
     description: MaybeText = ""
     start: Annotated[datetime, BeforeValidator(_game_time)]
@@ -247,62 +247,12 @@ class ScenarioSpec(_ScenarioHead):
         return [fact for fact in self.facts if fact.resident == resident]
 
 
-def _one_question(value: str) -> str:
-    if value.count("?") > 1:
-        raise ValueError(f"asks {value.count('?')} questions; one question at a time")
-    return value
-
-
-class InterviewQuestion(_Spec):
-    """One question of an interviewer's bank; `follow_up` is asked when an answer is thin."""
-
-    id: Slug
-    topic: Name
-    text: Annotated[Text, AfterValidator(_one_question)]
-    follow_up: Annotated[MaybeText, AfterValidator(_one_question)] = ""
-
-
-class InterviewerSpec(_Spec):
-    """A resident who runs mock interviews in a room (an area), for a company and a role."""
-
-    resident: Name
-    room: Name
-    company: Text
-    role: Text
-    about: MaybeText = ""  # what the interviewer knows of the company and the role
-    next_steps: Text  # what comes after the practice, said when a session closes
-    session_minutes: int = Field(default=40, ge=5, le=240)  # game minutes
-    questions_per_session: int = Field(default=4, ge=1, le=20)
-    questions: list[InterviewQuestion] = Field(min_length=3)
-
-    def topics(self) -> list[str]:
-        """The bank's topics, in the order they first appear."""
-        return list(dict.fromkeys(q.topic for q in self.questions))
-
-    def question(self, question_id: str) -> InterviewQuestion | None:
-        return next((q for q in self.questions if q.id == question_id), None)
-
-
-class TownSpec(_Spec):
+class TownSpec(Spec):
     name: Text
     description: MaybeText = ""
     areas: list[Area]
     residents: list[ResidentSpec]
     scenario: ScenarioSpec
-    interviewers: list[InterviewerSpec] = []
-
-    def interviewer(self, name: str) -> InterviewerSpec:
-        """The interviewer with this (full or first) name; ``KeyError`` if there is none."""
-        wanted = " ".join(name.split()).casefold()
-        for spec in self.interviewers:
-            if wanted in (spec.resident.casefold(), spec.resident.split()[0].casefold()):
-                return spec
-        raise KeyError(f"no interviewer named {name!r}")
-
-    def interviewer_in(self, location: str) -> InterviewerSpec | None:
-        """The interviewer whose room holds ``location`` (an area or a path inside it)."""
-        area = split_path(location)[0].casefold() if location.strip() else ""
-        return next((i for i in self.interviewers if i.room.casefold() == area), None)
 
     def paths(self) -> list[str]:
         """Every place: `"Area"` and `"Area: sub-area"`, in file order."""
@@ -422,6 +372,3 @@ def _describe_sub_area(area: Area, sub: SubArea) -> str:
     objects = _listing([f"{_a(obj.name)} ({obj.state})" for obj in sub.objects])
     text = f"{where} has {objects}." if objects else f"{where} is empty."
     return text + _capacity(sub, "It")
-
-
-# -- Loading -------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 
 from bot.runtime.run import TownRuntime
-from town.inputs import whereabouts
+from town.inputs.query import whereabouts
 
 HOBBS = "Hobbs Cafe"
 

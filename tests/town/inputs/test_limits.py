@@ -25,7 +25,7 @@ from standins.llm.server import running
 from tests.adapters.core.test_delivery import T0, FakePlatform, town_with_events
 from tests.town.llm.test_gateway import sample
 from tests.town.tick.test_engine import CAFE_PAIR, MINITOWN, at_cafe, make_engine, until
-from town import inputs
+from town.inputs import visitor
 from town.inputs.limits import ChannelRate, TokenBucket, VisitorRateLimit
 from town.llm.client import open_client
 from town.llm.gateway import MODE_BUDGET_SPENT, LLMGateway
@@ -102,7 +102,7 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     rate = VisitorRateLimit(2, clock=clock)
     said = [f"message number {n} about the pastries" for n in range(5)]
     results = [
-        await inputs.say(engine, HOBBS, "Alice", text, platform="web", user_id="a1", rate=rate)
+        await visitor.say(engine, HOBBS, "Alice", text, platform="web", user_id="a1", rate=rate)
         for text in said
     ]
     assert [r.limited for r in results] == [False, False, True, True, True]
@@ -121,7 +121,7 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     assert [a.kind for a in audited if a.direction == "out"] == ["notice"]
     clock.now += 61  # a new minute: heard again; a new burst earns a new notice
     again = [
-        await inputs.say(
+        await visitor.say(
             engine, HOBBS, "Alice", "back again", platform="web", user_id="a1", rate=rate
         )
         for _ in range(3)

@@ -24,8 +24,8 @@ from bot.cli import audit as audit_cmds
 from bot.cli.audit import audit as audit_command
 from bot.runtime.run import TownRuntime
 from tests.bot.test_commands import overtaking
-from town import inputs
-from town.inputs import whereabouts
+from town.inputs.admin import set_object, whisper
+from town.inputs.query import interview, whereabouts
 from town.outbox import audit
 from town.store.db import Store
 from town.store.models import AuditEntry, OutboxEvent, Town
@@ -92,13 +92,11 @@ async def test_commands_whispers_sets_and_interviews_are_audited(runtime: TownRu
     await runtime.command(member, "look")
     await runtime.command(Caller("web", "page", "the page", automatic=True), "where")
     await runtime.command(member, "dance wildly")  # a bad command is still a command typed
-    await inputs.whisper(
-        engine, "Klaus", "go read in the park", by="Ada", platform="web", user_id="a1"
-    )
-    await inputs.set_object(
+    await whisper(engine, "Klaus", "go read in the park", by="Ada", platform="web", user_id="a1")
+    await set_object(
         engine, "Hobbs Cafe: kitchen: stove", "on fire", by="Ada", platform="web", user_id="a1"
     )
-    answer = await inputs.interview(
+    answer = await interview(
         engine, "Isabella", "What\x00 do you think of Klaus?", "Bob", platform="slack", user_id="U1"
     )
     clock = clock_of(store)

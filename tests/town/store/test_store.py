@@ -268,7 +268,7 @@ async def test_an_input_from_another_process_is_never_written_over(any_store: St
     back with ``TownChanged`` instead of writing over the first, and the next tick reads what
     the other wrote. On PostgreSQL nothing else would stop it; SQLite makes the second wait."""
     from tests.town.tick.test_engine import Streams, make_engine
-    from town.inputs import whisper
+    from town.inputs.admin import whisper
     from town.tick.engine import Engine, TownChanged
 
     brain = _HeldBrain()

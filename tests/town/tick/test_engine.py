@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from sqlmodel import col, select
 
-from town.inputs import UnknownResident, resident_named, say, set_object, whisper
+from town.inputs.admin import set_object, whisper
+from town.inputs.unit import UnknownResident, resident_named
+from town.inputs.visitor import say
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.memory.embedding import CachedEmbedder, HashEmbedder, flush_queues, shared_queue

@@ -1,7 +1,7 @@
 """The society measures of Park et al. (section 7): information diffusion, relationship density,
 party attendance and hallucinated knowledge, measured on a town after a simulation.
 
-Every resident is interviewed (``town.inputs.interview``: nothing changes in the town but the
+Every resident is interviewed (``town.inputs.query.interview``: nothing changes in the town but the
 memories' last-access times) about each seeded fact and about each other resident; each answer is
 judged yes or no (the ``judge_knows`` task through the brain); each yes is checked against the
 resident's memory stream. The start of the run is read from the seed memories, the course of the

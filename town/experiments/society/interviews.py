@@ -20,7 +20,7 @@ from town.experiments.society.measures import (
     seed_knowledge,
 )
 from town.experiments.society.result import Answer, Diffusion, SocietyResult
-from town.inputs import interview
+from town.inputs.query import interview
 from town.llm.offline.judge import names_keyword
 from town.llm.schemas import JudgeKnowsInput
 from town.llm.tasks import JUDGE_KNOWS

@@ -1,4 +1,4 @@
-"""The offline brain's mock interviewer: plain rules on the candidate's own words.
+"""The mock interviewer's offline answers (``Task.offline``): plain rules on the candidate's words.
 
 - An answer is *thin* when it is short (under 25 words) or has neither a number nor a concrete
   example ("for example", "when I ...", "last year", "I built ..."); a thin answer gets the bank's
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 
-from town.llm import schemas as s
+from town.features.coaching import schemas as s
 from town.llm.offline.lexicon import AI_WORDS, GREETINGS
 from town.llm.offline.text import first_name, words
+from town.llm.schemas import Insight
 
 SHORT_ANSWER = 25  # words
 _NUMBER = re.compile(
@@ -174,13 +175,13 @@ def coach_review(inputs: s.CoachReviewInput) -> s.CoachReviewResult:
     solid = [a for a in ranked if not missing(a.answer)][:2]
     thin = [a for a in reversed(ranked) if missing(a.answer)][:2] or ranked[-1:]
     strengths = [
-        s.Insight(
+        Insight(
             text=f"{who} answered on {a.topic} with substance: “{excerpt(a.answer)}”", cites=[a.id]
         )
         for a in solid
     ]
     weak_spots = [
-        s.Insight(
+        Insight(
             text=(
                 f"{who}'s answer on {a.topic} lacked {_listing(missing(a.answer) or ['depth'])}: "
                 f"“{excerpt(a.answer)}”"

@@ -1,57 +1,22 @@
-"""Mock interviews: an interviewer resident rehearses a job interview with a visitor.
-
-Who interviews, in which room, for which company and role, with which bank of questions, is
-persona data (``interviews.toml``, see town/persona.py). When a visitor speaks in an interview
-room while its interviewer is there (``inputs.mock_interview``), the interviewer takes a turn
-(``turn``), instead of small talk:
-
-1. The first words open a session (``Candidate.session``): a greeting and the first question.
-   A later session starts from the plan made after the last one: its focus topics come first in
-   the bank handed to the model, and the earlier answer it builds on is given too.
-2. Each message after that is judged by one ``coach_turn`` call: an answer (stored as a memory
-   of the interviewer, tied to the visitor's key ``platform:user id``), or a question to the
-   interviewer (answered, and the question asked again). A thin answer gets one follow-up;
-   otherwise the next question. One question at a time (the task's check enforces it).
-3. After ``questions_per_session`` main questions, or once ``session_minutes`` of game time have
-   passed, the session closes: a ``coach_review`` call names strengths and weak spots citing the
-   answers' memory ids (stored as reflection memories) and plans the next session's focus
-   (a plan memory, and ``Candidate.focus`` / ``start_from`` for the next opening); the
-   interviewer says a closing summary and what comes next.
-
-``feedback`` gives the candidate concrete points (``coach_feedback``), each quoting one of their
-answers. Everything a session needs is in the interviewer's ``ResidentState.coaching`` (JSON on
-its row) and its memories, so a restarted town resumes a session where it stopped.
-"""
+"""A mock interview's session: it opens, takes the candidate's answers one question at a time,
+and closes with a review (see the package's docstring)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlmodel import col, select
-
-from town.llm import schemas as s
-from town.llm.tasks import COACH_FEEDBACK, COACH_REVIEW, COACH_TURN
+from town.features.coaching import briefing
+from town.features.coaching import schemas as s
+from town.features.coaching.briefing import Interviewee
+from town.features.coaching.interviews import InterviewerSpec
+from town.features.coaching.tasks import COACH_REVIEW, COACH_TURN
 from town.memory.stream import NewMemory, clean_text
-from town.store.models import Memory, Resident
+from town.store.models import Resident
 from town.tick.mind import Tick
 from town.tick.state import AnswerNote, Candidate, CoachingSession, CoachingTurn, ResidentState
-from town.world.persona import InterviewerSpec, InterviewQuestion
 
 KEEP_ANSWERS = 24  # answer notes kept per candidate; older answers live on in memories
-FEEDBACK_ANSWERS = 12  # the latest answers the feedback looks at
-BANK_SHOWN = 8  # questions handed to the model for the next one
-TRANSCRIPT_TURNS = 12
 BUSY = "running a mock interview with"
-
-
-@dataclass(frozen=True)
-class Interviewee:
-    """The candidate: a visitor's key (``platform:user id``), display name and own words."""
-
-    key: str
-    name: str
-    about: str = ""
 
 
 def candidate_key(platform: str, user_id: str) -> str:
@@ -69,7 +34,7 @@ async def turn(
     if other is not None and other.session is not None:
         until = datetime.fromisoformat(other.session.ends)
         return (
-            f"I'm in a session with {other.name} until {until:%H:%M}, {_first(visitor.name)}. "
+            f"I'm in a session with {other.name} until {until:%H:%M}, {first_name(visitor.name)}. "
             "Please come back then: I'll be free."
         )
     record = state.coaching.setdefault(visitor.key, Candidate(name=visitor.name))
@@ -80,49 +45,6 @@ async def turn(
     if record.session is None:
         return await _open(tick, resident, spec, record, visitor, words)
     return await _answer(tick, resident, spec, record, visitor, words)
-
-
-async def feedback(tick: Tick, resident: Resident, spec: InterviewerSpec, key: str) -> str:
-    """Concrete points on the candidate's latest answers, each quoting one of them."""
-    record = tick.state(resident).coaching.get(key)
-    answers = _reviewed(tick, record.answers[-FEEDBACK_ANSWERS:]) if record else []
-    if record is None or not answers:
-        return (
-            f"{_first(resident.name)} has no answers of yours yet: say hello in {spec.room} "
-            "to start a mock interview."
-        )
-    result = await tick.brain.run(
-        COACH_FEEDBACK,
-        s.CoachFeedbackInput(
-            interviewer=resident.name,
-            role=spec.role,
-            candidate=record.name,
-            answers=answers,
-            reviews=_texts(tick, record.reviews[-6:]),
-            focus=record.focus,
-        ),
-        resident=resident.name,
-    )
-    by_id = {a.id: a for a in answers}
-    sessions = len({a.session for a in answers})
-    lines = [
-        f"Feedback from {resident.name} ({spec.role}) on {_count(len(answers), 'answer')} "
-        f"of yours ({_count(sessions, 'session')}):"
-    ]
-    for n, point in enumerate(result.points, 1):
-        answer = by_id[point.answer_id]
-        lines.append(
-            f"{n}. You said “{point.quote}” (session {answer.session}, {answer.topic}): "
-            f"{point.advice}"
-        )
-    if record.focus:
-        lines.append(f"Next session's focus: {', '.join(record.focus)}.")
-    await tick.stream(resident).record(
-        tick.session,
-        [NewMemory("chat", f"{resident.name} gave {record.name} feedback: {lines[1]}", 3)],
-        tick.now,
-    )
-    return "\n".join(lines)
 
 
 # -- a session ------------------------------------------------------------------------------
@@ -215,10 +137,10 @@ async def _think(
             minutes_left=max(0, left),
             focus=session.focus,
             plan=record.plan if session.number > 1 else "",
-            builds_on=_builds_on(tick, record) if session.number > 1 else None,
-            earlier=_texts(tick, record.reviews[-4:]),
-            bank=[_bank_question(q) for q in _bank(spec, record, session)],
-            transcript=_transcript(resident, visitor, session),
+            builds_on=briefing.builds_on(tick, record) if session.number > 1 else None,
+            earlier=briefing.texts(tick, record.reviews[-4:]),
+            bank=[briefing.bank_question(q) for q in briefing.bank(spec, record, session)],
+            transcript=briefing.transcript(resident, visitor, session),
             current_question=current.question if current else "",
             current_follow_up=follow_up,
             message=words,
@@ -303,7 +225,7 @@ async def _close(tick: Tick, resident: Resident, spec: InterviewerSpec, record: 
     answered = [t for t in session.turns if t.answer_memory is not None]
     if not answered:
         return (
-            f"We're out of time for today, {_first(record.name)}. Come back to {spec.room} "
+            f"We're out of time for today, {first_name(record.name)}. Come back to {spec.room} "
             "whenever you're ready to start again."
         )
     minutes = int((tick.now - _at(session.started)).total_seconds() // 60)
@@ -317,7 +239,7 @@ async def _close(tick: Tick, resident: Resident, spec: InterviewerSpec, record: 
             session=session.number,
             focus=session.focus,
             topics=spec.topics(),
-            answers=[_as_reviewed(session.number, t) for t in answered],
+            answers=[briefing.as_reviewed(session.number, t) for t in answered],
             minutes=max(0, minutes),
             next_steps=spec.next_steps,
         ),
@@ -351,91 +273,6 @@ async def _close(tick: Tick, resident: Resident, spec: InterviewerSpec, record: 
     return review.closing
 
 
-# -- what the model is shown ------------------------------------------------------------------
-
-
-def _bank(
-    spec: InterviewerSpec, record: Candidate, session: CoachingSession
-) -> list[InterviewQuestion]:
-    """Questions not asked yet (if none are left: not asked this session), the planned focus
-    first, then topics not yet covered in this session, in the bank's order."""
-    in_session = {t.question_id for t in session.turns}
-    fresh = [q for q in spec.questions if q.id not in record.asked]
-    pool = fresh or [q for q in spec.questions if q.id not in in_session]
-    focus = [f.casefold() for f in session.focus]
-    covered = {t.topic.casefold() for t in session.turns}
-
-    def rank(question: InterviewQuestion) -> tuple[int, int]:
-        topic = question.topic.casefold()
-        if topic in focus:
-            return 0, focus.index(topic)
-        return (1 if topic not in covered else 2), 0
-
-    return sorted(pool, key=rank)[:BANK_SHOWN]
-
-
-def _bank_question(question: InterviewQuestion) -> s.BankQuestion:
-    return s.BankQuestion(
-        id=question.id, topic=question.topic, text=question.text, follow_up=question.follow_up
-    )
-
-
-def _transcript(
-    resident: Resident, visitor: Interviewee, session: CoachingSession
-) -> list[s.Utterance]:
-    said: list[s.Utterance] = []
-    for asked in session.turns:
-        said.append(s.Utterance(speaker=resident.name, text=asked.question))
-        if asked.answer:
-            said.append(s.Utterance(speaker=visitor.name, text=asked.answer))
-    return said[-TRANSCRIPT_TURNS:]
-
-
-def _as_reviewed(number: int, asked: CoachingTurn) -> s.ReviewedAnswer:
-    assert asked.answer_memory is not None
-    return s.ReviewedAnswer(
-        id=asked.answer_memory,
-        session=number,
-        topic=asked.topic,
-        question=asked.question,
-        answer=asked.answer,
-    )
-
-
-def _reviewed(tick: Tick, notes: list[AnswerNote]) -> list[s.ReviewedAnswer]:
-    """The noted answers, their words read back from the memories that hold them."""
-    rows = _memories(tick, [n.memory for n in notes])
-    return [
-        s.ReviewedAnswer(
-            id=n.memory,
-            session=n.session,
-            topic=n.topic,
-            question=n.question,
-            answer=rows[n.memory].text[n.answer_at :].removesuffix('"'),
-        )
-        for n in notes
-        if n.memory in rows
-    ]
-
-
-def _builds_on(tick: Tick, record: Candidate) -> s.ReviewedAnswer | None:
-    notes = [n for n in record.answers if n.memory == record.start_from]
-    found = _reviewed(tick, notes)
-    return found[0] if found else None
-
-
-def _texts(tick: Tick, ids: list[int]) -> list[str]:
-    rows = _memories(tick, ids)
-    return [rows[i].text for i in ids if i in rows]
-
-
-def _memories(tick: Tick, ids: list[int]) -> dict[int, Memory]:
-    if not ids:
-        return {}
-    found = tick.session.exec(select(Memory).where(col(Memory.id).in_(ids))).all()
-    return {m.id: m for m in found if m.id is not None}
-
-
 # -- small helpers ----------------------------------------------------------------------------
 
 
@@ -466,12 +303,8 @@ def _flat(text: str) -> str:
     return clean_text(text)
 
 
-def _first(name: str) -> str:
+def first_name(name: str) -> str:
     return name.split()[0] if name.split() else name
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def _join(*parts: str) -> str:

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from town.features.coaching import offline as offline_coaching
 from town.llm import schemas as s
 from town.llm.offline import day as offline_day
 from town.llm.offline import gather as offline_gather
@@ -47,7 +46,8 @@ def object_state(inputs: s.ObjectStateInput) -> s.ObjectStateResult:
 
 
 class OfflineBrain:
-    """A brain that needs no model: deterministic answers from the inputs."""
+    """A brain that needs no model: deterministic answers from the inputs (a feature's task
+    brings its own, ``Task.offline``)."""
 
     _ANSWERS: Mapping[str, Callable[[Any], BaseModel]] = MappingProxyType(
         {
@@ -68,24 +68,18 @@ class OfflineBrain:
             "gather_message_memory": offline_gather.gather_message,
             "gather_move_memory": offline_gather.gather_move,
             "judge_knows": offline_judge.judge_knows,
-            "coach_turn": offline_coaching.coach_turn,
-            "coach_review": offline_coaching.coach_review,
-            "coach_feedback": offline_coaching.coach_feedback,
         }
     )
 
     def __init__(self) -> None:
         self.name = "offline"
 
-    def knows(self, task_name: str) -> bool:
-        return task_name in self._ANSWERS
-
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
         return self.answer(task, inputs)
 
     def answer(self, task: Task[I, R], inputs: I) -> R:
         """The same as :meth:`run`, for callers outside an event loop."""
-        answer = self._ANSWERS.get(task.name)
+        answer = self._ANSWERS.get(task.name, task.offline)
         if answer is None:
             raise LookupError(f"the offline brain has no answer for task {task.name!r}")
         if not isinstance(inputs, task.input_model):

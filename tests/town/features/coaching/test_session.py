@@ -1,4 +1,5 @@
-"""The interview-practice town: mock interviews that remember the candidate between sessions.
+"""Mock interviews in the interview-practice town, sessions that remember the candidate, and the
+feedback command.
 
 A visitor speaks in Interview Room A (``inputs.say``), Dana Whitfield interviews; the brain is a
 ScriptedBrain over the offline brain, so every thought is recorded and deterministic.
@@ -6,39 +7,25 @@ ScriptedBrain over the offline brain, so every thought is recorded and determini
 
 from __future__ import annotations
 
-import shutil
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlmodel import select
 
 from adapters.core.ports import Caller
 from bot.runtime.commands import Commands
-from standins.llm.server import running
 from tests.town.tick.test_engine import Streams, resident, until
-from town.inputs import say
-from town.llm import schemas as s
-from town.llm.client import open_client
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
+from town.features.coaching import schemas as s
+from town.features.coaching.interviews import Interviews, load_interviews
+from town.features.coaching.room import plug_in
+from town.inputs.visitor import say
 from town.llm.port import ScriptedBrain
-from town.llm.tasks import (
-    ALL_TASKS,
-    COACH_FEEDBACK,
-    COACH_REVIEW,
-    COACH_TURN,
-    COACHING_TASKS,
-    PLAN_DAY,
-)
 from town.store.db import Store
 from town.store.models import Memory, Town
 from town.tick.engine import Engine
 from town.tick.seed import found_town
 from town.tick.state import Candidate, ResidentState
 from town.world.load import load_town
-from town.world.persona import PersonaError
 
 PRACTICE = "interview-practice"
 ROOM = "Interview Room A"
@@ -78,6 +65,7 @@ async def practice_town(store: Store, brain: Any = None, streams: Streams | None
         town = await found_town(s_, spec, "practice", brain, streams, persona=PRACTICE)
     assert town.id is not None
     engine = Engine(store, spec, brain, streams, town.id)
+    plug_in(engine, PRACTICE)
     await until(engine, lambda: dana_in_room(store))
     return engine
 
@@ -101,9 +89,13 @@ def record(store: Store, key: str = KEY) -> Candidate:
 
 
 def question(store: Store, question_id: str) -> str:
-    found = load_town(PRACTICE).interviewer(DANA).question(question_id)
+    found = interviews().interviewer(DANA).question(question_id)
     assert found is not None
     return found.text
+
+
+def interviews(folder: str | Path = PRACTICE) -> Interviews:
+    return load_interviews(folder, load_town(folder))
 
 
 def dana_memories(store: Store, kind: str) -> list[Memory]:
@@ -358,237 +350,3 @@ async def test_feedback_needs_an_interviewer(store: Store) -> None:
     assert (
         "feedback [interviewer]" in (await commands.handle(Caller("web", "u1", ALICE), "help")).text
     )
-
-
-def _copy(tmp_path: Path) -> Path:
-    folder = tmp_path / PRACTICE
-    shutil.copytree(str(resources.files("personas") / PRACTICE), folder)
-    return folder
-
-
-def test_the_town_loads_with_its_interviewers_and_rooms() -> None:
-    spec = load_town(PRACTICE)
-    assert [i.resident for i in spec.interviewers] == [DANA, "Priya Raman", "Marcus Bell"]
-    assert spec.interviewer_in("interview room b: armchairs") == spec.interviewer("Priya")
-    assert spec.interviewer_in("Lobby") is None
-    for interviewer in spec.interviewers:
-        person = spec.resident(interviewer.resident)
-        assert person.workplace.startswith(interviewer.room)
-        assert len(interviewer.topics()) >= 4
-        assert all(q.text.count("?") <= 1 for q in interviewer.questions)
-
-
-def test_the_interviewers_day_keeps_them_in_their_rooms_after_lunch() -> None:
-    """Routine times like "1:30 pm" are afternoon times (the offline planner once read 01:30)."""
-    dana = load_town(PRACTICE).resident(DANA)
-    plan = OfflineBrain().answer(
-        PLAN_DAY,
-        s.PlanDayInput(
-            resident=DANA,
-            summary="",
-            yesterday="",
-            date="Monday March 4, 2024",
-            wake_time=dana.wake_time,
-            routine=list(dana.routine),
-            places=[dana.home, dana.workplace, "Lobby"],
-        ),
-    )
-    chunks = [(c.start, c.location, c.description) for c in plan.chunks]
-    assert chunks[1] == (
-        "08:30",
-        "Interview Room A: interview table",
-        "arriving at Interview Room A and set up the whiteboard",
-    )
-    assert ("12:30", "Lobby") in [c[:2] for c in chunks]
-    assert ("13:30", "Interview Room A: interview table") in [c[:2] for c in chunks]
-    assert ("18:30", dana.home) in [c[:2] for c in chunks]
-
-
-def test_the_loader_rejects_a_bad_interview_town_with_file_field_and_reason(
-    tmp_path: Path,
-) -> None:
-    folder = _copy(tmp_path)
-    file = folder / "interviews.toml"
-    text = file.read_text("utf-8")
-    for old, new in [
-        ('resident = "Dana Whitfield"', 'resident = "Dana Whitfeld"'),
-        ('id = "hardest_bug"', 'id = "payout_design"'),
-        ("questions_per_session = 4", "questions_per_session = 12"),
-        (
-            'text = "Tell me about a time you failed at something that mattered."',
-            'text = "Did you ever fail? What happened?"',
-        ),
-        ('room = "Interview Room C"', 'room = "Interview Room Q"'),
-    ]:
-        assert old in text
-        text = text.replace(old, new, 1)
-    file.write_text(text, "utf-8")
-    with pytest.raises(PersonaError) as caught:
-        load_town(folder)
-    assert sorted(caught.value.problems) == sorted(
-        f"interviews.toml: interviewers[{problem}"
-        for problem in (
-            "0].resident: 'Dana Whitfeld' is not a resident in residents.toml "
-            "(did you mean 'Dana Whitfield'?)",
-            "0].questions[2].id: 'payout_design' is already questions[0]",
-            "0].questions_per_session: 12 is more than the 10 questions in the bank",
-            "1].questions[2].text: asks 2 questions; one question at a time",
-            "2].room: 'Interview Room Q' is not a place in town.toml "
-            "(did you mean 'Interview Room C'?)",
-            "2].room: Marcus Bell works in 'Interview Room C' (residents.toml), not in "
-            "'Interview Room Q'; an interviewer's workplace is its room",
-        )
-    )
-    assert str(caught.value).startswith(f"{folder}: 6 problems")
-
-
-def test_a_broken_interviews_file_and_a_missing_one(tmp_path: Path) -> None:
-    folder = _copy(tmp_path)
-    (folder / "interviews.toml").write_text("[[interviewers]]\nresident = 3\n", "utf-8")
-    with pytest.raises(PersonaError) as caught:
-        load_town(folder)
-    assert "interviews.toml: interviewers[0].resident: input should be a valid string" in str(
-        caught.value
-    )
-    assert "interviews.toml: interviewers[0].questions: required field is missing" in str(
-        caught.value
-    )
-    (folder / "interviews.toml").unlink()  # optional: a town without interviewers
-    assert load_town(folder).interviewers == []
-
-
-# -- the tasks: checks, and the gateway ----------------------------------------------------
-
-
-def _turn_inputs(**changes: Any) -> s.CoachTurnInput:
-    base: dict[str, Any] = {
-        "interviewer": DANA,
-        "company": "Larkspur Freight",
-        "role": "Senior Backend Engineer",
-        "about": "payments",
-        "candidate": ALICE,
-        "session": 1,
-        "question_number": 1,
-        "questions_total": 4,
-        "minutes_left": 30,
-        "bank": [{"id": "hardest_bug", "topic": "debugging", "text": "The hardest bug?"}],
-        "current_question": "How would you pay carriers?",
-        "message": THIN,
-        "may_follow_up": True,
-    }
-    return s.CoachTurnInput.model_validate({**base, **changes})
-
-
-def test_the_turn_check_keeps_to_one_question_and_allowed_follow_ups() -> None:
-    inputs = _turn_inputs()
-    two = '{"answered": true, "follow_up": false, "text": "Why? And how?", "question_id": ""}'
-    with pytest.raises(ValueError, match="exactly one question"):
-        COACH_TURN.parse(inputs, two)
-    asking = '{"answered": true, "reply": "Ok?", "follow_up": false, "text": "Next one?"}'
-    with pytest.raises(ValueError, match="must not ask"):
-        COACH_TURN.parse(inputs, asking)
-    barred = _turn_inputs(may_follow_up=False)
-    with pytest.raises(ValueError, match="follow_up"):
-        COACH_TURN.parse(barred, '{"answered": true, "follow_up": true, "text": "More?"}')
-    unknown = '{"answered": true, "follow_up": false, "text": "Bugs?", "question_id": "nope"}'
-    assert COACH_TURN.parse(inputs, unknown).question_id == ""
-    offline = OfflineBrain().answer(COACH_TURN, inputs)
-    assert offline.follow_up and offline.answered and "walk me through" in offline.text
-    hello = OfflineBrain().answer(COACH_TURN, _turn_inputs(message="Hi again, sorry I'm late!"))
-    assert not hello.answered and hello.text == "Back to the question: How would you pay carriers?"
-    full = OfflineBrain().answer(COACH_TURN, _turn_inputs(message=STRONG_DEBUGGING))
-    assert full.answered and not full.follow_up and full.question_id == "hardest_bug"
-
-
-def test_the_feedback_check_wants_exact_quotes_and_the_review_known_topics() -> None:
-    answer = s.ReviewedAnswer(id=7, session=1, topic="debugging", question="Q?", answer=THIN)
-    inputs = s.CoachFeedbackInput(interviewer=DANA, role="r", candidate=ALICE, answers=[answer])
-    ok = '{"points": [{"answer_id": 7, "quote": "we used a QUEUE", "advice": "Say more."}]}'
-    assert COACH_FEEDBACK.parse(inputs, ok).points[0].answer_id == 7
-    made_up = '{"points": [{"answer_id": 7, "quote": "we used Kafka", "advice": "Say more."}]}'
-    with pytest.raises(ValueError, match="not copied exactly"):
-        COACH_FEEDBACK.parse(inputs, made_up)
-    with pytest.raises(ValueError, match="not an answer's id"):
-        COACH_FEEDBACK.parse(inputs, made_up.replace('"answer_id": 7', '"answer_id": 8'))
-    review_in = s.CoachReviewInput(
-        interviewer=DANA,
-        company="c",
-        role="r",
-        candidate=ALICE,
-        session=1,
-        topics=["debugging"],
-        answers=[answer],
-        minutes=10,
-        next_steps="More.",
-    )
-    reply = (
-        '{"weak_spots": [{"text": "thin", "cites": [7, 99]}], "focus": ["%s"], '
-        '"start_from": 99, "plan": "p", "closing": "c"}'
-    )
-    parsed = COACH_REVIEW.parse(review_in, reply % "Debugging")
-    assert parsed.focus == ["debugging"] and parsed.weak_spots[0].cites == [7]
-    assert parsed.start_from is None  # 99 is no answer of this session
-    with pytest.raises(ValueError, match="focus"):
-        COACH_REVIEW.parse(review_in, reply % "cooking")
-
-
-async def test_the_coaching_tasks_go_over_the_wire_to_an_openai_compatible_server() -> None:
-    assert set(COACHING_TASKS) == {"coach_turn", "coach_review", "coach_feedback"}
-    assert all(ALL_TASKS[name] is task for name, task in COACHING_TASKS.items())
-    answer = s.ReviewedAnswer(
-        id=3, session=1, topic="debugging", question="Q", answer=STRONG_DEBUGGING
-    )
-    samples: list[tuple[Any, Any]] = [
-        (COACH_TURN, _turn_inputs()),
-        (
-            COACH_REVIEW,
-            s.CoachReviewInput(
-                interviewer=DANA,
-                company="c",
-                role="r",
-                candidate=ALICE,
-                session=1,
-                topics=["debugging", "reliability"],
-                answers=[answer],
-                minutes=12,
-                next_steps="Next: system design.",
-            ),
-        ),
-        (
-            COACH_FEEDBACK,
-            s.CoachFeedbackInput(interviewer=DANA, role="r", candidate=ALICE, answers=[answer]),
-        ),
-    ]
-    async with running() as url:
-        client = open_client(url, "sk-test", 5)
-        gateway = LLMGateway(client, model="town-model")
-        try:
-            for task, inputs in samples:
-                system = " ".join(task.render(inputs)[0]["content"].split())
-                assert "Asked sincerely whether it is an AI, it says it is an AI" in system
-                result = await gateway.run(task, inputs, resident=DANA)
-                assert result == OfflineBrain().answer(task, inputs), task.name
-            assert gateway.mode == "llm"
-        finally:
-            await client.close()
-
-
-def test_offline_feedback_quotes_the_shortest_and_longest_answers() -> None:
-    answers = [
-        s.ReviewedAnswer(id=i, session=1, topic=t, question="Q", answer=a)
-        for i, (t, a) in enumerate(
-            [("design", THIN), ("debugging", STRONG_DEBUGGING), ("ops", MIDDLING_ON_CALL)], 1
-        )
-    ]
-    result = OfflineBrain().answer(
-        COACH_FEEDBACK,
-        s.CoachFeedbackInput(interviewer=DANA, role="r", candidate=ALICE, answers=answers),
-    )
-    by_id = {a.id: a.answer for a in answers}
-    assert [p.answer_id for p in result.points] == [1, 2, 3]  # shortest, longest, no number
-    assert result.points[0].quote == "We used a queue"
-    assert "shortest answer (4 words" in result.points[0].advice
-    assert "most complete answer" in result.points[1].advice
-    assert "no number" in result.points[2].advice
-    for point in result.points:
-        assert point.quote.removesuffix("…") in by_id[point.answer_id]

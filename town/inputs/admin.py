@@ -1,0 +1,101 @@
+"""What an admin does to a town: a resident's inner voice, an object's state, the clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import uuid4
+
+from town.inputs.unit import clean_text, input_unit
+from town.outbox import audit
+from town.outbox.events import TownEvent, write_outbox
+from town.tick.engine import Engine
+from town.tick.state import ResidentState
+from town.world.places import World
+
+MIN_TICK_SECONDS, MAX_TICK_SECONDS = 0.05, 3600.0
+
+
+async def whisper(
+    engine: Engine, resident: str, text: str, *, by: str = "", platform: str = "", user_id: str = ""
+) -> str:
+    """The resident's inner voice: a directive it perceives and acts on at its next tick.
+    ``by``, ``platform`` and ``user_id`` say who whispered, for the audit log."""
+    words = clean_text(text)
+    if not words:
+        raise ValueError("whisper what? the text is empty")
+    async with input_unit(engine) as unit:
+        row = unit.resident(resident)
+        state = ResidentState.of(row)
+        state.inbox.append(f"Inner voice: {words}")
+        state.directive = words
+        state.save(row)
+        unit.session.add(row)
+        who = audit.identity(by, platform, user_id)
+        area = World.area_of(row.location)
+        said = f"{row.name}: {words}"
+        unit.audit(audit.IN, "whisper", who, said, platform=platform, channel=area)
+    return row.name
+
+
+async def set_object(
+    engine: Engine,
+    path: str,
+    new_state: str,
+    *,
+    by: str = "",
+    platform: str = "",
+    user_id: str = "",
+) -> str:
+    """Rewrite an object's state in words; residents there notice it at their next tick.
+    ``by``, ``platform`` and ``user_id`` say who did it, for the audit log."""
+    words = clean_text(new_state, 200)
+    if not words:
+        raise ValueError("set it to what? the state is empty")
+    async with input_unit(engine) as unit:
+        world = World.load(unit.session, engine.town_id, engine.spec)
+        place, name = world.find_object(path)
+        world.set_state(unit.session, place, name, words)
+        area = World.area_of(place)
+        event = TownEvent(
+            "object",
+            area,
+            unit.clock,
+            "",
+            f"the {name} in {place} is now {words}",
+            {"object": f"{place}: {name}", "state": words},
+        )
+        write_outbox(unit.session, engine.town_id, f"set:{uuid4().hex}", [event])
+        who = audit.identity(by, platform, user_id)
+        done = f"{place}: {name} = {words}"
+        unit.audit(audit.IN, "set", who, done, platform=platform, channel=area)
+    return f"{place}: {name}"
+
+
+async def set_paused(engine: Engine, paused: bool) -> datetime:
+    """Stop or start the town's clock (stored, so a restart keeps it); returns the game time.
+    Resuming marks the wall time the clock runs again from, so a pause is never time missed."""
+    async with input_unit(engine) as unit:
+        town = unit.town
+        if town.paused and not paused:
+            town.last_tick_at = datetime.now(UTC)
+        town.paused = paused
+        unit.session.add(town)
+    return town.clock
+
+
+async def set_speed(
+    engine: Engine, minutes_per_tick: int, tick_seconds: float | None = None
+) -> tuple[int, float | None]:
+    """How much game time a tick is, and the real seconds between ticks (None: the deployment's
+    default, ``settings.tick_seconds``). Stored on the town, so a restart keeps them."""
+    if not 1 <= minutes_per_tick <= 24 * 60:
+        raise ValueError("minutes per tick must be 1 to 1440")
+    if tick_seconds is not None and not MIN_TICK_SECONDS <= tick_seconds <= MAX_TICK_SECONDS:
+        raise ValueError(
+            f"seconds between ticks must be {MIN_TICK_SECONDS:g} to {MAX_TICK_SECONDS:g}"
+        )
+    async with input_unit(engine) as unit:
+        unit.town.minutes_per_tick = minutes_per_tick
+        unit.town.tick_seconds = tick_seconds
+        unit.session.add(unit.town)
+    return minutes_per_tick, tick_seconds

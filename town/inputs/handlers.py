@@ -1,0 +1,49 @@
+"""Places with a handler of their own: a feature plugs one in for an area of a town (the mock
+interview, for its interview rooms), and a visitor's words there reach it before small talk.
+
+The handlers are kept per town: per store and town id, so two engines over one town share them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+from weakref import WeakKeyDictionary
+
+from town.outbox.events import TownEvent
+from town.store.db import Store
+from town.tick.engine import Engine
+from town.tick.mind import Tick
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A visitor's words in an area: who said them (name, role, platform and user id)."""
+
+    area: str
+    name: str
+    role: str
+    words: str
+    platform: str
+    user_id: str
+
+
+class PlaceHandler(Protocol):
+    async def __call__(self, tick: Tick, visit: Visit) -> TownEvent | None:
+        """A resident's answer (an event of ``tick``), said instead of small talk: that resident
+        does not hear the visit as an observation too. None: the place is ordinary now."""
+        ...
+
+
+_HANDLERS: WeakKeyDictionary[Store, dict[int, dict[str, PlaceHandler]]] = WeakKeyDictionary()
+
+
+def handle_place(engine: Engine, area: str, handler: PlaceHandler) -> None:
+    """Give ``area`` of the engine's town a handler (replacing any it had)."""
+    towns = _HANDLERS.setdefault(engine.store, {})
+    towns.setdefault(engine.town_id, {})[area.casefold()] = handler
+
+
+def place_handlers(engine: Engine) -> dict[str, PlaceHandler]:
+    """The handlers of the engine's town, by area (case-folded)."""
+    return _HANDLERS.get(engine.store, {}).get(engine.town_id, {})
