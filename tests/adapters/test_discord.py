@@ -29,6 +29,7 @@ from adapters.discord.adapter import (
     escape_mentions,
     webhook_name,
 )
+from tests.factories import memories
 from tests.fakes.discord_server import (
     EPHEMERAL,
     INTENT_GUILD_MESSAGES,
@@ -37,7 +38,7 @@ from tests.fakes.discord_server import (
     FakeDiscord,
     _pinged,
 )
-from tests.town.tick.test_engine import memories
+from tests.fakes.platform import Sleeps
 from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
 from town.tick.state import ResidentState
 
@@ -46,17 +47,6 @@ AREAS = {
     "Rodriguez home": "rodriguez-home",
     "Mueller home": "mueller-home",
 }
-
-
-class Sleeps:
-    """The pump's sleep, instant: records how long it was asked to wait."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        await asyncio.sleep(0)
 
 
 async def until(check: Callable[[], Any], within: float = 30.0) -> Any:

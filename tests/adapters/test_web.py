@@ -23,6 +23,7 @@ from adapters.core.delivery import OutboxPump
 from adapters.web.server import QUEUE, Feed, WebAdapter, oldest_first
 from bot.runtime.run import TownRuntime
 from tests.browser import chromium_page
+from tests.factories import MINITOWN
 from town.inputs import whereabouts
 from town.store.models import Delivery, Memory, Resident, Visitor
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     pass
 
 HOBBS = "Hobbs Cafe"
-CONFTEST_TOWN = Path(__file__).parents[1] / "data" / "minitown"
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ async def running_town(tmp_path: Path) -> AsyncIterator[TownRuntime]:
     )
     ready: asyncio.Future[TownRuntime] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve(settings, ["web"], town="mini", persona=str(CONFTEST_TOWN), ready=ready.set_result)
+        serve(settings, ["web"], town="mini", persona=str(MINITOWN), ready=ready.set_result)
     )
     try:
         first: list[asyncio.Future[Any]] = [task, ready]

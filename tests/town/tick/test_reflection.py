@@ -7,12 +7,13 @@ from pathlib import Path
 
 from sqlmodel import select
 
+from tests.factories import add_resident, add_town
 from town.llm.port import ScriptedBrain
 from town.memory.embedding import HashEmbedder
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import InMemoryIndex
 from town.store.db import Store
-from town.store.models import Memory, Resident, Town
+from town.store.models import Memory
 from town.tick.reflection import reflect
 
 T0 = datetime(2023, 2, 13, 8, tzinfo=UTC)
@@ -21,13 +22,8 @@ T0 = datetime(2023, 2, 13, 8, tzinfo=UTC)
 def setup(tmp_path: Path) -> tuple[Store, MemoryStream]:
     store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
     with store.session() as s:
-        town = Town(name="t", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        res = Resident(town_id=town.id, name="Klaus Mueller")
-        s.add(res)
-        s.flush()
+        town = add_town(s, "t", T0)
+        res = add_resident(s, town.id or 0, "Klaus Mueller")
         assert res.id is not None
         stream = MemoryStream(resident_id=res.id, embedder=HashEmbedder(64), index=InMemoryIndex())
         stream.add(
