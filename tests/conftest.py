@@ -7,7 +7,7 @@ import ipaddress
 import itertools
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -116,17 +116,14 @@ def store(tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def town_factory(store: Any) -> Callable[..., Any]:
-    """Bare towns in ``store``: ``town_factory(name, clock, residents=names)``, a Town row."""
-    from tests.factories import T0, add_resident, add_town
+    """Bare towns in ``store``: ``town_factory(name, clock)``, a Town row with its id."""
+    from tests.factories import T0, add_town
 
     made = itertools.count(1)
 
-    def make(name: str = "", clock: datetime = T0, residents: Sequence[str] = ()) -> Any:
+    def make(name: str = "", clock: datetime = T0) -> Any:
         with store.session() as s:
-            town = add_town(s, name or f"t{next(made)}", clock)
-            for resident in residents:
-                add_resident(s, town.id, resident)
-        return town
+            return add_town(s, name or f"t{next(made)}", clock)
 
     return make
 

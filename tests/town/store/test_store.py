@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import inspect, text
 from sqlmodel import select
 
-from tests.factories import add_resident, add_town
+from tests.factories import TownFactory, add_resident, add_town
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import InMemoryIndex
 from town.outbox.events import TownEvent, write_outbox
@@ -124,10 +124,8 @@ def test_session_is_all_or_nothing(tmp_path: Path) -> None:
         assert s.exec(select(OutboxEvent)).all() == []
 
 
-def test_usage_accumulates_and_budget_runs_out(tmp_path: Path) -> None:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    with store.session() as s:
-        town_id = add_town(s, "t", T0).id
+def test_usage_accumulates_and_budget_runs_out(store: Store, town_factory: TownFactory) -> None:
+    town_id = town_factory("t", T0).id
     day = date(2026, 11, 21)
     usage = StoredUsage(store, town_id, today=lambda: day)
     budget = DailyTokenBudget(usage, limit_tokens=1000)
