@@ -29,7 +29,7 @@ from adapters.discord.adapter import (
     escape_mentions,
     webhook_name,
 )
-from tests.factories import memories
+from tests.factories import memories, resident
 from tests.fakes.discord_server import (
     EPHEMERAL,
     INTENT_GUILD_MESSAGES,
@@ -133,9 +133,7 @@ def visitors(runtime: Any) -> set[str]:
 
 
 def inbox(runtime: Any, name: str) -> list[str]:
-    with runtime.store.session() as s:
-        row = s.exec(select(Resident).where(Resident.name == name)).one()
-        return ResidentState.of(row).inbox
+    return ResidentState.of(resident(runtime.store, name)).inbox
 
 
 def paused(runtime: Any) -> bool:

@@ -26,6 +26,7 @@ from tests.factories import (
     TownFactory,
     at_cafe,
     make_engine,
+    memories,
     open_runtime,
     town_with_events,
     until,
@@ -39,7 +40,7 @@ from town.llm.gateway import MODE_BUDGET_SPENT, LLMGateway
 from town.llm.tasks import EMOJI
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
-from town.store.models import AuditEntry, Delivery, Memory, OutboxEvent, Resident
+from town.store.models import AuditEntry, Delivery, OutboxEvent
 from town.store.usage import DailyTokenBudget, StoredUsage
 
 HOBBS = "Hobbs Cafe"
@@ -136,14 +137,10 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     with store.session() as s:
         assert len(s.exec(select(OutboxEvent).where(OutboxEvent.kind == "notice")).all()) == 2
     await engine.tick()  # what residents perceive next: only what they heard
-    with store.session() as s:
-        for name in CAFE_PAIR:
-            row = s.exec(select(Resident).where(Resident.name == name)).one()
-            remembered = " ".join(
-                m.text for m in s.exec(select(Memory).where(Memory.resident_id == row.id)).all()
-            )
-            assert said[0] in remembered and said[1] in remembered, name
-            assert not any(text in remembered for text in said[2:]), name
+    for name in CAFE_PAIR:
+        remembered = " ".join(m.text for m in memories(store, name))
+        assert said[0] in remembered and said[1] in remembered, name
+        assert not any(text in remembered for text in said[2:]), name
 
 
 @pytest.fixture
