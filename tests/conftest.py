@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +104,6 @@ def fake_llm() -> Iterator[str]:
     thread.join(5)
 
 
-MINITOWN = Path(__file__).parent / "data" / "minitown"
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Any]:
     """A fresh SQLite store (migrated) in the test's folder."""
@@ -116,23 +115,59 @@ def store(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
+def town_factory(store: Any) -> Callable[..., Any]:
+    """Bare towns in ``store``: ``town_factory(name, clock)``, a Town row with its id."""
+    from tests.factories import T0, add_town
+
+    made = itertools.count(1)
+
+    def make(name: str = "", clock: datetime = T0) -> Any:
+        with store.session() as s:
+            return add_town(s, name or f"t{next(made)}", clock)
+
+    return make
+
+
+@pytest.fixture
+def resident_factory(store: Any) -> Callable[..., Any]:
+    """Residents in ``store``: ``resident_factory(name, town_id, **fields)``, a Resident row of
+    that town (of a new town of its own if none is given)."""
+    from tests.factories import add_resident, add_town
+
+    made = itertools.count(1)
+
+    def make(name: str = "Isabella Rodriguez", town_id: int | None = None, **fields: Any) -> Any:
+        with store.session() as s:
+            if town_id is None:
+                town_id = add_town(s, f"home {next(made)}").id
+            return add_resident(s, town_id or 0, name, **fields)
+
+    return make
+
+
+@pytest.fixture
+async def engine(store: Any) -> Any:
+    """The three-resident town founded in ``store`` with a ScriptedBrain: its engine, not
+    ticked yet."""
+    from tests.factories import make_engine
+
+    return await make_engine(store)
+
+
+@pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
     """A live three-resident town (offline brain, hash embedder) as the adapters see it: a
     ``bot.runtime.run.TownRuntime``. Nothing ticks unless the test ticks
     ``runtime.opened.engine``."""
-    from bot.runtime.run import TownRuntime
     from bot.runtime.settings import load_settings
-    from bot.runtime.towns import open_town
-    from town.memory.vectors import ChromaIndex
+    from tests.factories import open_runtime
 
-    ChromaIndex.release_all()
     settings = load_settings(
         data_dir=tmp_path / "data", embedder="hash", brain="offline", admins=["web:root"]
     )
-    opened = await open_town(settings, "mini", persona=str(MINITOWN), create=True)
-    town = TownRuntime(opened, settings)
+    town = await open_runtime(settings)
     yield town
-    opened.services.close()
+    town.opened.services.close()
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:

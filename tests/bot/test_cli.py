@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from bot.cli.main import app
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services
-from tests.bot.test_commands import overtaking
+from tests.factories import MINITOWN
+from tests.helpers import overtaking
 from town.store.db import Store
 from town.store.models import LlmUsage
 from town.tick.engine import Engine
@@ -162,12 +163,9 @@ def test_bench_retrieval_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert figures["inserts_per_s"] > 0 and figures["embedder"] == "hash"
 
 
-MINITOWN = str(Path(__file__).parents[1] / "data" / "minitown")
-
-
 def test_simulate_writes_a_replay_and_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    args = ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.1"]
+    args = ["simulate", "--town", str(MINITOWN), "--name", "mini", "--days", "0.1"]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "founded mini at 2023-02-13 06:50" in first.output
@@ -186,7 +184,9 @@ def test_simulate_writes_a_replay_and_resumes(monkeypatch: pytest.MonkeyPatch) -
 
 def test_town_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.06"])
+    sim = runner.invoke(
+        app, ["simulate", "--town", str(MINITOWN), "--name", "mini", "--days", "0.06"]
+    )
     assert sim.exit_code == 0, sim.output
     said = runner.invoke(
         app,
@@ -218,7 +218,9 @@ def test_a_shell_input_another_process_overtook_runs_again(
     """A running worker's tick that commits while ``bottown say`` is under way does not make the
     command fail: it runs again, and the words are heard once."""
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.06"])
+    sim = runner.invoke(
+        app, ["simulate", "--town", str(MINITOWN), "--name", "mini", "--days", "0.06"]
+    )
     assert sim.exit_code == 0, sim.output
     times = [1]
     monkeypatch.setattr(Engine, "unit", overtaking(times))
@@ -233,7 +235,9 @@ def test_a_shell_input_another_process_overtook_runs_again(
 
 def test_chat_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    sim = runner.invoke(app, ["simulate", "--town", MINITOWN, "--name", "mini", "--days", "0.06"])
+    sim = runner.invoke(
+        app, ["simulate", "--town", str(MINITOWN), "--name", "mini", "--days", "0.06"]
+    )
     assert sim.exit_code == 0, sim.output
     where = runner.invoke(app, ["cmd", "where", "--town", "mini"])
     assert where.exit_code == 0 and "Hobbs Cafe: " in where.output

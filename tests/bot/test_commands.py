@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
-
 import openai
 import pytest
-from sqlmodel import Session, select
+from sqlmodel import select
 
 from adapters.core.ports import Caller, Thinking
 from bot.runtime.commands import OFFLINE_LABEL, Commands, thinking
-from tests.town.tick.test_engine import CAFE_PAIR, at_cafe, make_engine, until
+from tests.factories import CAFE_PAIR, at_cafe, until
+from tests.helpers import overtaking
 from town.llm.depth import ChainCountingBrain
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
@@ -28,9 +24,7 @@ ADMIN = Caller("web", "u2", "Ada", is_admin=True, location="Hobbs Cafe")
 
 
 @pytest.fixture
-async def commands(tmp_path: Path) -> Commands:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    engine = await make_engine(store)
+async def commands(store: Store, engine: Engine) -> Commands:
     await until(engine, at_cafe(store, *CAFE_PAIR))  # 07:30
     usage = StoredUsage(store, engine.town_id)
     return Commands(engine, usage, DailyTokenBudget(usage, 1000))
@@ -108,32 +102,6 @@ async def test_interview_whisper_set_and_join(commands: Commands) -> None:
         "a news reporter",
         "web",
     )
-
-
-def overtaking(times: list[int]) -> Callable[..., Any]:
-    """``Engine.unit`` whose next ``times[0]`` units that change the town another process
-    overtakes: it raises the town's revision on connections of its own (a worker's tick
-    committing, say) meanwhile."""
-    unit = Engine.unit
-
-    @contextmanager
-    def overtaken(self: Engine, **kw: Any) -> Iterator[Session]:
-        with unit(self, **kw) as session:
-            if times[0] > 0 and kw.get("changes_town", True):
-                times[0] -= 1
-                other = Store.open(self.store.url)
-                try:
-                    with other.session() as s:
-                        s.connection().exec_driver_sql(
-                            "UPDATE town SET revision = revision + 1 WHERE id = ?",
-                            (self.town_id,),
-                        )
-                        s.commit()
-                finally:
-                    other.dispose()
-            yield session
-
-    return overtaken
 
 
 async def test_a_command_another_process_overtook_runs_again(

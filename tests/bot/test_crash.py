@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from tests.factories import MINITOWN
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, fake_slack_in_thread
 
 KILLS = 20  # at least this many killed runs
@@ -45,7 +46,6 @@ BUSY = 40  # and the runs go on until the town has at least this many events
 HEARD = 20  # and has heard at least this many visitors' lines
 MAX_RUNS = 3 * KILLS  # a town that has not done that much by then is broken
 PATIENCE = 180.0  # seconds for a process to reach a state (a busy machine is slow to start one)
-MINITOWN = Path(__file__).parents[1] / "data" / "minitown"
 BOTTOWN = Path(sys.executable).with_name("bottown")
 RUN = ["run", "--town", "mini", "--persona", str(MINITOWN), "-p", "web", "-p", "slack"]
 

@@ -25,15 +25,13 @@ from bot.runtime.missed_time import make_up_missed
 from bot.runtime.run import TownRuntime, run_town
 from bot.runtime.scheduler import LATE_LOG_S, Timekeeper, job_id
 from bot.runtime.settings import Settings, load_settings
-from bot.runtime.towns import open_town
-from town.memory.vectors import ChromaIndex
+from tests.factories import open_runtime
 from town.store.db import Store
 from town.store.models import OutboxEvent, Town
 from town.tick.engine import TickReport
 from town.tick.mind import Tick
 from town.world import gametime
 
-MINITOWN = Path(__file__).parents[1] / "data" / "minitown"
 ADMIN = Caller("web", "root", "Root", True, "Hobbs Cafe")
 WAIT_S = 60.0  # a generous deadline for a state to be reached, on the busiest machine
 
@@ -41,12 +39,6 @@ WAIT_S = 60.0  # a generous deadline for a state to be reached, on the busiest m
 def settings_for(tmp_path: Path, **changes: Any) -> Settings:
     values: dict[str, Any] = {"tick_seconds": 0.1, **changes}
     return load_settings(data_dir=tmp_path / "data", embedder="hash", brain="offline", **values)
-
-
-async def open_runtime(settings: Settings, kind: type[TownRuntime] = TownRuntime) -> TownRuntime:
-    ChromaIndex.release_all()
-    opened = await open_town(settings, "mini", persona=str(MINITOWN), create=True)
-    return kind(opened, settings)
 
 
 @dataclass
@@ -117,7 +109,7 @@ async def running(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         kind: type[TownRuntime] = TownRuntime,
         keeper: Timekeeper | None = None,
     ) -> Running:
-        one = await start(await open_runtime(settings, kind), keeper)
+        one = await start(await open_runtime(settings, kind=kind), keeper)
         started.append(one)
         if keeper is not None:
             keepers.append(keeper)
@@ -193,9 +185,7 @@ async def test_towns_taken_and_handed_back_get_and_lose_their_jobs(
     store = Store.open(settings.resolved_database_url)
     keeper = Timekeeper(store, settings)
     first = await running(settings, keeper=keeper)
-    ChromaIndex.release_all()
-    other = await open_town(settings, "other", persona=str(MINITOWN), create=True)
-    second = await start(TownRuntime(other, settings), keeper)
+    second = await start(await open_runtime(settings, "other"), keeper)
     ids = {job_id(first.runtime.town_id), job_id(second.runtime.town_id)}
     assert {j.id for j in keeper.scheduler.get_jobs()} == ids and len(ids) == 2
     await second.stop()  # handed back
@@ -297,7 +287,7 @@ class CountingRuntime(TownRuntime):
 
 async def test_the_catch_up_policy_runs_at_most_n_ticks_then_jumps(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, tick_seconds=10.0, missed_time="catch-up", catch_up_ticks=3)
-    runtime = await open_runtime(settings, CountingRuntime)
+    runtime = await open_runtime(settings, kind=CountingRuntime)
     assert isinstance(runtime, CountingRuntime)
     with runtime.store.session() as s:
         clock = runtime.engine.town(s).clock

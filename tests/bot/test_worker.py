@@ -24,14 +24,14 @@ from sqlalchemy.engine import make_url
 from sqlmodel import col, select
 
 from bot.runtime.worker import check_platforms, worker_url
+from tests.factories import MINITOWN, add_resident, add_town
 from town.store.db import Store
 from town.store.lease import Lease, LeaseLost, Leases, WorkerNameTaken, aware
-from town.store.models import Delivery, OutboxEvent, Resident, Town, TownLease, WorkerRow
+from town.store.models import Delivery, OutboxEvent, Town, TownLease, WorkerRow
 
 pytest_plugins = ["tests.servers"]
 
 T0 = datetime(2023, 2, 13, 7, tzinfo=UTC)
-MINITOWN = Path(__file__).parents[1] / "data" / "minitown"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -47,15 +47,8 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def add_towns(store: Store, n: int) -> list[int]:
-    ids = []
     with store.session() as s:
-        for i in range(n):
-            town = Town(name=f"t{i}-{uuid4().hex[:6]}", clock=T0)
-            s.add(town)
-            s.flush()
-            assert town.id is not None
-            ids.append(town.id)
-    return ids
+        return [add_town(s, f"t{i}-{uuid4().hex[:6]}", T0).id or 0 for i in range(n)]
 
 
 def registered(store: Store, name: str, lease_seconds: float = 30.0) -> Leases:
@@ -936,13 +929,9 @@ def test_a_town_s_index_is_repaired_from_its_stored_memories(tmp_path: Path) -> 
     services = Services.open(settings)
     try:
         with services.store.session() as s:
-            towns = [Town(name=f"t{i}", clock=T0) for i in range(2)]
-            s.add_all(towns)
-            s.flush()
-            residents = [Resident(town_id=t.id or 0, name=f"r{i}") for i, t in enumerate(towns)]
-            residents.append(Resident(town_id=towns[0].id or 0, name="r2"))
-            s.add_all(residents)
-            s.flush()
+            towns = [add_town(s, f"t{i}", T0) for i in range(2)]
+            residents = [add_resident(s, t.id or 0, f"r{i}") for i, t in enumerate(towns)]
+            residents.append(add_resident(s, towns[0].id or 0, "r2"))
             for r in residents:
                 stream = services.stream(r.id or 0)
                 stream.add(s, [NewMemory("seed", f"{r.name} {n}", 5) for n in range(3)], T0)

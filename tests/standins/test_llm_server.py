@@ -7,7 +7,6 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,12 +17,9 @@ import pytest
 from standins.llm import server
 from standins.llm.server import make_app, running
 from standins.llm.wire import embed
+from tests.helpers import SAMPLES
 from town.llm.offline.brain import OfflineBrain
 from town.llm.tasks import EMOJI, INPUT_MARKER, PLAN_DAY, TASKS
-
-SAMPLES: dict[str, Any] = json.loads(
-    (Path(__file__).parents[1] / "data" / "llm_samples.json").read_text("utf-8")
-)
 
 
 @pytest.fixture

@@ -3,59 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import DeliveryError, Outgoing
-from town.outbox.events import TownEvent, write_outbox
+from tests.factories import town_with_events
+from tests.fakes.platform import FakePlatform, Sleeps
 from town.store.db import Store
-from town.store.models import Delivery, Town
-
-T0 = datetime(2023, 2, 13, 9, tzinfo=UTC)
-
-
-@dataclass
-class FakePlatform:
-    name: str = "fake"
-    max_chars: int = 2000
-    min_interval_s: float = 0.0
-    sent: list[Outgoing] = field(default_factory=list)
-    failures: list[DeliveryError] = field(default_factory=list)  # raised first, in order
-
-    async def send(self, message: Outgoing) -> str:
-        await asyncio.sleep(0)
-        if self.failures:
-            raise self.failures.pop(0)
-        self.sent.append(message)
-        return f"m{len(self.sent)}"
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        await asyncio.sleep(0)
-
-
-def town_with_events(store: Store, events: list[tuple[str, str, str]], tick: str = "t1") -> int:
-    """A town whose outbox holds ``(kind, channel, text)`` events said by Isabella."""
-    with store.session() as s:
-        town = Town(name=f"t-{tick}", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        rows = [
-            TownEvent(kind, channel, T0 + timedelta(minutes=i), "Isabella", text, {"emoji": "☕"})
-            for i, (kind, channel, text) in enumerate(events)
-        ]
-        write_outbox(s, town.id, tick, rows)
-        return town.id
+from town.store.models import Delivery
 
 
 def statuses(store: Store, platform: str = "fake") -> list[str]:

@@ -13,9 +13,11 @@ from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
 from adapters.discord.adapter import DiscordAdapter
+from tests.factories import resident
 from tests.fakes.discord_server import (
     FakeDiscord,
 )
+from tests.fakes.platform import Sleeps
 from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
 from town.tick.state import ResidentState
 
@@ -24,17 +26,6 @@ AREAS = {
     "Rodriguez home": "rodriguez-home",
     "Mueller home": "mueller-home",
 }
-
-
-class Sleeps:
-    """The pump's sleep, instant: records how long it was asked to wait."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        await asyncio.sleep(0)
 
 
 async def until(check: Callable[[], Any], within: float = 30.0) -> Any:
@@ -101,9 +92,7 @@ def visitors(runtime: Any) -> set[str]:
 
 
 def inbox(runtime: Any, name: str) -> list[str]:
-    with runtime.store.session() as s:
-        row = s.exec(select(Resident).where(Resident.name == name)).one()
-        return ResidentState.of(row).inbox
+    return ResidentState.of(resident(runtime.store, name)).inbox
 
 
 def paused(runtime: Any) -> bool:

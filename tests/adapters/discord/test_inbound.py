@@ -20,13 +20,13 @@ from tests.adapters.discord.support import (
     until,
     visitors,
 )
+from tests.factories import memories
 from tests.fakes.discord_server import (
     EPHEMERAL,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
     FakeDiscord,
 )
-from tests.town.tick.test_engine import memories
 
 
 async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhook(

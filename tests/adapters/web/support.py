@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -14,9 +13,6 @@ from bot.runtime.run import TownRuntime
 from town.inputs.query import whereabouts
 
 HOBBS = "Hobbs Cafe"
-
-
-CONFTEST_TOWN = Path(__file__).parents[2] / "data" / "minitown"
 
 
 async def someone_awake_at(runtime: TownRuntime, area: str, max_ticks: int = 18) -> str:

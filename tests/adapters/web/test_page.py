@@ -15,8 +15,9 @@ from sqlmodel import select
 from adapters.core.ports import Outgoing
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
-from tests.adapters.web.support import CONFTEST_TOWN, HOBBS, someone_awake_at
+from tests.adapters.web.support import HOBBS, someone_awake_at
 from tests.browser import chromium_page
+from tests.factories import MINITOWN
 from town.store.models import Visitor
 
 
@@ -38,7 +39,7 @@ async def running_town(tmp_path: Path) -> AsyncIterator[TownRuntime]:
     )
     ready: asyncio.Future[TownRuntime] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve(settings, ["web"], town="mini", persona=str(CONFTEST_TOWN), ready=ready.set_result)
+        serve(settings, ["web"], town="mini", persona=str(MINITOWN), ready=ready.set_result)
     )
     try:
         first: list[asyncio.Future[Any]] = [task, ready]

@@ -16,7 +16,7 @@ from bot.cli.eval_interview import interview as interview_cmd
 from bot.cli.eval_interview import rate as rate_cmd
 from bot.eval_ui.rating_page import RatingSession, start
 from tests.browser import chromium_page
-from tests.town.tick.test_engine import MINITOWN, make_engine
+from tests.factories import MINITOWN, make_engine
 from town.experiments.believability import (
     CONDITIONS,
     Ranking,
@@ -81,16 +81,12 @@ def test_trueskill_table_full_always_wins() -> None:
     assert trueskill_table([], ORDER)[0].mu == 25.0  # no rankings: the prior
 
 
-async def test_four_conditions_on_the_test_town(tmp_path: Path) -> None:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    try:
-        brain = RecordingBrain()
-        engine = await make_engine(store, brain)
-        residents = [r.name for r in engine.spec.residents]
-        questions = [q for q in load_questions() if q.id in ("self-1", "memory-1", "plans-1")]
-        answers = await run_interviews(engine, residents, list(CONDITIONS), questions)
-    finally:
-        store.dispose()
+async def test_four_conditions_on_the_test_town(store: Store, tmp_path: Path) -> None:
+    brain = RecordingBrain()
+    engine = await make_engine(store, brain)
+    residents = [r.name for r in engine.spec.residents]
+    questions = [q for q in load_questions() if q.id in ("self-1", "memory-1", "plans-1")]
+    answers = await run_interviews(engine, residents, list(CONDITIONS), questions)
     assert len(answers) == len(residents) * 3 * 4 == len(brain.interviews)
     assert all(a.answer for a in answers)
     asked = list(zip(answers, brain.interviews, strict=True))

@@ -19,21 +19,29 @@ from adapters.core.text import SHOWN_KINDS, render
 from bot.runtime.commands import Commands
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import load_settings
-from bot.runtime.towns import open_town
 from bot.runtime.wiring import build_brain
 from standins.llm.server import running
-from tests.adapters.core.test_delivery import T0, FakePlatform, town_with_events
-from tests.town.llm.test_gateway import sample
-from tests.town.tick.test_engine import CAFE_PAIR, MINITOWN, at_cafe, make_engine, until
+from tests.factories import (
+    CAFE_PAIR,
+    T0,
+    TownFactory,
+    at_cafe,
+    make_engine,
+    memories,
+    open_runtime,
+    town_with_events,
+    until,
+)
+from tests.fakes.platform import FakePlatform
+from tests.helpers import sample
 from town.inputs import visitor
 from town.inputs.limits import ChannelRate, TokenBucket, VisitorRateLimit
 from town.llm.client import open_client
 from town.llm.gateway import MODE_BUDGET_SPENT, LLMGateway
 from town.llm.tasks import EMOJI
-from town.memory.vectors import ChromaIndex
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
-from town.store.models import AuditEntry, Delivery, Memory, OutboxEvent, Resident
+from town.store.models import AuditEntry, Delivery, OutboxEvent
 from town.store.usage import DailyTokenBudget, StoredUsage
 
 HOBBS = "Hobbs Cafe"
@@ -130,26 +138,21 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     with store.session() as s:
         assert len(s.exec(select(OutboxEvent).where(OutboxEvent.kind == "notice")).all()) == 2
     await engine.tick()  # what residents perceive next: only what they heard
-    with store.session() as s:
-        for name in CAFE_PAIR:
-            row = s.exec(select(Resident).where(Resident.name == name)).one()
-            remembered = " ".join(
-                m.text for m in s.exec(select(Memory).where(Memory.resident_id == row.id)).all()
-            )
-            assert said[0] in remembered and said[1] in remembered, name
-            assert not any(text in remembered for text in said[2:]), name
+    for name in CAFE_PAIR:
+        remembered = " ".join(m.text for m in memories(store, name))
+        assert said[0] in remembered and said[1] in remembered, name
+        assert not any(text in remembered for text in said[2:]), name
 
 
 @pytest.fixture
 async def strict_runtime(tmp_path: Path) -> AsyncIterator[TownRuntime]:
     """A live town whose visitors may send two messages a minute."""
-    ChromaIndex.release_all()
     settings = load_settings(
         data_dir=tmp_path / "data", embedder="hash", brain="offline", visitor_messages_per_minute=2
     )
-    opened = await open_town(settings, "mini", persona=str(MINITOWN), create=True)
-    yield TownRuntime(opened, settings)
-    opened.services.close()
+    runtime = await open_runtime(settings)
+    yield runtime
+    runtime.opened.services.close()
 
 
 async def test_every_platform_is_limited_and_the_notice_shows_only_on_its_own(
@@ -237,15 +240,8 @@ async def test_the_call_budget_switches_the_town_to_the_offline_brain(
         await client.close()
 
 
-def test_the_token_and_call_limits_are_both_kept(store: Store) -> None:
-    from town.store.models import Town
-
-    with store.session() as s:
-        town = Town(name="t", clock=datetime(2023, 2, 13, tzinfo=UTC))
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        town_id = town.id
+def test_the_token_and_call_limits_are_both_kept(store: Store, town_factory: TownFactory) -> None:
+    town_id = town_factory(clock=datetime(2023, 2, 13, tzinfo=UTC)).id
     ticks = [0.0]
     usage = StoredUsage(store, town_id, refresh_s=5, clock=lambda: ticks[0])
     both = DailyTokenBudget(usage, 500, limit_calls=10)

@@ -10,7 +10,6 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -20,21 +19,15 @@ from aiohttp import web
 
 from standins.llm import wire as fake_wire
 from standins.llm.server import running
+from tests.helpers import sample
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
-from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS, Task
+from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS
 from town.llm.usage import TokenBudget, UsageTally
 
-SAMPLES: dict[str, Any] = json.loads(
-    (Path(__file__).parents[2] / "data" / "llm_samples.json").read_text("utf-8")
-)
 API_KEY = "test-key"
-
-
-def sample(task: Task[Any, Any]) -> Any:
-    return task.input_model.model_validate(SAMPLES[task.name])
 
 
 @dataclass

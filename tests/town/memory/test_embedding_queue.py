@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from tests.town.memory.test_stream import make_resident
+from tests.factories import lone_resident
 from town.memory.embedding import (
     CachedEmbedder,
     EmbeddingQueue,
@@ -191,7 +191,7 @@ async def test_record_returns_before_the_vectors_and_recall_still_finds_the_memo
     index = InMemoryIndex()
     with ThreadPoolExecutor(1) as pool:
         stream = MemoryStream(
-            resident_id=make_resident(store), embedder=embedder, index=index, executor=pool
+            resident_id=lone_resident(store), embedder=embedder, index=index, executor=pool
         )
         queue = shared_queue(embedder, pool)
         hold(queue, embedder)  # the thread is busy: record cannot have waited for its vectors
@@ -218,7 +218,7 @@ async def test_a_rolled_back_record_leaves_nothing_behind(store: Store) -> None:
     index = InMemoryIndex()
     with ThreadPoolExecutor(1) as pool:
         stream = MemoryStream(
-            resident_id=make_resident(store), embedder=embedder, index=index, executor=pool
+            resident_id=lone_resident(store), embedder=embedder, index=index, executor=pool
         )
         with store.session() as s:
             await stream.record(s, [NewMemory("observation", "kept", 3)], T0)
@@ -236,7 +236,7 @@ async def test_a_vector_that_failed_is_computed_again_when_needed(store: Store) 
     embedder = Recording()
     with ThreadPoolExecutor(1) as pool:
         stream = MemoryStream(
-            resident_id=make_resident(store),
+            resident_id=lone_resident(store),
             embedder=embedder,
             index=InMemoryIndex(),
             executor=pool,
@@ -297,7 +297,7 @@ async def test_memories_warmed_ahead_are_recorded_from_the_cache(store: Store) -
     cached = CachedEmbedder(embedder)
     with ThreadPoolExecutor(1) as pool:
         stream = MemoryStream(
-            resident_id=make_resident(store), embedder=cached, index=InMemoryIndex(), executor=pool
+            resident_id=lone_resident(store), embedder=cached, index=InMemoryIndex(), executor=pool
         )
         stream.warm_memories(
             [

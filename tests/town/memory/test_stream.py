@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
+from tests.factories import lone_resident, town_with_residents
 from town.memory.embedding import shared_queue
 from town.memory.retrieval import RetrievalWeights, game_hours
 from town.memory.stream import InvalidMemory, MemoryStream, NewMemory
 from town.memory.vectors import ChromaIndex, InMemoryIndex, VectorIndex, VectorIndexError
 from town.store.db import Store
-from town.store.models import Memory, Resident, Town
+from town.store.models import Memory
 
 pytest_plugins = ["tests.servers"]  # (a Chroma server, for the migration's test)
 
@@ -42,28 +43,10 @@ class TableEmbedder:
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def make_residents(store: Store, *names: str) -> list[int]:
-    """Residents of one new town."""
-    with store.session() as s:
-        town = Town(name=f"t{len(s.exec(select(Town)).all())}", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        found = [Resident(town_id=town.id, name=name) for name in names]
-        s.add_all(found)
-        s.flush()
-        return [r.id for r in found if r.id is not None]
-
-
-def make_resident(store: Store) -> int:
-    (rid,) = make_residents(store, "Isabella Rodriguez")
-    return rid
-
-
 def hand_example(store: Store, weights: RetrievalWeights | None = None) -> MemoryStream:
     emb = TableEmbedder({"A": [1, 0, 0], "B": [0, 1, 0], "C": [0.6, 0.8, 0], "query": [1, 0, 0]})
     stream = MemoryStream(
-        resident_id=make_resident(store), embedder=emb, index=InMemoryIndex(), weights=weights
+        resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex(), weights=weights
     )
     with store.session() as s:
         # last access: A at 10:00, B at 12:00, C at 02:00; the query comes at 12:00.
@@ -160,7 +143,7 @@ def test_fast_path_equals_full_scan_on_10k(store: Store) -> None:
     emb = TableEmbedder({**dict(zip(texts, vecs, strict=True)), **queries})
     weights = RetrievalWeights(recency=0.7, importance=1.3, relevance=2.0)
     stream = MemoryStream(
-        resident_id=make_resident(store), embedder=emb, index=InMemoryIndex(), weights=weights
+        resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex(), weights=weights
     )
     kinds = ["observation", "chat", "reflection", "plan"]
     with store.session() as s:
@@ -205,7 +188,7 @@ def test_fast_path_equals_full_scan_on_10k(store: Store) -> None:
 
 def test_rollback_drops_cached_memories(store: Store) -> None:
     emb = TableEmbedder({"kept": [1, 0], "lost": [0, 1], "q": [1, 1]})
-    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=InMemoryIndex())
+    stream = MemoryStream(resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex())
     with store.session() as s:
         stream.add(s, [NewMemory("observation", "kept", 3)], T0)
     with pytest.raises(RuntimeError), store.session() as s:
@@ -236,7 +219,7 @@ def test_retrieval_reads_only_the_rows_it_has_not_kept(
             reads.append(statement)
 
     emb = TableEmbedder({"a": [1, 0], "b": [0.8, 0.6], "c": [0, 1], "q": [1, 0]})
-    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=InMemoryIndex())
+    stream = MemoryStream(resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex())
     event.listen(store.engine, "before_cursor_execute", spy)
     with store.session() as s:
         stream.add(s, [NewMemory("observation", t, 5) for t in "abc"], T0)  # keeps b and c
@@ -258,7 +241,7 @@ def test_restart_reloads_and_reembeds_missing_vectors(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
     emb = TableEmbedder({"a": [1, 0], "b": [0, 1], "q": [0, 1]})
     index = ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
-    rid = make_resident(store)
+    rid = lone_resident(store)
     stream = MemoryStream(resident_id=rid, embedder=emb, index=index)
     with store.session() as s:
         stream.add(s, [NewMemory("seed", "a", 5), NewMemory("seed", "b", 5)], T0)
@@ -281,7 +264,7 @@ def test_repair_embeds_only_what_the_index_lacks_up_to_an_id(tmp_path: Path) -> 
     store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
     emb = TableEmbedder({"a": [1, 0], "b": [0, 1], "c": [1, 1]})
     index = ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
-    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=index)
+    stream = MemoryStream(resident_id=lone_resident(store), embedder=emb, index=index)
     with store.session() as s:
         a, b, _ = stream.add(s, [NewMemory("seed", t, 5) for t in "abc"], T0)
     assert a.id is not None and b.id is not None
@@ -303,7 +286,7 @@ def test_bad_memories_are_refused_or_trimmed(store: Store) -> None:
     emb = TableEmbedder({"x": [1.0]})
     emb.table = {}
     emb.embed = lambda texts: np.ones((len(texts), 1), dtype=np.float32)  # type: ignore[method-assign]
-    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=InMemoryIndex())
+    stream = MemoryStream(resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex())
     with pytest.raises(InvalidMemory, match="unknown memory kind"), store.session() as s:
         stream.add(s, [NewMemory("dream", "x", 3)], T0)
     with pytest.raises(InvalidMemory, match="needs some text"), store.session() as s:
@@ -315,7 +298,7 @@ def test_bad_memories_are_refused_or_trimmed(store: Store) -> None:
 
 def test_empty_stream_and_kind_filter(store: Store) -> None:
     emb = TableEmbedder({"plan": [1, 0], "q": [1, 0]})
-    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=InMemoryIndex())
+    stream = MemoryStream(resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex())
     with store.session() as s:
         assert stream.retrieve(s, "q", T0) == []
         stream.add(s, [NewMemory("plan", "plan", 4)], T0)
@@ -343,7 +326,7 @@ async def test_record_embeds_off_the_event_loop(store: Store) -> None:
     emb.embed = spy  # type: ignore[method-assign]
     with ThreadPoolExecutor(1, thread_name_prefix="embed-worker") as pool:
         stream = MemoryStream(
-            resident_id=make_resident(store), embedder=emb, index=InMemoryIndex(), executor=pool
+            resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex(), executor=pool
         )
         with store.session() as s:
             (row,) = await stream.record(s, [NewMemory("observation", "a  b", 4)], T0)
@@ -380,7 +363,7 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
     emb.embed(["q"])  # the query's vector is known
     with ThreadPoolExecutor(1) as pool:
         stream = MemoryStream(
-            resident_id=make_resident(store), embedder=emb, index=InMemoryIndex(), executor=pool
+            resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex(), executor=pool
         )
         with store.session() as s:
             (chat,) = await stream.record(s, [NewMemory("chat", "chat", 3)], T0)
@@ -438,8 +421,8 @@ async def test_a_town_s_residents_share_a_collection_and_keep_their_memories_apa
         return ChromaIndex(path=tmp_path / "chroma", embedder_name="table", dim=2)
 
     index: VectorIndex = CountingIndex() if kind == "memory" else open_index()
-    a, b = make_residents(store, "Isabella Rodriguez", "Klaus Mueller")
-    other = make_resident(store)  # of another town
+    a, b = town_with_residents(store, "Isabella Rodriguez", "Klaus Mueller")
+    other = lone_resident(store)  # of another town
     with ThreadPoolExecutor(1) as pool:
         streams = [
             MemoryStream(resident_id=r, embedder=emb, index=index, executor=pool)
@@ -473,8 +456,8 @@ def test_per_resident_collections_move_into_the_town_s_once(
     metadata) are moved into the town's collection on first load, and those collections
     dropped; another town's are left for its own first load."""
     emb = TableEmbedder({"a1": [1, 0], "a2": [0.8, 0.6], "b": [0, 1], "c": [1, 1], "q": [1, 0]})
-    a, b = make_residents(store, "Isabella Rodriguez", "Klaus Mueller")
-    c = make_resident(store)
+    a, b = town_with_residents(store, "Isabella Rodriguez", "Klaus Mueller")
+    c = lone_resident(store)
     before = ((a, ["a1", "a2"]), (b, ["b"]), (c, ["c"]))
     with store.session() as s:  # the rows, as stored by the earlier version
         for rid, texts in before:

@@ -23,7 +23,8 @@ from adapters.core.ports import Caller
 from bot.cli import audit as audit_cmds
 from bot.cli.audit import audit as audit_command
 from bot.runtime.run import TownRuntime
-from tests.bot.test_commands import overtaking
+from tests.factories import add_town
+from tests.helpers import overtaking
 from town.inputs.admin import set_object, whisper
 from town.inputs.query import interview, whereabouts
 from town.outbox import audit
@@ -154,10 +155,7 @@ async def test_a_rolled_back_tick_leaves_no_audit_row_and_a_committed_one_all(
 def seed(store: Store) -> None:
     """Two towns and rows whose wall times the filters can tell apart."""
     with store.session() as s:
-        towns = [Town(name="mini", clock=T0), Town(name="other", clock=T0)]
-        s.add_all(towns)
-        s.flush()
-        mini, other = (t.id for t in towns)
+        mini, other = (add_town(s, name, T0).id for name in ("mini", "other"))
         assert mini is not None and other is not None
         rows: list[tuple[int, str, str, str, str, str, str, int]] = [
             (mini, "in", "say", "discord", HOBBS, "Alice (discord:1)", "hello 100% real", 50),
@@ -265,11 +263,7 @@ def test_bad_options_get_clear_errors_and_write_nothing(
 
 def test_an_export_streams_in_constant_memory(store: Store, tmp_path: Path) -> None:
     with store.session() as s:
-        town = Town(name="big", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        town_id = town.id
+        town_id = add_town(s, "big", T0).id
     text = "a visitor says something of a typical length to a resident at the cafe " * 2
 
     def grow_to(n: int) -> None:
@@ -318,9 +312,7 @@ def test_prune_keeps_what_retention_keeps(
 ) -> None:
     runner, app, store = cli
     with store.session() as s:
-        towns = [Town(name="mini", clock=T0), Town(name="other", clock=T0)]
-        s.add_all(towns)
-        s.flush()
+        towns = [add_town(s, name, T0) for name in ("mini", "other")]
         for town in towns:
             assert town.id is not None
             for days in (200, 100, 40, 10, 0):

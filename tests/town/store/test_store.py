@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 from sqlalchemy import inspect, text
-from sqlmodel import Session, select
+from sqlmodel import select
 
+from tests.factories import TownFactory, add_resident, add_town
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import InMemoryIndex
 from town.outbox.events import TownEvent, write_outbox
@@ -115,8 +116,7 @@ def test_password_is_never_in_the_error() -> None:
 def test_session_is_all_or_nothing(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
     with pytest.raises(RuntimeError), store.session() as s:
-        s.add(Town(name="lost", clock=T0))
-        s.flush()
+        add_town(s, "lost", T0)
         s.add(OutboxEvent(town_id=1, channel="x", kind="said", game_time=T0, idempotency_key="k"))
         raise RuntimeError("crash mid-tick")
     with store.session() as s:
@@ -124,14 +124,8 @@ def test_session_is_all_or_nothing(tmp_path: Path) -> None:
         assert s.exec(select(OutboxEvent)).all() == []
 
 
-def test_usage_accumulates_and_budget_runs_out(tmp_path: Path) -> None:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    with store.session() as s:
-        town = Town(name="t", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        town_id = town.id
+def test_usage_accumulates_and_budget_runs_out(store: Store, town_factory: TownFactory) -> None:
+    town_id = town_factory("t", T0).id
     day = date(2026, 11, 21)
     usage = StoredUsage(store, town_id, today=lambda: day)
     budget = DailyTokenBudget(usage, limit_tokens=1000)
@@ -159,15 +153,8 @@ def test_postgresql_migrates_and_keeps_memories(postgres_url: str) -> None:
     store = Store.open(postgres_url)
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     with store.session() as s:
-        town = Town(name="pg", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        res = Resident(town_id=town.id, name="Sam Moore", persona={"age": 65})
-        s.add(res)
-        s.flush()
-        assert res.id is not None
-        rid = res.id
+        town = add_town(s, "pg", T0)
+        rid = add_resident(s, town.id or 0, "Sam Moore", persona={"age": 65}).id
     stream = MemoryStream(resident_id=rid, embedder=OnesEmbedder(), index=InMemoryIndex())
     with store.session() as s:
         stream.add(
@@ -197,23 +184,14 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return Store.open(request.getfixturevalue("postgres_url"))
 
 
-def town_and_resident(s: Session, town_name: str, name: str) -> tuple[Town, Resident]:
-    town = Town(name=town_name, clock=T0)
-    s.add(town)
-    s.flush()
-    res = Resident(town_id=town.id or 0, name=name)
-    s.add(res)
-    s.flush()
-    return town, res
-
-
 def test_new_rows_get_ids_in_order_are_seen_at_once_and_read_back_as_written(
     any_store: Store,
 ) -> None:
     """Memories recorded together get ascending ids in their order and are found in the same
     unit of work; the outbox rows of a tick keep the events' order; all read back as written."""
     with any_store.session() as s:
-        town, res = town_and_resident(s, "rows", "Sam Moore")
+        town = add_town(s, "rows", T0)
+        res = add_resident(s, town.id or 0, "Sam Moore")
         stream = MemoryStream(
             resident_id=res.id or 0, embedder=OnesEmbedder(), index=InMemoryIndex()
         )

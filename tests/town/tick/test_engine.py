@@ -3,98 +3,44 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, time, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from sqlmodel import col, select
 
+from tests.factories import (
+    CAFE_PAIR,
+    MINITOWN,
+    Streams,
+    at_cafe,
+    make_engine,
+    memories,
+    resident,
+    resident_row,
+    ticks,
+    until,
+)
 from town.inputs.admin import set_object, whisper
 from town.inputs.unit import UnknownResident, resident_named
 from town.inputs.visitor import say
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.memory.embedding import CachedEmbedder, HashEmbedder, flush_queues, shared_queue
-from town.memory.stream import MemoryStream, clean_text
-from town.memory.vectors import InMemoryIndex
+from town.memory.stream import clean_text
 from town.store.db import Store
-from town.store.models import Conversation, Memory, PlanItem, Resident, Town, WorldObject
-from town.tick.engine import Engine, TickReport, TownChanged, talks_to_begin
+from town.store.models import Conversation, Memory, PlanItem, Town, WorldObject
+from town.tick.engine import Engine, TownChanged, talks_to_begin
 from town.tick.mind import Tick, perceive, summary_queries
 from town.tick.planning import current_action, replan_from_now
-from town.tick.seed import found_town
 from town.tick.state import ResidentState
 from town.world.load import load_town
 from town.world.places import UnknownPlace, World
 
-MINITOWN = Path(__file__).parents[2] / "data" / "minitown"
 
-
-class Streams:
-    def __init__(self, executor: Executor | None = None) -> None:
-        self.index = InMemoryIndex()
-        self.embedder = HashEmbedder(64)
-        self.cache: dict[int, MemoryStream] = {}
-        self.executor = executor
-
-    def __call__(self, resident_id: int) -> MemoryStream:
-        if resident_id not in self.cache:
-            self.cache[resident_id] = MemoryStream(
-                resident_id=resident_id,
-                embedder=self.embedder,
-                index=self.index,
-                executor=self.executor,
-            )
-        return self.cache[resident_id]
-
-
-async def make_engine(store: Store, brain: Any = None, streams: Streams | None = None) -> Engine:
-    spec = load_town(MINITOWN)
-    brain = brain or ScriptedBrain()
-    streams = streams or Streams()
-    with store.session() as s:
-        town = await found_town(s, spec, "mini", brain, streams, persona=str(MINITOWN))
-    assert town.id is not None
-    return Engine(store, spec, brain, streams, town.id)
-
-
-def resident(store: Store, name: str) -> Resident:
-    with store.session() as s:
-        return s.exec(select(Resident).where(Resident.name == name)).one()
-
-
-def memories(store: Store, name: str) -> list[Memory]:
-    rid = resident(store, name).id
-    with store.session() as s:
-        return list(s.exec(select(Memory).where(Memory.resident_id == rid)).all())
-
-
-async def ticks(engine: Engine, n: int) -> list[Any]:
-    return [await engine.tick() for _ in range(n)]
-
-
-async def until(engine: Engine, done: Callable[[], bool], limit: int = 30) -> list[TickReport]:
-    """Tick until ``done()`` holds (at most ``limit`` ticks); the reports of those ticks."""
-    reports = []
-    while not done():
-        assert len(reports) < limit, "the town never got there"
-        reports.append(await engine.tick())
-    return reports
-
-
-def at_cafe(store: Store, *names: str) -> Callable[[], bool]:
-    return lambda: all(resident(store, n).location.startswith("Hobbs Cafe") for n in names)
-
-
-CAFE_PAIR = ("Isabella Rodriguez", "Klaus Mueller")
-
-
-async def test_burning_stove_is_noticed_next_tick_and_put_out(store: Store) -> None:
-    engine = await make_engine(store)
+async def test_burning_stove_is_noticed_next_tick_and_put_out(store: Store, engine: Engine) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))  # Isabella and Klaus are up, at the cafe
     before = {n: _plan(store, n, ("hour", "action")) for n in CAFE_PAIR}
     assert await set_object(engine, "hobbs cafe: KITCHEN: stove", "burning") == (
@@ -267,8 +213,9 @@ async def test_plans_are_remembered_once_and_embedded_as_gists(
         assert np.allclose(by_id[memory.id], streams.embedder.embed([gist])[0])
 
 
-async def test_visitor_is_heard_by_everyone_present_and_no_one_else(store: Store) -> None:
-    engine = await make_engine(store)
+async def test_visitor_is_heard_by_everyone_present_and_no_one_else(
+    store: Store, engine: Engine
+) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))
     with pytest.raises(UnknownPlace):
         await say(engine, "the moon", "Alice", "hello")
@@ -282,8 +229,9 @@ async def test_visitor_is_heard_by_everyone_present_and_no_one_else(store: Store
     assert not any("Alice" in m.text for m in memories(store, "Maria Lopez"))
 
 
-async def test_huge_and_hostile_visitor_text_is_cut_not_crashing(store: Store) -> None:
-    engine = await make_engine(store)
+async def test_huge_and_hostile_visitor_text_is_cut_not_crashing(
+    store: Store, engine: Engine
+) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))
     result = await say(engine, "Hobbs Cafe", "@everyone", "x" * 100_000 + "\u202e\x07")
     assert len(result.heard_by) == 2
@@ -305,11 +253,12 @@ class FailingBrain(ScriptedBrain):
         return await super().run(task, inputs, resident=resident)
 
 
-async def test_a_tick_never_writes_over_what_another_writer_wrote(store: Store) -> None:
+async def test_a_tick_never_writes_over_what_another_writer_wrote(
+    store: Store, engine: Engine
+) -> None:
     """What inputs from elsewhere (another process, here another engine on the same store)
     wrote is never overwritten: the next tick sees it, and a tick that another writer overtook
     rolls back (``TownChanged``); the one after it goes on."""
-    engine = await make_engine(store)
     elsewhere = Engine(store, engine.spec, ScriptedBrain(), Streams(), engine.town_id)
     await engine.tick()
     await whisper(elsewhere, "Klaus", "Tell Isabella about your research")
@@ -367,7 +316,7 @@ def test_a_resident_keeps_little_of_an_area_yet_notices_every_change() -> None:
     spec = load_town("smallville")
     kitchen, stove = "Hobbs Cafe: kitchen", ("Hobbs Cafe: kitchen", "stove")
     usual = {(place, obj.name): obj.state for place, obj in spec.objects()}
-    isabella = Resident(town_id=1, name="Isabella Rodriguez", location="Hobbs Cafe: counter")
+    isabella = resident_row("Isabella Rodriguez", location="Hobbs Cafe: counter")
     state = ResidentState()
     clock = iter(range(4))
 
@@ -395,7 +344,7 @@ def test_a_resident_keeps_little_of_an_area_yet_notices_every_change() -> None:
 
 
 def test_which_talks_begin_does_not_depend_on_which_reply_came_first() -> None:
-    rows = {n: Resident(town_id=1, name=n, location="Hobbs Cafe: counter") for n in "ABCDE"}
+    rows = {n: resident_row(n, location="Hobbs Cafe: counter") for n in "ABCDE"}
     rows["E"].state = {"talk": 7}  # already talking
     asked = [(False, "C", "B"), (False, "A", "B"), (True, "D", "C"), (False, "A", "E")]
     begun = set()
@@ -490,10 +439,9 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
     assert insights  # reflections, embedded before they are stored
 
 
-async def test_a_reaction_drops_the_plan_items_not_yet_over(store: Store) -> None:
+async def test_a_reaction_drops_the_plan_items_not_yet_over(store: Store, engine: Engine) -> None:
     """Replanning deletes today's hour items and actions not yet over (and the actions under
     them); the day's chunks and what is over stay."""
-    engine = await make_engine(store)
     await ticks(engine, 4)  # (up, planned, an hour and its actions decomposed)
     with store.session() as session:
         town = session.get(Town, engine.town_id)

@@ -3,32 +3,26 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from sqlmodel import select
 
+from tests.factories import ResidentFactory
 from town.llm.port import ScriptedBrain
 from town.memory.embedding import HashEmbedder
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import InMemoryIndex
 from town.store.db import Store
-from town.store.models import Memory, Resident, Town
+from town.store.models import Memory
 from town.tick.reflection import reflect
 
 T0 = datetime(2023, 2, 13, 8, tzinfo=UTC)
 
 
-def setup(tmp_path: Path) -> tuple[Store, MemoryStream]:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+def klaus_remembering(store: Store, resident_factory: ResidentFactory) -> MemoryStream:
+    """Klaus Mueller, in a town of his own, with four memories of his research and his day."""
+    res = resident_factory("Klaus Mueller")
+    assert res.id is not None
     with store.session() as s:
-        town = Town(name="t", clock=T0)
-        s.add(town)
-        s.flush()
-        assert town.id is not None
-        res = Resident(town_id=town.id, name="Klaus Mueller")
-        s.add(res)
-        s.flush()
-        assert res.id is not None
         stream = MemoryStream(resident_id=res.id, embedder=HashEmbedder(64), index=InMemoryIndex())
         stream.add(
             s,
@@ -40,11 +34,13 @@ def setup(tmp_path: Path) -> tuple[Store, MemoryStream]:
             ],
             T0,
         )
-    return store, stream
+    return stream
 
 
-async def test_reflection_stores_insights_with_citations(tmp_path: Path) -> None:
-    store, stream = setup(tmp_path)
+async def test_reflection_stores_insights_with_citations(
+    store: Store, resident_factory: ResidentFactory
+) -> None:
+    stream = klaus_remembering(store, resident_factory)
     brain = ScriptedBrain()
     brain.enqueue(
         "reflect_questions",
@@ -95,8 +91,10 @@ async def test_reflection_stores_insights_with_citations(tmp_path: Path) -> None
     assert kinds.count("reflection") == 2
 
 
-async def test_reflections_can_cite_reflections(tmp_path: Path) -> None:
-    store, stream = setup(tmp_path)
+async def test_reflections_can_cite_reflections(
+    store: Store, resident_factory: ResidentFactory
+) -> None:
+    stream = klaus_remembering(store, resident_factory)
     brain = ScriptedBrain()
     with store.session() as s:
         first = await reflect(brain, stream, s, "Klaus Mueller", T0 + timedelta(hours=1))
@@ -122,8 +120,7 @@ async def test_reflections_can_cite_reflections(tmp_path: Path) -> None:
     assert reflection_ids & {st.id for st in group.statements}  # retrieval saw the reflections
 
 
-async def test_nothing_to_reflect_on(tmp_path: Path) -> None:
-    store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
+async def test_nothing_to_reflect_on(store: Store) -> None:
     stream = MemoryStream(resident_id=1, embedder=HashEmbedder(8), index=InMemoryIndex())
     brain = ScriptedBrain()
     with store.session() as s:

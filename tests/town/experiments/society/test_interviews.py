@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from bot.cli.eval_society import society
 from bot.cli.main import app as bottown
+from tests.factories import MINITOWN, make_engine
 from tests.town.experiments.society.test_measures import ISABELLA, KLAUS, MARIA, at, replay
-from tests.town.tick.test_engine import MINITOWN, Streams
 from town.experiments.society.interviews import evaluate
 from town.experiments.society.report import plot_diffusion, plot_graphs, write_answers
 from town.llm.offline.brain import OfflineBrain
@@ -26,8 +26,6 @@ from town.memory.stream import NewMemory
 from town.store.db import Store
 from town.store.models import Conversation, Resident
 from town.tick.engine import Engine
-from town.tick.seed import found_town
-from town.world.load import load_town
 from town.world.persona import Event, Fact, ScenarioSpec
 
 MAYOR = Fact(
@@ -52,12 +50,8 @@ PARTY = Event(
 async def mini_engine(store: Store, brain: ScriptedBrain) -> tuple[Engine, ScenarioSpec]:
     """The three-resident town; its scenario with a second fact (the mayor, known to Isabella
     from a seed memory) and the party as an event."""
-    spec = load_town(MINITOWN)
-    streams = Streams()
-    with store.session() as s:
-        town = await found_town(s, spec, "mini", brain, streams, persona=str(MINITOWN))
-    assert town.id is not None
-    engine = Engine(store, spec, brain, streams, town.id)
+    engine = await make_engine(store, brain)
+    spec = engine.spec
     scenario = spec.scenario.model_copy(
         update={"facts": [*spec.scenario.facts, MAYOR], "events": [PARTY]}
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.town.tick.test_engine import MINITOWN
+from tests.factories import MINITOWN
 from town.experiments.society.attendance import present_at, whereabouts
 from town.experiments.society.interviews import parse_verdict
 from town.experiments.society.measures import density, mentions_fact

@@ -14,7 +14,7 @@ from sqlmodel import select
 
 from adapters.core.ports import Caller
 from bot.runtime.commands import Commands
-from tests.town.tick.test_engine import Streams, resident, until
+from tests.factories import Streams, make_engine, resident, until
 from town.features.coaching import schemas as s
 from town.features.coaching.interviews import Interviews, load_interviews
 from town.features.coaching.room import plug_in
@@ -23,7 +23,6 @@ from town.llm.port import ScriptedBrain
 from town.store.db import Store
 from town.store.models import Memory, Town
 from town.tick.engine import Engine
-from town.tick.seed import found_town
 from town.tick.state import Candidate, ResidentState
 from town.world.load import load_town
 
@@ -58,13 +57,7 @@ MIDDLING_ON_CALL = (
 
 async def practice_town(store: Store, brain: Any = None, streams: Streams | None = None) -> Engine:
     """The interview-practice town, ticked until Dana is awake in her interview room."""
-    spec = load_town(PRACTICE)
-    brain = brain or ScriptedBrain()
-    streams = streams or Streams()
-    with store.session() as s_:
-        town = await found_town(s_, spec, "practice", brain, streams, persona=PRACTICE)
-    assert town.id is not None
-    engine = Engine(store, spec, brain, streams, town.id)
+    engine = await make_engine(store, brain, streams, persona=PRACTICE, name="practice")
     plug_in(engine, PRACTICE)
     await until(engine, lambda: dana_in_room(store))
     return engine

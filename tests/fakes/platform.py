@@ -1,0 +1,35 @@
+"""A chat platform that records what the outbox pump sends, and the pump's sleep, instant."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from adapters.core.base import DeliveryError, Outgoing
+
+
+@dataclass
+class FakePlatform:
+    name: str = "fake"
+    max_chars: int = 2000
+    min_interval_s: float = 0.0
+    sent: list[Outgoing] = field(default_factory=list)
+    failures: list[DeliveryError] = field(default_factory=list)  # raised first, in order
+
+    async def send(self, message: Outgoing) -> str:
+        await asyncio.sleep(0)
+        if self.failures:
+            raise self.failures.pop(0)
+        self.sent.append(message)
+        return f"m{len(self.sent)}"
+
+
+class Sleeps:
+    """The pump's sleep, instant: records how long it was asked to wait."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await asyncio.sleep(0)

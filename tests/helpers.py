@@ -1,0 +1,51 @@
+"""Helpers shared by test modules: the LLM tasks' sample inputs, and another process that
+overtakes the engine's units of work."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import Session
+
+from town.llm.tasks import Task
+from town.store.db import Store
+from town.tick.engine import Engine
+
+SAMPLES: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "llm_samples.json").read_text("utf-8")
+)
+
+
+def sample(task: Task[Any, Any], **changes: Any) -> Any:
+    """The task's sample inputs (tests/data/llm_samples.json), with ``changes``."""
+    return task.input_model.model_validate({**SAMPLES[task.name], **changes})
+
+
+def overtaking(times: list[int]) -> Callable[..., Any]:
+    """``Engine.unit`` whose next ``times[0]`` units that change the town another process
+    overtakes: it raises the town's revision on connections of its own (a worker's tick
+    committing, say) meanwhile."""
+    unit = Engine.unit
+
+    @contextmanager
+    def overtaken(self: Engine, **kw: Any) -> Iterator[Session]:
+        with unit(self, **kw) as session:
+            if times[0] > 0 and kw.get("changes_town", True):
+                times[0] -= 1
+                other = Store.open(self.store.url)
+                try:
+                    with other.session() as s:
+                        s.connection().exec_driver_sql(
+                            "UPDATE town SET revision = revision + 1 WHERE id = ?",
+                            (self.town_id,),
+                        )
+                        s.commit()
+                finally:
+                    other.dispose()
+            yield session
+
+    return overtaken
