@@ -30,7 +30,7 @@ from town.memory.vectors import ChromaIndex
 from town.store.db import Store
 from town.store.models import OutboxEvent, Town
 from town.tick.engine import TickReport
-from town.tick.mind import Tick
+from town.tick.turn import Tick
 from town.world import gametime
 
 MINITOWN = Path(__file__).parents[1] / "data" / "minitown"

@@ -36,7 +36,9 @@ from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
 from town.store.models import Conversation, Resident, Town
 from town.tick import dialogue, reflection
-from town.tick.mind import Observation, Tick, perceive, think
+from town.tick.mind import think
+from town.tick.perceive import Observation, perceive
+from town.tick.turn import Tick
 from town.world.persona import ResidentSpec, TownSpec
 from town.world.places import World
 

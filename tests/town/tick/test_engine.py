@@ -22,10 +22,12 @@ from town.memory.vectors import InMemoryIndex
 from town.store.db import Store
 from town.store.models import Conversation, Memory, PlanItem, Resident, Town, WorldObject
 from town.tick.engine import Engine, TickReport, TownChanged, talks_to_begin
-from town.tick.mind import Tick, perceive, summary_queries
+from town.tick.mind import summary_queries
+from town.tick.perceive import perceive
 from town.tick.planning import current_action, replan_from_now
 from town.tick.seed import found_town
 from town.tick.state import ResidentState
+from town.tick.turn import Tick
 from town.world.load import load_town
 from town.world.places import UnknownPlace, World
 

@@ -34,8 +34,8 @@ from town.llm import schemas as s
 from town.llm.tasks import COACH_FEEDBACK, COACH_REVIEW, COACH_TURN
 from town.memory.stream import NewMemory, clean_text
 from town.store.models import Memory, Resident
-from town.tick.mind import Tick
 from town.tick.state import AnswerNote, Candidate, CoachingSession, CoachingTurn, ResidentState
+from town.tick.turn import Tick
 from town.world.persona import InterviewerSpec, InterviewQuestion
 
 KEEP_ANSWERS = 24  # answer notes kept per candidate; older answers live on in memories
