@@ -93,7 +93,7 @@ class TickReport:
     clock: datetime
     events: list[TownEvent] = field(default_factory=list)
     skipped: bool = False  # paused
-    chain: int = 0  # longest chain of dependent LLM calls (see town/depth.py)
+    chain: int = 0  # longest chain of dependent LLM calls (see town/llm/depth.py)
 
 
 @dataclass

@@ -55,7 +55,7 @@ def _next_step(
     tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
 ) -> Coroutine[Any, Any, object] | None:
     if state.talk is not None:
-        return None  # the conversation speaks for the resident (town/dialogue.py)
+        return None  # the conversation speaks for the resident (town/tick/dialogue.py)
     if state.plan_next:
         return _plan(tick, resident, spec, state)
     if state.object_next:

@@ -85,7 +85,7 @@ class ResidentState(BaseModel):
     talk_memories: list[str] = Field(default_factory=list)  # what it recalls of the other
     reflect_questions: list[str] = Field(default_factory=list)
     reflect_insights: list[dict[str, Any]] = Field(default_factory=list)
-    # An interviewer's candidates (town/coaching.py), by visitor key "platform:user id".
+    # An interviewer's candidates (town/features/coaching), by visitor key "platform:user id".
     coaching: dict[str, Candidate] = Field(default_factory=dict)
 
     @classmethod
