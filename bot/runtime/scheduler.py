@@ -5,7 +5,7 @@ starts here gets the job ``town:<id>:tick``, every ``Town.tick_seconds`` real se
 ``settings.tick_seconds``); a town that leaves (stopped, or handed to another worker) loses it.
 Everything a schedule needs is on the town's row (paused, pace, last tick), so each start builds
 the job afresh from there, its next tick one interval after the last. Wake-up planning and the
-nightly summary ride the ticks (``town/mind.py``). The jobs run on UTC, so a daylight-saving
+nightly summary ride the ticks (``town/tick/mind.py``). The jobs run on UTC, so a daylight-saving
 change moves no tick.
 
 - **No overlap, no pile-up.** ``max_instances=1``: while a tick runs, a run that falls due is

@@ -29,7 +29,7 @@ from tests.factories import open_runtime
 from town.store.db import Store
 from town.store.models import OutboxEvent, Town
 from town.tick.engine import TickReport
-from town.tick.mind import Tick
+from town.tick.turn import Tick
 from town.world import gametime
 
 ADMIN = Caller("web", "root", "Root", True, "Hobbs Cafe")

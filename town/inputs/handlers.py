@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.tick.engine import Engine
-from town.tick.mind import Tick
+from town.tick.turn import Tick
 
 
 @dataclass(frozen=True)

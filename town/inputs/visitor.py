@@ -22,7 +22,9 @@ from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import Resident, Visitor
 from town.tick.engine import Engine
-from town.tick.mind import Tick, perceive, react_to
+from town.tick.perceive import perceive
+from town.tick.react import react_to
+from town.tick.turn import Tick
 from town.world.places import World
 
 MAX_INPUT_CHARS = 2000

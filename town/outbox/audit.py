@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
@@ -28,9 +28,6 @@ from sqlmodel.sql.expression import Select
 
 from town.store.db import Store
 from town.store.models import AuditEntry, Town
-
-if TYPE_CHECKING:
-    from town.tick.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +38,19 @@ LIMITED = "say:limited"
 OUTPUT_EVENTS = frozenset({"said", "notice"})  # town event kinds that are audited outputs
 PRUNE_BATCH = 5000  # rows deleted per transaction, so a big prune never holds the writer long
 DAY_S = 24 * 3600.0
+
+
+class RunningTown(Protocol):
+    """What the log needs of a running town (its engine): the lock every change to the town
+    takes, its store, and its row."""
+
+    @property
+    def lock(self) -> asyncio.Lock: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def town_id(self) -> int: ...
+    def town(self, session: Session) -> Town: ...
 
 
 def clean_text(text: str, limit: int = MAX_TEXT) -> str:
@@ -94,7 +104,7 @@ def record(
 
 
 async def record_command(
-    engine: Engine, platform: str, user_id: str, name: str, channel: str, line: str
+    engine: RunningTown, platform: str, user_id: str, name: str, channel: str, line: str
 ) -> None:
     """A command line as it entered the town, at the town's clock. Under the engine's lock, so
     it never waits on a tick's transaction (SQLite has one writer)."""
@@ -142,7 +152,7 @@ def _prune_batch(store: Store, town_id: int | None, cutoff: datetime) -> int:
     return len(ids)
 
 
-async def keep_pruned(engine: Engine, days: int, *, every_s: float = DAY_S) -> None:
+async def keep_pruned(engine: RunningTown, days: int, *, every_s: float = DAY_S) -> None:
     """While a town runs: prune its audit log to ``days`` now, and again every ``every_s``
     seconds (``days`` 0: never). Each batch runs under the engine's lock, so it never waits on
     a tick's transaction nor holds one up for long. A failure is logged and tried again at the

@@ -12,23 +12,11 @@ from sqlmodel import Session
 from town.outbox import audit
 from town.store.models import OutboxEvent
 
-KINDS = (
-    "woke",
-    "slept",
-    "planned",
-    "action",
-    "moved",
-    "reacted",
-    "said",
-    "object",
-    "reflected",
-    "conversation",
-    "notice",  # the town to one visitor (e.g. over the message rate); payload for_platform
-)
-
 
 @dataclass(frozen=True)
 class TownEvent:
+    # woke, slept, planned, action, moved, reacted, said, object, reflected, conversation, or
+    # notice: the town to one visitor (e.g. over the message rate), payload ``for_platform``
     kind: str
     channel: str  # the area, which is a chat channel
     at: datetime

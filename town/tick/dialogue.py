@@ -9,16 +9,13 @@ talk is remembered by both on the tick after its last words, its importance rate
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
 from town.llm.tasks import RATE_IMPORTANCE, UTTER
 from town.memory.stream import NewMemory
 from town.store.models import Conversation, Resident
+from town.tick.turn import Tick
 from town.world.places import World
-
-if TYPE_CHECKING:
-    from town.tick.mind import Tick
 
 MAX_TURNS = 8
 TALK_KINDS = ("seed", "observation", "chat", "reflection", "directive")  # what one talks about

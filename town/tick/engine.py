@@ -36,7 +36,9 @@ from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
 from town.store.models import Conversation, Resident, Town
 from town.tick import dialogue, reflection
-from town.tick.mind import Observation, Tick, perceive, think
+from town.tick.mind import think
+from town.tick.perceive import Observation, perceive
+from town.tick.turn import Tick
 from town.world.persona import ResidentSpec, TownSpec
 from town.world.places import World
 
@@ -91,7 +93,7 @@ class TickReport:
     clock: datetime
     events: list[TownEvent] = field(default_factory=list)
     skipped: bool = False  # paused
-    chain: int = 0  # longest chain of dependent LLM calls (see town/depth.py)
+    chain: int = 0  # longest chain of dependent LLM calls (see town/llm/depth.py)
 
 
 @dataclass

@@ -1,152 +1,30 @@
-"""One resident's turn in a tick: wake or sleep, perceive, react, follow the plan (section 4.3).
-
-``perceive`` is synchronous and reads the tick's starting snapshot, so residents thought about
-concurrently all see the same world. ``think`` then spends LLM calls only where something is new:
-a resident with nothing new follows its plan, and a plan chunk is decomposed only when it is due.
+"""One resident's turn in a tick (section 4.3): wake or sleep, react to what is new, or follow
+the plan. LLM calls are spent only where something is new: a resident with nothing new follows
+its plan, and a plan chunk is decomposed only when it is due.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
-from sqlmodel import Session
-
-from town.llm.offline.brain import emoji as offline_emoji
-from town.llm.port import Brain
-from town.llm.schemas import (
-    EmojiInput,
-    ObjectStateInput,
-    RateImportanceInput,
-    ReactInput,
-    SummarizeInput,
-)
-from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT, SUMMARIZE
-from town.memory.stream import MemoryStream, NewMemory
+from town.llm.schemas import SummarizeInput
+from town.llm.tasks import SUMMARIZE
+from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent
 from town.store.models import Resident
-from town.tick.planning import current_action, plan_day, replan_from_now
+from town.tick.perceive import Observation
+from town.tick.planning import current_action, plan_day
+from town.tick.react import change_object, observe, react
 from town.tick.state import ResidentState
+from town.tick.turn import Tick
 from town.world.gametime import at_clock, hhmm, spoken_day
 from town.world.persona import ResidentSpec
 from town.world.places import World
 
-REACT_IMPORTANCE = 5  # an observation at least this important may interrupt the plan
-GREET_IMPORTANCE = 1  # meeting someone (awake, not talked to lately) may start a talk
-TALK_COOLDOWN_MIN = 120  # the same two residents talk again only after this long
-REACTION_MIN = 15
 SUMMARY_WARM_AHEAD = timedelta(hours=1)  # a sleeper's summary queries are embedded this early
-
-
-@dataclass(frozen=True)
-class Observation:
-    key: str  # "@Name" for a resident, "object|<sub-area>|<object>", "inbox" for inputs
-    text: str
-
-
-@dataclass
-class Tick:
-    """Everything one tick shares among the residents thinking in it."""
-
-    session: Session
-    now: datetime
-    world: World
-    brain: Brain
-    streams: Callable[[int], MemoryStream]
-    residents: dict[str, Resident]
-    specs: dict[str, ResidentSpec]
-    start: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # location, action, awake
-    events: list[TownEvent] = field(default_factory=list)
-    # talks asked for this tick: (urged by an input, who, to whom); begun in the engine's order
-    talks: list[tuple[bool, str, str]] = field(default_factory=list)
-    answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
-    states: dict[str, ResidentState] = field(default_factory=dict)
-    _present: dict[str, list[tuple[str, str, bool]]] | None = field(default=None, repr=False)
-
-    def state(self, resident: Resident) -> ResidentState:
-        """The resident's state for this tick: one object shared by every unit of work that
-        touches the resident, written back to the row by ``save_states``."""
-        found = self.states.get(resident.name)
-        if found is None:
-            found = self.states[resident.name] = ResidentState.of(resident)
-        return found
-
-    def present(self, area: str) -> list[tuple[str, str, bool]]:
-        """Who was in ``area`` when the tick began: (name, action, awake), in the residents'
-        order."""
-        if self._present is None:
-            self._present = {}
-            for name, (location, action, awake) in self.start.items():
-                self._present.setdefault(World.area_of(location), []).append((name, action, awake))
-        return self._present.get(area, [])
-
-    def save_states(self) -> None:
-        """Write each resident's state back to its row."""
-        for name, state in self.states.items():
-            row = self.residents[name]
-            if state.save(row):
-                self.session.add(row)
-
-    def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
-        channel = World.area_of(resident.location)
-        self.events.append(TownEvent(kind, channel, self.now, resident.name, text, dict(data)))
-
-    def stream(self, resident: Resident) -> MemoryStream:
-        assert resident.id is not None
-        return self.streams(resident.id)
-
-
-def perceive(tick: Tick, resident: Resident, state: ResidentState) -> list[Observation]:
-    """What is new at the resident's area since it last looked: arrivals, changed objects, inputs.
-
-    Other residents are noticed when they arrive (or when this resident arrives), objects when
-    their state differs from what the resident last saw there (on a first visit: from their usual
-    state), and inputs (a visitor's words, an inner voice) always. What it saw is kept small:
-    who was there, and only the objects that were not in their usual state.
-    """
-    area = World.area_of(resident.location)
-    before = state.seen.get(area)
-    seen: dict[str, str] = {}
-    found: list[Observation] = []
-    for name, action, awake in tick.present(area):
-        if name != resident.name:
-            key = f"@{name}"
-            seen[key] = ""
-            if before is None or key not in before:
-                found.append(Observation(key, f"{name} is {action if awake else 'asleep'}"))
-    usual = tick.world.usual
-    for place, obj, obj_state in tick.world.objects_in(area):
-        key, text = f"object|{place}|{obj}", _object_text(place, obj, obj_state)
-        usual_state = usual.get((place, obj))
-        if obj_state != usual_state:
-            seen[key] = text
-        last = before.get(key) if before is not None else None
-        if last is None and usual_state is not None:  # not remembered: as it usually is
-            last = _object_text(place, obj, usual_state)
-        if last != text:
-            found.append(Observation(key, text))
-    if seen != before:
-        state.seen[area] = seen
-    state.known.setdefault(area, tick.now.isoformat())
-    found += [Observation("inbox", text) for text in state.inbox]
-    state.inbox = []
-    return found
-
-
-@lru_cache(maxsize=4096)  # (every awake resident says these of its area's objects each tick)
-def _object_text(place: str, obj: str, obj_state: str) -> str:
-    return f"the {obj} in {_spoken_place(place)} is {obj_state}"
-
-
-@lru_cache(maxsize=1024)
-def _spoken_place(place: str) -> str:
-    """ "Hobbs Cafe: kitchen" -> "the kitchen of Hobbs Cafe" """
-    parts = place.split(": ")
-    return f"the {parts[-1]} of {parts[0]}" if len(parts) > 1 else parts[0]
 
 
 async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> None:
@@ -166,7 +44,7 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
         return
     work: list[Coroutine[Any, Any, object]] = []
     if observed:
-        work.append(_observe(tick, resident, state, observed))
+        work.append(observe(tick, resident, state, observed))
     step = _next_step(tick, resident, spec, state)
     if step is not None:
         work.append(step)
@@ -177,27 +55,16 @@ def _next_step(
     tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
 ) -> Coroutine[Any, Any, object] | None:
     if state.talk is not None:
-        return None  # the conversation speaks for the resident (town/dialogue.py)
+        return None  # the conversation speaks for the resident (town/tick/dialogue.py)
     if state.plan_next:
         return _plan(tick, resident, spec, state)
     if state.object_next:
-        return _change_object(tick, resident, state)
+        return change_object(tick, resident, state)
     if state.noticed:
-        return _react(tick, resident, state)
+        return react(tick, resident, state)
     if state.reacting(tick.now):
         return None
     return _follow_plan(tick, resident, spec, state)
-
-
-async def react_to(tick: Tick, resident: Resident, observed: list[Observation]) -> str | None:
-    """Perceive-and-react at once, outside a tick (a visitor spoke): returns whom the resident
-    wants to answer, if anyone who is not a resident."""
-    state = tick.state(resident)
-    if observed:
-        await _observe(tick, resident, state, observed)
-        if state.noticed.get("key") == "inbox":
-            await _react(tick, resident, state)
-    return tick.answers.get(resident.name)
 
 
 def warm_before_waking(
@@ -279,132 +146,6 @@ def _go_to_sleep(tick: Tick, resident: Resident, spec: ResidentSpec, state: Resi
         _move(tick, resident, spec.home, state)
     resident.action, resident.emoji = "sleeping", "😴"
     tick.emit("slept", resident, f"{resident.name} is going to sleep", emoji="😴")
-
-
-async def _observe(
-    tick: Tick, resident: Resident, state: ResidentState, observed: list[Observation]
-) -> None:
-    """Store what was observed, its importance rated in one call; the most salient of it, if
-    anything, is what the resident reacts to on the next tick it is free."""
-    name, stream = resident.name, tick.stream(resident)
-    kinds = ["directive" if o.text.startswith("Inner voice:") else "observation" for o in observed]
-    # embedded while their importance is being rated: recorded then, they find their vectors;
-    # so is the relationship query of a reaction to anyone met (one text per pair, ever)
-    stream.warm_memories([NewMemory(k, o.text, 1) for k, o in zip(kinds, observed, strict=True)])
-    stream.warm([_react_queries(name, o)[0] for o in observed if o.key.startswith("@")])
-    rated = await tick.brain.run(
-        RATE_IMPORTANCE,
-        RateImportanceInput(resident=name, observations=[o.text for o in observed]),
-        resident=name,
-    )
-    scores = list(rated.scores) + [3] * (len(observed) - len(rated.scores))
-    await stream.record(
-        tick.session,
-        [NewMemory(k, o.text, n) for k, o, n in zip(kinds, observed, scores, strict=False)],
-        tick.now,
-    )
-    state.since_reflection += sum(scores)
-    chosen = _most_salient(tick, state, observed, scores)
-    if chosen is not None:  # while talking, it waits for the end of the talk
-        state.noticed = {"key": chosen.key, "text": chosen.text}
-        # the reaction's relationship query, embedded meanwhile (the observation, its other
-        # query, is being embedded as a memory)
-        stream.warm(_react_queries(name, chosen)[:1])
-
-
-def _react_queries(name: str, obs: Observation) -> list[str]:
-    """The paper's two retrievals before reacting: the relationship, and the observation."""
-    subject = obs.key[1:] if obs.key.startswith("@") else obs.text
-    return [f"What is {name}'s relationship with {subject}?", obs.text]
-
-
-def _most_salient(
-    tick: Tick, state: ResidentState, observed: list[Observation], scores: list[int]
-) -> Observation | None:
-    best: tuple[int, Observation] | None = None
-    for obs, score in zip(observed, scores, strict=False):
-        if obs.key == "inbox":
-            rank = 100 + score
-        elif obs.key.startswith("@"):
-            other = obs.key[1:]
-            cooled = not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN)
-            awake = tick.start.get(other, ("", "", False))[2]
-            rank = score if cooled and awake and score >= GREET_IMPORTANCE else -1
-        else:
-            rank = score if score >= REACT_IMPORTANCE else -1
-        if rank >= 0 and (best is None or rank > best[0]):
-            best = (rank, obs)
-    return best[1] if best else None
-
-
-async def _react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
-    """The paper's react step on what was noticed: two retrievals as context, then continue or
-    react. Returns True if the resident reacted."""
-    obs = Observation(state.noticed["key"], state.noticed["text"])
-    state.noticed = {}
-    name, stream = resident.name, tick.stream(resident)
-    if obs.key.startswith("@"):  # a talk may begin: what each then recalls, embedded meanwhile
-        stream.warm([obs.key[1:], name])
-    about, context = await stream.recall_each(
-        tick.session, _react_queries(name, obs), tick.now, k=[5, 3]
-    )
-    decision = await tick.brain.run(
-        REACT,
-        ReactInput(
-            resident=name,
-            current_action=resident.action,
-            observation=obs.text,
-            relationship=" ".join(r.memory.text for r in about),
-            context=[r.memory.text for r in context],
-        ),
-        resident=name,
-    )
-    if not decision.react:
-        return False
-    reaction = decision.reaction.strip() or f"responding to {obs.text}"
-    state.reaction = reaction
-    state.reaction_until = (tick.now + timedelta(minutes=REACTION_MIN)).isoformat()
-    state.item = None
-    resident.action = reaction
-    resident.emoji = offline_emoji(EmojiInput(action=reaction)).emoji
-    replan_from_now(tick, resident)
-    await stream.record(
-        tick.session, [NewMemory("plan", f"{name} stopped to: {reaction}", 5)], tick.now
-    )
-    tick.emit("reacted", resident, f"{name} is {reaction}", emoji=resident.emoji, to=obs.text)
-    if obs.key.startswith("object|"):
-        state.object_next = {"key": obs.key, "reaction": reaction}
-    other = (decision.talk_to or "").strip()
-    if other and other not in tick.residents:
-        tick.answers[name] = other  # a visitor: answered by the input that brought the words
-    elif other in tick.residents and other != name:
-        loc = tick.start.get(other, ("", "", False))
-        same_area = World.area_of(loc[0]) == World.area_of(resident.location)
-        urged = obs.key == "inbox"  # an inner voice or a visitor overrides the cooldown
-        cooled = urged or not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN)
-        if same_area and loc[2] and cooled:
-            tick.talks.append((urged, name, other))
-    return True
-
-
-async def _change_object(tick: Tick, resident: Resident, state: ResidentState) -> None:
-    """The object the resident reacted to, changed by its reaction (the tick after)."""
-    key, action = state.object_next["key"], state.object_next["reaction"]
-    state.object_next = {}
-    _, place, obj = key.split("|", 2)
-    old = tick.world.states.get((place, obj), "")
-    new = await tick.brain.run(
-        OBJECT_STATE, ObjectStateInput(object=obj, state=old, action=action), resident=resident.name
-    )
-    if new.state and new.state != old:
-        tick.world.set_state(tick.session, place, obj, new.state)
-        tick.emit(
-            "object",
-            resident,
-            f"the {obj} in {place} is now {new.state}",
-            object=f"{place}: {obj}",
-            state=new.state,
-        )
 
 
 async def _follow_plan(

@@ -17,7 +17,6 @@ contains, plans do not crowd out what a query is about (whom the resident knows,
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from sqlalchemy import delete
 from sqlmodel import col, select
@@ -28,11 +27,9 @@ from town.llm.tasks import DECOMPOSE, PLAN_DAY
 from town.memory.stream import NewMemory
 from town.store.models import Memory, PlanItem, Resident
 from town.tick.state import ResidentState
+from town.tick.turn import Tick
 from town.world.gametime import at_clock, hhmm, spoken_day
 from town.world.persona import ResidentSpec
-
-if TYPE_CHECKING:
-    from town.tick.mind import Tick
 
 PLAN_IMPORTANCE = 5  # plan memories are not rated by the LLM: they are the resident's own intent
 # A decomposition's gist keeps its first steps: the later ones mostly say the first again ("still

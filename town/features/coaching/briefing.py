@@ -11,8 +11,8 @@ from town.features.coaching import schemas as s
 from town.features.coaching.interviews import InterviewerSpec, InterviewQuestion
 from town.llm.schemas import Utterance
 from town.store.models import Memory, Resident
-from town.tick.mind import Tick
 from town.tick.state import AnswerNote, Candidate, CoachingSession, CoachingTurn
+from town.tick.turn import Tick
 
 BANK_SHOWN = 8  # questions handed to the model for the next one
 TRANSCRIPT_TURNS = 12

@@ -13,7 +13,7 @@ from town.inputs.unit import UnknownResident, clean_text, input_unit
 from town.memory.stream import NewMemory
 from town.store.models import Resident
 from town.tick.engine import Engine
-from town.tick.mind import Tick
+from town.tick.turn import Tick
 
 FEEDBACK_ANSWERS = 12  # the latest answers the feedback looks at
 

@@ -13,7 +13,7 @@ from town.inputs.handlers import Visit, handle_place, place_handlers
 from town.inputs.unit import clean_text
 from town.outbox.events import TownEvent
 from town.tick.engine import Engine
-from town.tick.mind import Tick
+from town.tick.turn import Tick
 from town.world.places import World
 
 

@@ -12,8 +12,8 @@ from town.features.coaching.interviews import InterviewerSpec
 from town.features.coaching.tasks import COACH_REVIEW, COACH_TURN
 from town.memory.stream import NewMemory, clean_text
 from town.store.models import Resident
-from town.tick.mind import Tick
 from town.tick.state import AnswerNote, Candidate, CoachingSession, CoachingTurn, ResidentState
+from town.tick.turn import Tick
 
 KEEP_ANSWERS = 24  # answer notes kept per candidate; older answers live on in memories
 BUSY = "running a mock interview with"

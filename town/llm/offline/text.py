@@ -96,12 +96,6 @@ def sentence(text: str) -> str:
     return text if text[-1] in ".!?" else text + "."
 
 
-def lower_first(text: str) -> str:
-    """Lower the first letter when the first word is a common word (never a name)."""
-    first = text.split(" ", 1)[0]
-    return text[:1].lower() + text[1:] if first.lower() in STOPWORDS else text
-
-
 def first_person(text: str, resident: str) -> str:
     """Retell a third-person memory of the resident in the first person."""
     out = text
