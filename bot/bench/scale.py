@@ -41,7 +41,7 @@ import typer
 from sqlmodel import select
 
 from bot.bench.town import bench_gateway, start_fake_llm
-from bot.cli.common import JsonFlag, run_async
+from bot.cli.common import JsonFlag
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_embedder
 from town.llm.client import open_client
@@ -191,7 +191,7 @@ def prepared(settings: Settings, towns: int, residents: int, embedder: Embedder)
         with store.session() as s:
             return town_id, [r.id for r in s.exec(select(Resident)).all() if r.id is not None]
 
-    town_id, resident_ids = run_async(found())
+    town_id, resident_ids = asyncio.run(found())
     services.close()  # the vectors are written before the copies are taken
     seeds = {rid: index.fetch(f"tpl-t{town_id}", rid) for rid in resident_ids}
     arrays: dict[str, np.ndarray] = {"town": np.array([town_id])}
@@ -425,7 +425,7 @@ def bench_scale(
             def progress(done: int, total: int) -> None:
                 bar.update(task, description="ticks", completed=done, total=total)
 
-            result = run_async(
+            result = asyncio.run(
                 run_scale_bench(
                     settings,
                     towns,

@@ -23,7 +23,6 @@ from bot.cli.common import (
     out,
     progress_bar,
     progress_counter,
-    run_async,
     settings_and_logging,
 )
 from bot.cli.eval_society import society
@@ -122,7 +121,7 @@ def llm_check() -> None:
                 "(set BOTTOWN_LLM_BASE_URL and/or BOTTOWN_LLM_API_KEY)"
             )
             return
-        ok, message = run_async(check_llm(settings))
+        ok, message = asyncio.run(check_llm(settings))
         (out if ok else err).print(message, highlight=False)
         if not ok:
             raise typer.Exit(1)
@@ -147,7 +146,7 @@ def remember(
 
     def run() -> None:
         settings = settings_and_logging()
-        memory = run_async(add_memory(settings, town, resident, text, kind, importance))
+        memory = asyncio.run(add_memory(settings, town, resident, text, kind, importance))
         out.print(f"remembered #{memory.id} (importance {memory.importance}): {memory.text}")
 
     guarded(run)
@@ -223,9 +222,9 @@ def demo(
             settings = settings.model_copy(update={"web_port": port})
         try:
             if headless:
-                run_async(run_demo(settings, out, hours))
+                asyncio.run(run_demo(settings, out, hours))
             else:
-                run_async(serve_demo(settings, out, tick_seconds=tick_seconds))
+                asyncio.run(serve_demo(settings, out, tick_seconds=tick_seconds))
         except KeyboardInterrupt:
             err.print("stopped")
 
@@ -246,7 +245,7 @@ def bench_town(
     def run() -> None:
         settings = settings_and_logging()
         with progress_counter("ticks") as progress:
-            result = run_async(
+            result = asyncio.run(
                 run_town_bench(settings, residents, hours, latency_ms, concurrency, progress)
             ).as_json()
         if as_json:

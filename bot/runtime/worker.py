@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import col, select
 
-from bot.cli.common import err, guarded, out, run_async, settings_and_logging
+from bot.cli.common import err, guarded, out, settings_and_logging
 from bot.runtime.run import PLATFORMS, TownRuntime, run_town
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
@@ -516,7 +516,7 @@ def worker(
             towns=chosen,
         )
         try:
-            run_async(run_worker(settings, the_worker))
+            asyncio.run(run_worker(settings, the_worker))
         except WorkerNameTaken as exc:
             err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
