@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TypeVar
 
 import typer
 from rich.console import Console
@@ -88,11 +88,6 @@ def progress_bar(*, refresh_per_second: float = 10.0) -> Progress:
         transient=True,
         refresh_per_second=refresh_per_second,
     )
-
-
-# Options the benchmark commands share.
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")]
 
 
 @contextmanager
