@@ -23,7 +23,7 @@ from adapters.core.base import Caller
 from bot.cli import audit as audit_cmds
 from bot.cli.audit import audit as audit_command
 from bot.runtime.run import TownRuntime
-from tests.bot.test_commands import overtaking
+from tests.bot.runtime.test_commands import overtaking
 from town import inputs
 from town.inputs import whereabouts
 from town.outbox import audit

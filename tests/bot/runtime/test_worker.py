@@ -32,7 +32,7 @@ from town.store.models import Delivery, OutboxEvent, Resident, Town, TownLease, 
 pytest_plugins = ["tests.servers"]
 
 T0 = datetime(2023, 2, 13, 7, tzinfo=UTC)
-MINITOWN = Path(__file__).parents[1] / "data" / "minitown"
+MINITOWN = Path(__file__).parents[2] / "data" / "minitown"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from bot.cli.main import app
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services
-from tests.bot.test_commands import overtaking
+from tests.bot.runtime.test_commands import overtaking
 from town.store.db import Store
 from town.store.models import LlmUsage
 from town.tick.engine import Engine
@@ -162,7 +162,7 @@ def test_bench_retrieval_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert figures["inserts_per_s"] > 0 and figures["embedder"] == "hash"
 
 
-MINITOWN = str(Path(__file__).parents[1] / "data" / "minitown")
+MINITOWN = str(Path(__file__).parents[2] / "data" / "minitown")
 
 
 def test_simulate_writes_a_replay_and_resumes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -45,7 +45,7 @@ BUSY = 40  # and the runs go on until the town has at least this many events
 HEARD = 20  # and has heard at least this many visitors' lines
 MAX_RUNS = 3 * KILLS  # a town that has not done that much by then is broken
 PATIENCE = 180.0  # seconds for a process to reach a state (a busy machine is slow to start one)
-MINITOWN = Path(__file__).parents[1] / "data" / "minitown"
+MINITOWN = Path(__file__).parents[2] / "data" / "minitown"
 BOTTOWN = Path(sys.executable).with_name("bottown")
 RUN = ["run", "--town", "mini", "--persona", str(MINITOWN), "-p", "web", "-p", "slack"]
 

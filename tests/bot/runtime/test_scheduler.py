@@ -33,7 +33,7 @@ from town.tick.engine import TickReport
 from town.tick.mind import Tick
 from town.world import gametime
 
-MINITOWN = Path(__file__).parents[1] / "data" / "minitown"
+MINITOWN = Path(__file__).parents[2] / "data" / "minitown"
 ADMIN = Caller("web", "root", "Root", True, "Hobbs Cafe")
 WAIT_S = 60.0  # a generous deadline for a state to be reached, on the busiest machine
 
