@@ -95,7 +95,7 @@ def fake_llm(
         f"fake OpenAI-compatible server on http://{host}:{port}/v1 "
         f"(offline brain, latency {latency_ms:g} ms, fault rate {fault_rate:g}); Ctrl-C stops it"
     )
-    with suppress(KeyboardInterrupt):  # (asyncio's loop: the bench's stand-in stays as measured)
+    with suppress(KeyboardInterrupt):
         asyncio.run(serve(host, port, latency_ms=latency_ms, fault_rate=fault_rate, seed=seed))
 
 

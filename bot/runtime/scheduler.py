@@ -5,7 +5,7 @@ starts here gets the job ``town:<id>:tick``, every ``Town.tick_seconds`` real se
 ``settings.tick_seconds``); a town that leaves (stopped, or handed to another worker) loses it.
 Everything a schedule needs is on the town's row (paused, pace, last tick), so each start builds
 the job afresh from there, its next tick one interval after the last. Wake-up planning and the
-nightly summary ride the ticks (``town/mind.py``). The jobs run on UTC, so a daylight-saving
+nightly summary ride the ticks (``town/tick/mind.py``). The jobs run on UTC, so a daylight-saving
 change moves no tick.
 
 - **No overlap, no pile-up.** ``max_instances=1``: while a tick runs, a run that falls due is
@@ -15,7 +15,7 @@ change moves no tick.
   command run in this process is followed at once (``follow``); one from elsewhere (a shell,
   another process) within ``WATCH_SECONDS``: a paused town's job has no next run time, a new
   interval reschedules it.
-- **Missed time** (``bot/missed_time.py``): the wall time since the town's last tick is made up
+- **Missed time** (``missed_time.py``): the wall time since the town's last tick is made up
   when it starts, as ``settings.missed_time`` says.
 - **A wall clock that jumps.** APScheduler times its jobs by the wall clock, so the watch, an
   asyncio task timed by the monotonic clock, compares the two: set back, the jobs start afresh
