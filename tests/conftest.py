@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from bot.cli.common import loop_factory
 from standins.llm.server import running
 
 _real_connect = socket.socket.connect
@@ -168,10 +167,3 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
     town = await open_runtime(settings)
     yield town
     town.opened.services.close()
-
-
-def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
-    """Async tests run on the event loop the commands run on by default (``run_async``):
-    uvloop where it is installed, else asyncio's own."""
-    factory = loop_factory("auto")
-    return {"uvloop": factory} if factory is not None else {"asyncio": asyncio.new_event_loop}

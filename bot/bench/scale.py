@@ -21,47 +21,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import logging
 import math
 import os
 import resource
-import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from uuid import uuid4
 
-import numpy as np
-import typer
 from sqlmodel import select
 
+from bot.bench.scale_towns import copy_run, drop_server, prepared, seed_server, town_spec
 from bot.bench.town import bench_gateway, start_fake_llm
-from bot.cli.common import JsonFlag, run_async
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_embedder
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
-from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
-from town.memory.embedding import Embedder, embedding_executor, flush_queues
+from town.memory.embedding import embedding_executor, flush_queues
 from town.memory.vectors import ChromaIndex
 from town.store.db import Store
-from town.store.models import Resident, Town
+from town.store.models import Town
 from town.tick.engine import Engine
-from town.tick.seed import found_town
 from town.world.gametime import sleep_until
-from town.world.load import load_town
-from town.world.persona import TownSpec
-
-log = logging.getLogger(__name__)
 
 TICK_S = 60.0  # real time: one game minute a minute
-CACHE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -141,112 +129,6 @@ class ScaleBench:
             "tick_max_s": round(took[-1], 2),
             "llm_calls": sum(t.calls for t in ticks),
         }
-
-
-def town_spec(residents: int) -> TownSpec:
-    spec = load_town("smallville")
-    if not 1 <= residents <= len(spec.residents):
-        raise ValueError(f"--residents-per-town must be 1 to {len(spec.residents)} (Smallville)")
-    return spec.model_copy(update={"residents": spec.residents[:residents]})
-
-
-# -- founding, cached -----------------------------------------------------------------------------
-
-
-def prepared(settings: Settings, towns: int, residents: int, embedder: Embedder) -> Path:
-    """A folder with ``towns`` founded copies of the town (``town-<i>.db``) and their vectors
-    (``chroma/``, namespace ``t<i>``, one collection per town); built once, then found in the
-    cache."""
-    key = f"scale-v{CACHE_VERSION}-{embedder.name}-{embedder.dim}-t{towns}-r{residents}"
-    folder = settings.data_dir.resolve() / "bench-cache" / key
-    if (folder / "ready").exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    building = folder.with_name(folder.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir(parents=True)
-    template = building / "template.db"
-    spec = town_spec(residents)
-    store = Store.open(f"sqlite:///{template}")
-    index = ChromaIndex(path=building / "chroma", embedder_name=embedder.name, dim=embedder.dim)
-    services = Services(
-        settings.model_copy(update={"chroma_namespace": "tpl"}), store, embedder, index
-    )
-    start = spec.scenario.start.replace(hour=6, minute=58)
-
-    async def found() -> tuple[int, list[int]]:
-        with store.session() as s:
-            town = await found_town(
-                s,
-                spec,
-                "bench",
-                OfflineBrain(),
-                services.stream,
-                persona="smallville",
-                start=start,
-                minutes_per_tick=1,
-            )
-            town_id = town.id
-            assert town_id is not None
-        with store.session() as s:
-            return town_id, [r.id for r in s.exec(select(Resident)).all() if r.id is not None]
-
-    town_id, resident_ids = run_async(found())
-    services.close()  # the vectors are written before the copies are taken
-    seeds = {rid: index.fetch(f"tpl-t{town_id}", rid) for rid in resident_ids}
-    arrays: dict[str, np.ndarray] = {"town": np.array([town_id])}
-    for rid, (ids, vectors) in seeds.items():
-        arrays[f"ids{rid}"], arrays[f"vec{rid}"] = ids, vectors
-    np.savez(building / "vectors.npz", allow_pickle=False, **arrays)
-    for i in range(towns):
-        shutil.copyfile(template, building / f"town-{i}.db")
-        _seed(index, f"t{i}-t{town_id}", seeds)
-    template.unlink()
-    ChromaIndex.release_all()
-    (building / "ready").write_text("ok\n")
-    building.rename(folder)
-    return folder
-
-
-def copy_run(cache: Path, run: Path, *, with_chroma: bool) -> None:
-    """The cached towns, copied for one run (their vectors too, unless a server holds them)."""
-    ignore = None if with_chroma else shutil.ignore_patterns("chroma")
-    shutil.copytree(cache, run, dirs_exist_ok=True, ignore=ignore)
-
-
-Seeds = dict[int, tuple[np.ndarray, np.ndarray]]  # resident id -> memory ids, vectors
-
-
-def _seed(index: ChromaIndex, collection: str, seeds: Seeds) -> None:
-    """A town's seed vectors (each resident's ids and vectors) into its collection."""
-    ids = np.concatenate([ids for ids, _ in seeds.values()])
-    residents = [rid for rid, (ids, _) in seeds.items() for _ in range(len(ids))]
-    index.upsert(
-        collection, ids.tolist(), residents, np.concatenate([v for _, v in seeds.values()])
-    )
-
-
-def _seeds(cache: Path) -> tuple[int, Seeds]:
-    with np.load(cache / "vectors.npz") as data:
-        rids = sorted(int(k[3:]) for k in data.files if k.startswith("ids"))
-        town = int(data["town"][0])
-        return town, {rid: (data[f"ids{rid}"], data[f"vec{rid}"]) for rid in rids}
-
-
-def seed_server(index: ChromaIndex, cache: Path, prefix: str, towns: int) -> None:
-    """Every town's seed vectors into a Chroma server, under this run's namespaces."""
-    town, seeds = _seeds(cache)
-    for i in range(towns):
-        _seed(index, f"{prefix}t{i}-t{town}", seeds)
-
-
-def drop_server(index: ChromaIndex, cache: Path, prefix: str, towns: int) -> None:
-    town, _ = _seeds(cache)
-    for i in range(towns):
-        index.drop(f"{prefix}t{i}-t{town}")
-
-
-# -- the run --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -389,63 +271,3 @@ async def run_scale_bench(
             proc.terminate()
             proc.wait(10)
     return bench
-
-
-def bench_scale(
-    towns: Annotated[int, typer.Option(min=1, help="Towns run at once.")] = 40,
-    residents_per_town: Annotated[
-        int, typer.Option(min=1, max=25, help="Smallville residents per town (up to 25).")
-    ] = 25,
-    latency_ms: Annotated[
-        float, typer.Option(min=0, help="Fake LLM latency per completion.")
-    ] = 1000.0,
-    minutes: Annotated[
-        int, typer.Option(min=1, help="Real minutes to run (a tick a minute per town).")
-    ] = 5,
-    concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight per town.")] = 64,
-    aligned: Annotated[
-        bool, typer.Option(help="Every town ticks at the same second (the worst case).")
-    ] = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """How many residents one process keeps in real time, against the fake LLM server."""
-    from bot.cli.common import (
-        BENCH_REFRESH_PER_SECOND,
-        guarded,
-        out,
-        progress_bar,
-        settings_and_logging,
-    )
-
-    def run() -> None:
-        settings = settings_and_logging()
-        with progress_bar(refresh_per_second=BENCH_REFRESH_PER_SECOND) as bar:
-            task = bar.add_task("founding and loading", total=1)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, description="ticks", completed=done, total=total)
-
-            result = run_async(
-                run_scale_bench(
-                    settings,
-                    towns,
-                    residents_per_town,
-                    latency_ms,
-                    minutes,
-                    concurrency,
-                    aligned,
-                    progress,
-                )
-            ).as_json()
-        if as_json:
-            print(json.dumps(result))
-            return
-        out.print(
-            f"{result['residents']} residents ({towns} towns of {residents_per_town}) at "
-            f"{latency_ms:g} ms: {result['ticks_on_time_pct']}% of {result['ticks']} ticks on "
-            f"time (p50 {result['tick_p50_s']} s, p95 {result['tick_p95_s']} s, max "
-            f"{result['tick_max_s']} s); peak RSS {result['peak_rss_mb']} MB; CPU "
-            f"{result['cpu_pct_of_one_core']}% of one core; {result['llm_calls']} LLM calls"
-        )
-
-    guarded(run)

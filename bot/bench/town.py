@@ -9,7 +9,7 @@ process on a loopback port) with a fixed latency per completion, through the rea
   per game day, so a budget met by doing nothing shows;
 - ``wall_s``: the ticks' wall time; ``serial_s``: calls x latency, the time one call after another
   would take; ``critical_path_s``: for each tick, its longest chain of dependent calls (see
-  ``town/depth.py``) times the latency, summed over the ticks; ``loop_cpu_s``: the CPU time of
+  ``town/llm/depth.py``) times the latency, summed over the ticks; ``loop_cpu_s``: the CPU time of
   the event loop's thread over the ticks (what the wall time adds to the critical path is mostly
   this: the loop thinks for every resident in turn, and one tick's calls go out one after another).
 """

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TypeVar
 
 import typer
 from rich.console import Console
@@ -68,35 +67,6 @@ def settings_with_brain(brain: str | None) -> Settings:
     return settings
 
 
-def run_async(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)`` on the event loop the settings choose (``event_loop``): by default
-    uvloop where it is installed, which runs a town's tick on about 8% less CPU than
-    asyncio's own loop (``bottown bench town``: ``loop_cpu_s``)."""
-    try:
-        factory = loop_factory(load_settings().event_loop)
-    except BaseException:
-        main.close()  # never awaited: no warning about it
-        raise
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)
-
-
-def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """What makes the event loop ``choice`` names (None: asyncio's own)."""
-    if choice == "asyncio":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        if choice == "uvloop":
-            raise SettingsError(
-                "event_loop = 'uvloop', but uvloop is not installed (it runs on Linux and "
-                "macOS): install it, or set BOTTOWN_EVENT_LOOP=auto"
-            ) from None
-        return None
-    return uvloop.new_event_loop
-
-
 def guarded(fn: Callable[[], T]) -> T:
     with clear_errors():
         return fn()
@@ -118,11 +88,6 @@ def progress_bar(*, refresh_per_second: float = 10.0) -> Progress:
         transient=True,
         refresh_per_second=refresh_per_second,
     )
-
-
-# Options the benchmark commands share.
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")]
 
 
 @contextmanager

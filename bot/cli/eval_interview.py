@@ -17,7 +17,6 @@ from bot.cli.common import (
     guarded,
     out,
     progress_bar,
-    run_async,
     settings_and_logging,
     settings_with_brain,
     stamped_folder,
@@ -59,13 +58,13 @@ def interview(
         settings = settings_with_brain(brain)
         chosen = parse_conditions(conditions)
         questions = load_questions()
-        opened = run_async(open_town(settings, town))
+        opened = asyncio.run(open_town(settings, town))
         names = [r.name for r in opened.engine.spec.residents][:residents]
         target = stamped_folder(settings, "eval", f"interview-{town}", out_dir)
         total = len(names) * len(questions) * len(chosen)
         with progress_bar() as bar:
             task = bar.add_task("interviewing", total=max(1, total))
-            answers = run_async(
+            answers = asyncio.run(
                 run_interviews(
                     opened.engine,
                     names,
@@ -124,7 +123,7 @@ def rate(
         if table:
             print_table(trueskill_table(rankings, conditions), len(rankings))
             return
-        run_async(_serve(run, port))
+        asyncio.run(_serve(run, port))
 
     guarded(go)
 

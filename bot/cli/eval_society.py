@@ -3,6 +3,7 @@ paper's figures (see ``town.experiments.society``)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,6 @@ from bot.cli.common import (
     guarded,
     out,
     progress_bar,
-    run_async,
     settings_with_brain,
     stamped_folder,
 )
@@ -55,7 +55,7 @@ def society(
         replay_path = run or settings.data_dir / "replays" / f"{town}.jsonl"
         if run is not None and not run.is_file():
             raise LookupError(f"no run file {str(run)!r}: give the replay written by simulate")
-        opened = run_async(open_town(settings, town))
+        opened = asyncio.run(open_town(settings, town))
         try:
             scenario = opened.engine.spec.scenario
             events = None
@@ -75,7 +75,7 @@ def society(
             target = stamped_folder(settings, "eval", f"society-{town}", out_dir)
             with progress_bar() as bar:
                 task = bar.add_task("interviewing", total=max(1, total))
-                result = run_async(
+                result = asyncio.run(
                     evaluate(
                         opened.engine,
                         scenario,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,6 @@ from bot.cli.common import (
     guarded,
     out,
     progress_bar,
-    run_async,
     settings_with_brain,
     stamped_folder,
 )
@@ -292,7 +292,7 @@ def gather(
                 finished[n] = done
                 bar.update(task, description=f"{n} agents", completed=sum(finished.values()))
 
-            report = run_async(
+            report = asyncio.run(
                 run_gather_experiment(
                     counts,
                     base,

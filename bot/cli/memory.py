@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bot.cli.common import guarded, out, settings_and_logging
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_brain
 from town.llm.schemas import RateImportanceInput
@@ -53,3 +61,70 @@ def recall_memories(
             return services.stream(resident.id).retrieve(s, query, town.clock, k=k)
     finally:
         services.close()
+
+
+def remember(
+    resident: Annotated[str, typer.Argument(help="Resident's name.")],
+    text: Annotated[str, typer.Argument(help="What the resident remembers.")],
+    town: Annotated[str, typer.Option(help="Town name; created if missing.")] = "demo",
+    kind: Annotated[
+        str, typer.Option(help="seed, observation, chat, plan, reflection, directive.")
+    ] = "observation",
+    importance: Annotated[
+        int | None, typer.Option(min=1, max=10, help="1-10; default: ask the brain.")
+    ] = None,
+) -> None:
+    """Add one memory to a resident's stream (the resident is created if missing)."""
+
+    def run() -> None:
+        settings = settings_and_logging()
+        memory = asyncio.run(add_memory(settings, town, resident, text, kind, importance))
+        out.print(f"remembered #{memory.id} (importance {memory.importance}): {memory.text}")
+
+    guarded(run)
+
+
+def recall(
+    resident: Annotated[str, typer.Argument(help="Resident's name.")],
+    query: Annotated[str, typer.Argument(help="What to retrieve memories about.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "demo",
+    k: Annotated[int, typer.Option(min=1, max=200, help="How many memories.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """Retrieve a resident's memories with the paper's score (recency, importance, relevance)."""
+
+    def run() -> None:
+        settings = settings_and_logging()
+        found = recall_memories(settings, town, resident, query, k)
+        if as_json:
+            for r in found:
+                out.print_json(
+                    json.dumps(
+                        {
+                            "id": r.memory.id,
+                            "kind": r.memory.kind,
+                            "text": r.memory.text,
+                            "score": r.score,
+                            "recency": r.recency,
+                            "importance": r.importance,
+                            "relevance": r.relevance,
+                        }
+                    )
+                )
+            return
+        table = Table(
+            "#", "kind", "score", "rec", "imp", "rel", "memory", title=f"{resident}: {query}"
+        )
+        for r in found:
+            table.add_row(
+                str(r.memory.id),
+                r.memory.kind,
+                f"{r.score:.3f}",
+                f"{r.recency:.2f}",
+                f"{r.importance:.2f}",
+                f"{r.relevance:.2f}",
+                r.memory.text,
+            )
+        out.print(table)
+
+    guarded(run)

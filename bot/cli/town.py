@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -15,7 +16,6 @@ from bot.cli.common import (
     guarded,
     out,
     progress_bar,
-    run_async,
     settings_and_logging,
     settings_with_brain,
 )
@@ -48,7 +48,7 @@ def simulate(
         settings = settings_with_brain(brain)
         began = parse_game_time(start) if start else None
         town_name = name or Path(town).name
-        opened = run_async(open_town(settings, town_name, persona=town, create=True, start=began))
+        opened = asyncio.run(open_town(settings, town_name, persona=town, create=True, start=began))
         try:
             until = target_time(opened, days, began)
             path = replay or settings.data_dir / "replays" / f"{town_name}.jsonl"
@@ -73,7 +73,7 @@ def simulate(
                     )
 
                 try:
-                    summary = run_async(run_simulation(opened, until, path, progress))
+                    summary = asyncio.run(run_simulation(opened, until, path, progress))
                 except KeyboardInterrupt:
                     err.print(
                         "stopped; the last finished tick is saved: run the same command to resume"
@@ -121,7 +121,7 @@ def _on_town(town: str, act: Callable[[Engine], Awaitable[T]]) -> T:
         finally:
             opened.services.close()
 
-    return guarded(lambda: run_async(go()))
+    return guarded(lambda: asyncio.run(go()))
 
 
 def interview(
@@ -200,7 +200,7 @@ def command(
         finally:
             opened.services.close()
 
-    reply = guarded(lambda: run_async(go()))
+    reply = guarded(lambda: asyncio.run(go()))
     (out if reply.ok else err).print(reply.text, highlight=False, markup=False)
     if not reply.ok:
         raise typer.Exit(1)
@@ -259,7 +259,7 @@ def run(
                 out.print("  " + adapter.status_line(), highlight=False)
 
         try:
-            run_async(serve(settings, chosen, town=town, persona=persona, ready=ready))
+            asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
         except KeyboardInterrupt:
             err.print("stopped; the town resumes from its clock on the next run")
 

@@ -1,4 +1,4 @@
-"""A town's pace, and the wall time it missed made up (``bot/scheduler.py`` times its ticks).
+"""A town's pace, and the wall time it missed made up (``scheduler.py`` times its ticks).
 
 When a town starts, the wall time since its last tick (``Town.last_tick_at``) is made up by
 ``settings.missed_time``: ``jump`` moves the clock on by whole ticks at the town's speed in one

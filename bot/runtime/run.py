@@ -2,7 +2,7 @@
 
 ``TownRuntime`` is the town adapters see (``adapters.core.ports.TownPort``): visitors' messages
 and commands go in through it; the town's events come out through one ``OutboxPump`` per
-adapter. Its ticks are an APScheduler job (``bot/scheduler.py``), at the pace stored on the
+adapter. Its ticks are an APScheduler job (``bot/runtime/scheduler.py``), at the pace stored on the
 town; time missed while it was down is made up when it starts.
 """
 

@@ -15,7 +15,7 @@ change moves no tick.
   command run in this process is followed at once (``follow``); one from elsewhere (a shell,
   another process) within ``WATCH_SECONDS``: a paused town's job has no next run time, a new
   interval reschedules it.
-- **Missed time** (``bot/missed_time.py``): the wall time since the town's last tick is made up
+- **Missed time** (``missed_time.py``): the wall time since the town's last tick is made up
   when it starts, as ``settings.missed_time`` says.
 - **A wall clock that jumps.** APScheduler times its jobs by the wall clock, so the watch, an
   asyncio task timed by the monotonic clock, compares the two: set back, the jobs start afresh

@@ -21,6 +21,7 @@ from pydantic_settings import (
 
 CONFIG_ENV = "BOTTOWN_CONFIG"
 DEFAULT_CONFIG_FILE = "bottown.toml"
+REMOVED_KEYS = {"event_loop": "bottown runs on asyncio's own event loop"}
 
 
 class SettingsError(Exception):
@@ -138,10 +139,6 @@ class Settings(BaseSettings):
     slack_port: int = Field(3000, ge=0, le=65535, description="Port for slack_mode = http.")
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
-    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
-        "auto",
-        description="auto: uvloop where it is installed (Linux, macOS), else asyncio's own.",
-    )
 
     @classmethod
     def settings_customise_sources(
@@ -198,11 +195,11 @@ def load_settings(**overrides: object) -> Settings:
         lines = []
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"]) or "settings"
-            reason = (
-                "unknown key: check its spelling"
-                if err["type"] == "extra_forbidden"
-                else (err["msg"])
-            )
+            reason = err["msg"]
+            if err["type"] == "extra_forbidden":
+                reason = "unknown key: check its spelling"
+                if key in REMOVED_KEYS:
+                    reason = f"unknown key: it was removed ({REMOVED_KEYS[key]}); delete it"
             lines.append(f"  {key}: {reason}")
         raise SettingsError("invalid settings" + where + ":\n" + "\n".join(lines)) from None
     except Exception as exc:  # a TOML syntax error, for one

@@ -31,60 +31,23 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated
 from uuid import uuid4
 
-import typer
-from rich.table import Table
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import col, select
 
-from bot.cli.common import err, guarded, out, run_async, settings_and_logging
+from bot.runtime.held_town import HeldTown, found_named_town, how_it_ended, open_held_town
 from bot.runtime.run import PLATFORMS, TownRuntime, run_town
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
-from bot.runtime.towns import OpenTown
-from bot.runtime.wiring import Services, build_brain
-from town.features.coaching.room import plug_in
+from bot.runtime.wiring import Services
+from bot.runtime.worker_connection import OUTAGE_ERRORS, outage_reason, worker_url
 from town.memory.vectors import VectorIndexError
 from town.store.db import StoreError
-from town.store.lease import Lease, LeaseLost, Leases, WorkerNameTaken, aware
+from town.store.lease import Lease, LeaseLost, Leases
 from town.store.models import Town
-from town.tick.engine import Engine
-from town.tick.seed import TownExists, found_town
-from town.world.load import load_town
 from town.world.persona import PersonaError
 
 log = logging.getLogger(__name__)
-
-OUTAGE_ERRORS = (SQLAlchemyError, StoreError, VectorIndexError, OSError)
-LOCK_TIMEOUT_MS = 2000  # a tick never waits longer than this for a row a stalled process holds
-CONNECT_TIMEOUT_S = 10
-
-
-def default_worker_name() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"[:100]
-
-
-def application_name(name: str, instance: str) -> str:
-    """How a worker's connections introduce themselves to PostgreSQL (``pg_stat_activity``)."""
-    return f"bottown-worker {instance[:12]} {name}"[:63]
-
-
-def worker_url(url: str, name: str, instance: str) -> str:
-    """The database URL as this worker uses it: on PostgreSQL, its connections carry the worker's
-    name and instance, give up connecting after a while, and wait at most ``LOCK_TIMEOUT_MS``
-    for a row lock; settings the URL has already are kept."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "postgresql":
-        return url
-    query = dict(parsed.query)
-    query.setdefault("application_name", application_name(name, instance))
-    query.setdefault("connect_timeout", str(CONNECT_TIMEOUT_S))
-    if "lock_timeout" not in str(query.get("options", "")):
-        query["options"] = f"{query.get('options', '')} -c lock_timeout={LOCK_TIMEOUT_MS}".strip()
-    return parsed.update_query_dict(query).render_as_string(hide_password=False)
 
 
 def check_platforms(platforms: list[str], towns: list[str] | None) -> None:
@@ -97,25 +60,6 @@ def check_platforms(platforms: list[str], towns: list[str] | None) -> None:
             "(the web adapter binds one port, and a Slack app's Socket Mode spreads events over "
             "all its connections); run headless workers (no --platform) for many towns"
         )
-
-
-def _reason(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None) or exc
-    lines = str(orig).strip().splitlines()
-    return lines[0] if lines else type(orig).__name__
-
-
-@dataclass
-class HeldTown:
-    """A town this worker runs under its lease."""
-
-    town_id: int
-    name: str
-    lease: Lease
-    task: asyncio.Task[None]
-    renewed: float  # time.monotonic() when the last renewal that got through was sent
-    lost: asyncio.Event  # set when a tick's guard found the lease gone
-    why_lost: list[str]  # what the guard said, told before the tick's task ends
 
 
 @dataclass
@@ -177,7 +121,9 @@ class Worker:
                 await asyncio.to_thread(self.leases.register, self.host, os.getpid())
                 return
             except OUTAGE_ERRORS as exc:
-                log.warning("cannot register yet (%s); trying again in %.1f s", _reason(exc), delay)
+                log.warning(
+                    "cannot register yet (%s); trying again in %.1f s", outage_reason(exc), delay
+                )
             await _sleep_unless(stop, delay)
             delay = min(delay * 2, self.poll_s)
 
@@ -193,7 +139,7 @@ class Worker:
                 backoff = min(self.poll_s, max(0.5, backoff * 2))
                 log.warning(
                     "the database is out of reach (%s); trying again in %.1f s",
-                    _reason(exc),
+                    outage_reason(exc),
                     backoff,
                 )
             await self._stop_overdue()
@@ -240,7 +186,7 @@ class Worker:
                 await self._stop(held, f"a tick found its lease gone: {why}")
                 continue
             if held.task.done():
-                await self._stop(held, self._ended(held.task), cool=True)
+                await self._stop(held, how_it_ended(held.task), cool=True)
                 continue
             sent = time.monotonic()
             try:
@@ -286,27 +232,16 @@ class Worker:
             return {int(i): str(n) for i, n in s.exec(query).all() if i is not None}
 
     async def _found(self, name: str) -> Town | None:
-        """Found a town named in --towns from the persona folder of the same name (once: the
-        unique town name settles a race between workers)."""
+        """Found a town named in --towns; a persona folder that cannot be loaded is logged once
+        and tried again each round (it may be fixed)."""
         assert self.services is not None
-        shared = self.services
-        services = Services(
-            shared.settings, shared.store, shared.embedder, shared.index, executor=shared.executor
-        )
         try:
-            spec = load_town(name)
-            brain, _usage = build_brain(self.settings, shared.store, 0)
-            with shared.store.session() as s:
-                town = await found_town(s, spec, name, brain, services.stream, persona=name)
-        except (TownExists, IntegrityError):  # another worker founded it first
-            return None
+            return await found_named_town(self.services, self.settings, name)
         except PersonaError as exc:
-            if name not in self._unfoundable:  # said once; tried again each round (a fix)
+            if name not in self._unfoundable:
                 log.error("cannot found town %r: %s", name, exc)
             self._unfoundable.add(name)
             return None
-        log.info("founded town %r from the persona folder %r", name, name)
-        return town
 
     async def _give_back(self, share: int, counts: dict[str, int]) -> None:
         """One town back per round while this worker holds more than its fair share and another
@@ -331,9 +266,9 @@ class Worker:
     # -- towns --------------------------------------------------------------------------------
 
     async def _start(self, town_id: int, name: str, lease: Lease, sent: float) -> None:
-        assert self.leases is not None
+        assert self.leases is not None and self.services is not None
         try:
-            opened = self._open(town_id)
+            opened = open_held_town(self.services, self.settings, town_id, self._tick_lock)
         except Exception as exc:  # a town that cannot open (its persona folder is gone, say)
             log.error("cannot run town %r: %s; trying again later", name, exc)
             with contextlib.suppress(*OUTAGE_ERRORS):
@@ -366,41 +301,11 @@ class Worker:
         if done.cancelled():
             return
         if (error := done.exception()) is not None:
-            log.warning("could not check town %r's vector index: %s", name, _reason(error))
+            log.warning("could not check town %r's vector index: %s", name, outage_reason(error))
         elif count := done.result():
             log.info(
                 "town %r: %d memories the vector index lacked were embedded again", name, count
             )
-
-    def _open(self, town_id: int) -> OpenTown:
-        """The town with memory streams of its own over this worker's store and index (a
-        town that comes back after another worker ran it starts from what is stored)."""
-        shared = self.services
-        assert shared is not None
-        with shared.store.session() as s:
-            town = s.get(Town, town_id)
-        if town is None:
-            raise LookupError(f"town #{town_id} is gone")
-        folder = town.scenario or town.name
-        spec = load_town(folder)
-        services = Services(
-            shared.settings, shared.store, shared.embedder, shared.index, executor=shared.executor
-        )
-        brain, usage = build_brain(self.settings, shared.store, town_id)
-        engine = Engine(
-            shared.store, spec, brain, services.stream, town_id, after_commit=usage.flush
-        )
-        if self._tick_lock is not None:
-            engine.lock = self._tick_lock
-        plug_in(engine, folder)  # the mock interview, in a town with interview rooms
-        return OpenTown(services, engine, usage, town)
-
-    @staticmethod
-    def _ended(task: asyncio.Task[None]) -> str:
-        if task.cancelled():
-            return "it was cancelled"
-        error = task.exception()
-        return f"it stopped: {error!r}" if error else "it stopped"
 
     async def _stop(
         self, held: HeldTown, why: str, *, cool: bool = False, level: int = logging.WARNING
@@ -426,7 +331,7 @@ class Worker:
             try:
                 await asyncio.to_thread(self.leases.unregister)
             except OUTAGE_ERRORS as exc:
-                log.warning("could not unregister worker %r: %s", self.name, _reason(exc))
+                log.warning("could not unregister worker %r: %s", self.name, outage_reason(exc))
         if self.services is not None:
             self.services.close()
         log.info("worker %r stopped", self.name)
@@ -450,82 +355,3 @@ async def run_worker(
     if ready:
         ready()
     await worker.run(stop)
-
-
-def show_status(settings: Settings) -> None:
-    """The live workers and the towns' leases, as tables."""
-    services_url = settings.resolved_database_url
-    from town.store.db import Store
-
-    store = Store.open(services_url)
-    try:
-        leases = Leases(store, "status", settings.lease_seconds)
-        with store.session() as s:
-            now = leases.now(s)
-            names = {t.id: t.name for t in s.exec(select(Town)).all()}
-        workers = Table("worker", "host", "pid", "heartbeat", title="live workers")
-        for w in leases.live_workers():
-            age = (now - aware(w.heartbeat_at)).total_seconds()
-            workers.add_row(w.name, w.host, str(w.pid), f"{age:.0f} s ago")
-        out.print(workers)
-        table = Table("town", "worker", "epoch", "lease", title="leases")
-        for row in leases.holders():
-            left = (aware(row.expires_at) - now).total_seconds()
-            state = f"{left:.0f} s left" if left > 0 else f"expired {-left:.0f} s ago"
-            table.add_row(
-                names.get(row.town_id, f"#{row.town_id}"), row.worker, str(row.epoch), state
-            )
-        out.print(table)
-    finally:
-        store.dispose()
-
-
-def worker(
-    name: Annotated[
-        str | None,
-        typer.Option(help="This worker's name (default: settings.worker_name, else host-pid)."),
-    ] = None,
-    platform: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--platform",
-            "-p",
-            help="web, discord or slack (repeat for several); needs --towns with one town. "
-            "Default: headless.",
-        ),
-    ] = None,
-    towns: Annotated[
-        str | None,
-        typer.Option(help="Comma-separated town names (founded if missing); default: every town."),
-    ] = None,
-    status: Annotated[
-        bool, typer.Option("--status", help="Show the live workers and the leases, then exit.")
-    ] = False,
-) -> None:
-    """Run towns from a shared database with other workers: each town on one worker at a time."""
-
-    def run() -> None:
-        settings = settings_and_logging()
-        if status:
-            show_status(settings)
-            return
-        chosen = [t.strip() for t in towns.split(",") if t.strip()] if towns else None
-        if towns is not None and not chosen:
-            raise ValueError("--towns names no town")
-        the_worker = Worker(
-            settings,
-            name or settings.worker_name or default_worker_name(),
-            platforms=list(platform or []),
-            towns=chosen,
-        )
-        try:
-            run_async(run_worker(settings, the_worker))
-        except WorkerNameTaken as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    guarded(run)
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m bot.worker` runs the command alone
-    typer.run(worker)

@@ -42,7 +42,7 @@ def midnight_after(at: datetime) -> datetime:
 
 async def sleep_until(deadline: float) -> None:
     """Wait until ``time.monotonic()`` reaches ``deadline``, never less: an event loop's timer
-    may fire a little early (uvloop's count whole milliseconds), and then it waits again."""
+    may fire a little early (within the loop's clock resolution), and then it waits again."""
     left = deadline - wall.monotonic()
     while left > 0:
         await asyncio.sleep(left)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
-import sys
 from pathlib import Path
 
 import pytest
 
-from bot.cli.common import run_async
 from bot.runtime.logs import SecretFilter
 from bot.runtime.settings import SettingsError, load_settings
 
@@ -73,23 +69,7 @@ def test_secret_never_in_repr_or_logs(
     assert "sk-very-secret-123" not in caplog.text and "***" in caplog.text
 
 
-async def _loop_name() -> str:
-    return type(asyncio.get_running_loop()).__module__
-
-
-def test_commands_run_on_the_event_loop_the_settings_choose(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """uvloop by default where it is installed (as here), asyncio's own loop when asked; asked
-    for uvloop where it is missing, a clear error, and the command's coroutine is closed."""
-    assert run_async(_loop_name()) == "uvloop"
-    monkeypatch.setenv("BOTTOWN_EVENT_LOOP", "asyncio")
-    assert run_async(_loop_name()).startswith("asyncio")
-    monkeypatch.setenv("BOTTOWN_EVENT_LOOP", "uvloop")
-    monkeypatch.setitem(sys.modules, "uvloop", None)  # (importing it fails)
-    main = _loop_name()
-    with pytest.raises(SettingsError, match="uvloop is not installed"):
-        run_async(main)
-    assert inspect.getcoroutinestate(main) == inspect.CORO_CLOSED
-    monkeypatch.setenv("BOTTOWN_EVENT_LOOP", "auto")
-    assert run_async(_loop_name()).startswith("asyncio")  # auto: asyncio's without uvloop
+def test_a_removed_key_is_named_and_said_to_be_removed() -> None:
+    Path("bottown.toml").write_text('event_loop = "uvloop"\n')
+    with pytest.raises(SettingsError, match=r"event_loop: unknown key: it was removed \("):
+        load_settings()

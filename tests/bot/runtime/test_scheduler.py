@@ -568,8 +568,8 @@ def test_pause_resume_and_speed_from_the_shell(founded: Path) -> None:
 
 
 async def test_waiting_for_a_moment_never_ends_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``sleep_until``: an event loop's timer that fires early (uvloop's count whole
-    milliseconds) is waited out again, so the wait never ends before the moment asked for."""
+    """``sleep_until``: an event loop's timer that fires early (asyncio's fires within its clock
+    resolution) is waited out again, so the wait never ends before the moment asked for."""
     now = [0.0]
     slept: list[float] = []
 

@@ -23,7 +23,8 @@ from sqlalchemy import text, update
 from sqlalchemy.engine import make_url
 from sqlmodel import col, select
 
-from bot.runtime.worker import check_platforms, worker_url
+from bot.runtime.worker import check_platforms
+from bot.runtime.worker_connection import worker_url
 from tests.factories import MINITOWN, add_resident, add_town
 from town.store.db import Store
 from town.store.lease import Lease, LeaseLost, Leases, WorkerNameTaken, aware
@@ -328,12 +329,8 @@ CREATE TRIGGER town_tick AFTER UPDATE ON town FOR EACH ROW EXECUTE FUNCTION log_
 
 
 def worker_command() -> list[str]:
-    """`bottown worker`, or the module alone while the command is not registered yet."""
-    from bot.cli.main import app
-
-    names = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
-    module = "bot.cli.main" if "worker" in names else "bot.runtime.worker"
-    return [sys.executable, "-m", module, *(["worker"] if module == "bot.cli.main" else [])]
+    """`bottown worker`, as a process."""
+    return [sys.executable, "-m", "bot.cli.main", "worker"]
 
 
 @dataclass
@@ -760,10 +757,11 @@ async def test_a_worker_on_sqlite_runs_several_towns_and_shows_its_leases(
     impossible, once)."""
     import asyncio
 
+    from bot.cli.worker import show_status
     from bot.runtime.scheduler import job_id
     from bot.runtime.settings import load_settings
     from bot.runtime.towns import open_town
-    from bot.runtime.worker import Worker, show_status
+    from bot.runtime.worker import Worker
 
     settings = load_settings(data_dir=tmp_path / "data", embedder="hash", brain="offline")
     clocks = {}

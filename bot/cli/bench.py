@@ -1,0 +1,172 @@
+"""``bottown bench``: benchmarks that print speed and cost figures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from bot.cli.common import (
+    BENCH_REFRESH_PER_SECOND,
+    guarded,
+    out,
+    progress_bar,
+    progress_counter,
+    settings_and_logging,
+)
+
+bench_app = typer.Typer(help="Benchmarks that print speed and cost figures.", no_args_is_help=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")]
+
+
+@bench_app.command("town")
+def bench_town(
+    residents: Annotated[int, typer.Option(min=1, help="Smallville residents (up to 25).")] = 25,
+    hours: Annotated[float, typer.Option(min=0.5, help="Game hours to run.")] = 24.0,
+    latency_ms: FakeLatencyMs = 100.0,
+    concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight.")] = 64,
+    as_json: JsonFlag = False,
+) -> None:
+    """LLM calls, tokens and activity per resident per game day, against the fake LLM server."""
+    from bot.bench.town import run_town_bench
+
+    def run() -> None:
+        settings = settings_and_logging()
+        with progress_counter("ticks") as progress:
+            result = asyncio.run(
+                run_town_bench(settings, residents, hours, latency_ms, concurrency, progress)
+            ).as_json()
+        if as_json:
+            print(json.dumps(result))
+            return
+        table = Table(
+            "task",
+            "calls / resident / day",
+            "tokens / resident / day",
+            title=f"{residents} residents, {hours:g} game hours, {latency_ms:g} ms",
+        )
+        for name, row in result["by_task"].items():
+            table.add_row(
+                name,
+                f"{row['calls_per_resident_day']:.1f}",
+                f"{row['tokens_per_resident_day']:,.0f}",
+            )
+        table.add_row(
+            "[bold]all[/bold]",
+            f"{result['calls_per_resident_day']:.1f}",
+            f"{result['tokens_per_resident_day']:,.0f}",
+        )
+        out.print(table)
+        out.print(
+            "activity per resident per day: "
+            + ", ".join(f"{k} {v}" for k, v in result["activity"].items())
+        )
+        out.print(
+            f"wall {result['wall_s']} s, serial {result['serial_s']} s, critical path "
+            f"{result['critical_path_s']} s, event loop CPU {result['loop_cpu_s']} s"
+        )
+
+    guarded(run)
+
+
+@bench_app.command("retrieval")
+def bench_retrieval(
+    as_json: JsonFlag = False,
+    sizes: Annotated[
+        str, typer.Option(help="Comma-separated memory counts.")
+    ] = "1000,10000,100000",
+    queries: Annotated[int, typer.Option(min=10, help="Timed queries per size.")] = 200,
+) -> None:
+    """p50/p95 retrieval latency at 1k, 10k and 100k memories, and the insert rate."""
+    from bot.bench.retrieval import run_retrieval_bench
+    from bot.runtime.wiring import build_embedder
+
+    def run() -> None:
+        settings = settings_and_logging()
+        counts = [int(s.replace("_", "")) for s in sizes.split(",") if s.strip()]
+        with progress_bar() as bar:
+            task = bar.add_task("starting", total=1)
+
+            def progress(what: str, done: int, total: int) -> None:
+                bar.update(task, description=what, completed=done, total=total)
+
+            result = run_retrieval_bench(
+                build_embedder(settings), counts, queries, progress=progress
+            )
+        if as_json:
+            print(json.dumps(result.as_json()))
+            return
+        table = Table("memories", "p50 ms", "p95 ms", title=f"retrieval ({result.embedder})")
+        for r in result.sizes:
+            table.add_row(f"{r.size:,}", f"{r.p50_ms:.2f}", f"{r.p95_ms:.2f}")
+        out.print(table)
+        out.print(
+            f"embedding a query (not in the table): p50 {result.query_embed_p50_ms:.2f} ms, "
+            f"p95 {result.query_embed_p95_ms:.2f} ms"
+        )
+        out.print(
+            f"inserts: {result.inserts_per_s:,.0f} memories/s (pool pre-embedded); "
+            f"embedder: {result.embed_per_s:,.0f} sentences/s"
+        )
+
+    guarded(run)
+
+
+@bench_app.command("scale")
+def bench_scale(
+    towns: Annotated[int, typer.Option(min=1, help="Towns run at once.")] = 40,
+    residents_per_town: Annotated[
+        int, typer.Option(min=1, max=25, help="Smallville residents per town (up to 25).")
+    ] = 25,
+    latency_ms: Annotated[
+        float, typer.Option(min=0, help="Fake LLM latency per completion.")
+    ] = 1000.0,
+    minutes: Annotated[
+        int, typer.Option(min=1, help="Real minutes to run (a tick a minute per town).")
+    ] = 5,
+    concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight per town.")] = 64,
+    aligned: Annotated[
+        bool, typer.Option(help="Every town ticks at the same second (the worst case).")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """How many residents one process keeps in real time, against the fake LLM server."""
+    from bot.bench.scale import run_scale_bench
+
+    def run() -> None:
+        settings = settings_and_logging()
+        with progress_bar(refresh_per_second=BENCH_REFRESH_PER_SECOND) as bar:
+            task = bar.add_task("founding and loading", total=1)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, description="ticks", completed=done, total=total)
+
+            result = asyncio.run(
+                run_scale_bench(
+                    settings,
+                    towns,
+                    residents_per_town,
+                    latency_ms,
+                    minutes,
+                    concurrency,
+                    aligned,
+                    progress,
+                )
+            ).as_json()
+        if as_json:
+            print(json.dumps(result))
+            return
+        out.print(
+            f"{result['residents']} residents ({towns} towns of {residents_per_town}) at "
+            f"{latency_ms:g} ms: {result['ticks_on_time_pct']}% of {result['ticks']} ticks on "
+            f"time (p50 {result['tick_p50_s']} s, p95 {result['tick_p95_s']} s, max "
+            f"{result['tick_max_s']} s); peak RSS {result['peak_rss_mb']} MB; CPU "
+            f"{result['cpu_pct_of_one_core']}% of one core; {result['llm_calls']} LLM calls"
+        )
+
+    guarded(run)
