@@ -1,4 +1,4 @@
-"""ruff and mypy are part of the suite, and town/ stays free of platform libraries."""
+"""ruff, mypy and the architecture contracts are part of the suite."""
 
 from __future__ import annotations
 
@@ -30,6 +30,18 @@ def test_ruff_format_is_applied() -> None:
 
 def test_mypy_is_clean() -> None:
     done = _run("mypy")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_architecture_contracts_hold() -> None:
+    """import-linter (pyproject.toml): the layers, the town free of platforms, no cycles."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
