@@ -28,7 +28,7 @@ FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per 
 def bench_town(
     residents: Annotated[int, typer.Option(min=1, help="Smallville residents (up to 25).")] = 25,
     hours: Annotated[float, typer.Option(min=0.5, help="Game hours to run.")] = 24.0,
-    latency_ms: FakeLatencyMs = 100.0,
+    latency_ms: FakeLatencyMs = 1000.0,
     concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight.")] = 64,
     as_json: JsonFlag = False,
 ) -> None:
