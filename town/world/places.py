@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
@@ -20,7 +19,6 @@ from town.store.models import WorldObject
 from town.world.persona import SEPARATOR, TownSpec, split_path
 
 
-@lru_cache(maxsize=4096)
 def _area_of(path: str) -> str:
     return split_path(path)[0]
 
