@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from adapters.core.base import DeliveryError, Outgoing
+from adapters.core.ports import DeliveryError, Outgoing
 
 
 @dataclass
