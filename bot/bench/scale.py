@@ -48,7 +48,8 @@ from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
-from town.memory.embedding import Embedder, embedding_executor, flush_queues
+from town.memory.embedders import Embedder
+from town.memory.embedding_queue import embedding_executor, flush_queues
 from town.memory.vectors import ChromaIndex
 from town.store.db import Store
 from town.store.models import Resident, Town

@@ -41,7 +41,7 @@ from town.llm.tasks import (
     FreeTextTask,
 )
 from town.llm.usage import UsageTally
-from town.memory.embedding import Embedder
+from town.memory.embedders import Embedder
 from town.memory.stream import MemoryStream, NewMemory, clean_text
 from town.memory.vectors import InMemoryIndex, VectorIndex
 from town.store.db import Store

@@ -27,7 +27,8 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
-from town.memory.embedding import Embedder, EmbeddingQueue, shared_queue
+from town.memory.embedders import Embedder
+from town.memory.embedding_queue import EmbeddingQueue, shared_queue
 from town.memory.retrieval import (
     MemoryMatrix,
     RetrievalWeights,

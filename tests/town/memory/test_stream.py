@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from town.memory.embedding import shared_queue
+from town.memory.embedding_queue import shared_queue
 from town.memory.retrieval import RetrievalWeights, game_hours
 from town.memory.stream import InvalidMemory, MemoryStream, NewMemory
 from town.memory.vectors import ChromaIndex, InMemoryIndex, VectorIndex, VectorIndexError
@@ -362,7 +362,7 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from town.memory.embedding import CachedEmbedder
+    from town.memory.embedders import CachedEmbedder
 
     table = TableEmbedder(
         {"q": [1, 0], "chat": [1, 0], "plan one": [0, 1], "plan two": [1, 1], "plan three": [1, 2]}

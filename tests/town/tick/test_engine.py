@@ -16,7 +16,8 @@ from sqlmodel import col, select
 from town.inputs import UnknownResident, resident_named, say, set_object, whisper
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
-from town.memory.embedding import CachedEmbedder, HashEmbedder, flush_queues, shared_queue
+from town.memory.embedders import CachedEmbedder, HashEmbedder
+from town.memory.embedding_queue import flush_queues, shared_queue
 from town.memory.stream import MemoryStream, clean_text
 from town.memory.vectors import InMemoryIndex
 from town.store.db import Store
