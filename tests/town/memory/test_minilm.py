@@ -1,4 +1,4 @@
-"""The bundled all-MiniLM-L6-v2: against sentence-transformers' vectors, its precisions, its batches."""
+"""The bundled all-MiniLM-L6-v2: sentence-transformers' vectors, its precisions, its batches."""
 
 from __future__ import annotations
 
