@@ -221,39 +221,6 @@ def test_rollback_drops_cached_memories(store: Store) -> None:
     assert found[again.id] == 2
 
 
-def test_retrieval_reads_only_the_rows_it_has_not_kept(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sqlalchemy import event
-
-    import town.memory.stream
-
-    monkeypatch.setattr(town.memory.stream, "ROWS_KEPT", 2)
-    reads: list[str] = []
-
-    def spy(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        if "FROM memory" in statement and "WHERE memory.id IN" in statement:
-            reads.append(statement)
-
-    emb = TableEmbedder({"a": [1, 0], "b": [0.8, 0.6], "c": [0, 1], "q": [1, 0]})
-    stream = MemoryStream(resident_id=make_resident(store), embedder=emb, index=InMemoryIndex())
-    event.listen(store.engine, "before_cursor_execute", spy)
-    with store.session() as s:
-        stream.add(s, [NewMemory("observation", t, 5) for t in "abc"], T0)  # keeps b and c
-        assert [r.memory.text for r in stream.retrieve(s, "q", T0, k=1)] == ["a"]
-        assert len(reads) == 1  # a was not kept: read (and kept now, b dropped)
-    with store.session() as s:  # another unit of work: the rows kept serve it too
-        assert [r.memory.text for r in stream.retrieve(s, "q", T0, k=1)] == ["a"]
-        assert len(reads) == 1
-        found = stream.retrieve(s, "q", T0 + timedelta(hours=1), k=3)
-    assert sorted(r.memory.text for r in found) == ["a", "b", "c"]
-    assert len(reads) == 2  # only b was read
-    event.remove(store.engine, "before_cursor_execute", spy)
-    with store.session() as s:
-        last = {m.text: m.last_access for m in s.exec(select(Memory)).all()}
-    assert set(last.values()) == {T0 + timedelta(hours=1)}  # last access is still written
-
-
 def test_restart_reloads_and_reembeds_missing_vectors(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
     emb = TableEmbedder({"a": [1, 0], "b": [0, 1], "q": [0, 1]})
@@ -392,7 +359,7 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
             gate.set()
             await asyncio.sleep(0.05)  # the plans' vectors are done now, but not needed here:
             await stream.recall(s, "q", T0, kinds=["chat"])
-            assert len(stream._pending) == 2  # they stay out of the matrix (see _ready)
+            assert len(stream.arrays.pending) == 2  # they stay out of the matrix (see ready)
             gate.clear()
             await stream.record(s, [NewMemory("plan", "plan three", 5)], T0)
             every = asyncio.ensure_future(stream.recall(s, "q", T0))
