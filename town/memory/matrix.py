@@ -123,8 +123,7 @@ class StreamMatrix:
     """A stream's memory matrix: loaded on first use, grown as memories are added, forgotten
     (to be loaded again) when a unit of work that changed it rolls back."""
 
-    def __init__(self, resident_id: int, vectors: ResidentVectors) -> None:
-        self.resident_id = resident_id
+    def __init__(self, vectors: ResidentVectors) -> None:
         self.vectors = vectors
         self.matrix: MemoryMatrix | None = None
         self.pending: list[_Pending] = []
@@ -171,9 +170,8 @@ class StreamMatrix:
             try:
                 vectors = waiting.vectors.result()
             except Exception as error:
-                log.warning(
-                    "could not embed new memories of resident %d: %s", self.resident_id, error
-                )
+                resident = self.vectors.resident_id
+                log.warning("could not embed new memories of resident %d: %s", resident, error)
                 self.forget()
                 return self.load(session)  # embeds what the index lacks, on this thread
             matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
@@ -191,7 +189,7 @@ class StreamMatrix:
                 col(Memory.last_access),
                 col(Memory.text),
             )
-            .where(col(Memory.resident_id) == self.resident_id)
+            .where(col(Memory.resident_id) == self.vectors.resident_id)
             .order_by(col(Memory.id))
         ).all()
         dim = self.vectors.embedder.dim

@@ -43,18 +43,12 @@ class ResidentVectors:
         """Vectors for these ids from the index; any the index lacks are embedded again."""
         have_ids, have_vecs = self.index.fetch(self.town_collection(session), self.resident_id)
         out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
-        missing = np.ones(len(ids), dtype=bool)
-        if len(have_ids):
+        found = np.isin(ids, have_ids)
+        if found.any():
             order = np.argsort(have_ids)
-            sorted_ids = have_ids[order]
-            pos = np.searchsorted(sorted_ids, ids)
-            pos_ok = pos < len(sorted_ids)
-            hit = np.zeros(len(ids), dtype=bool)
-            hit[pos_ok] = sorted_ids[pos[pos_ok]] == ids[pos_ok]
-            out[hit] = have_vecs[order[pos[hit]]]
-            missing = ~hit
-        if missing.any():
-            lost = np.flatnonzero(missing)
+            out[found] = have_vecs[order[np.searchsorted(have_ids, ids[found], sorter=order)]]
+        if not found.all():
+            lost = np.flatnonzero(~found)
             out[lost] = self._reembed(ids[lost], [texts[i] for i in lost])
         return out
 

@@ -88,7 +88,7 @@ class MemoryStream:
         self.weights = weights or RetrievalWeights()
         self.executor = executor
         self.vectors = ResidentVectors(resident_id, embedder, index, namespace)
-        self.arrays = StreamMatrix(resident_id, self.vectors)
+        self.arrays = StreamMatrix(self.vectors)
 
     @property
     def collection(self) -> str:
@@ -219,7 +219,7 @@ class MemoryStream:
             Store.after_commit(session, lambda: self._write_index(batch))
         pending.append((self, ids, vectors))
         self.arrays.add(rows, game_hours(at), vectors)
-        Store.after_rollback(session, self.forget_cache)
+        Store.after_rollback(session, self.arrays.forget)
 
     def _row(self, item: NewMemory, at: datetime) -> Memory:
         if item.kind not in KIND_CODES:
@@ -264,12 +264,12 @@ class MemoryStream:
         found = {m.id: m for m in session.exec(select(Memory).where(col(Memory.id).in_(ids)))}
         touch_later(session, ids, now)
         matrix.touch(ids, now_h)
-        Store.after_rollback(session, self.forget_cache)
+        Store.after_rollback(session, self.arrays.forget)
         out = []
         for mem_id, score, recency, importance, relevance in ranked:
             memory = found.get(mem_id)
             if memory is None:  # the row vanished under us: the arrays are stale
-                self.forget_cache()
+                self.arrays.forget()
                 continue
             # the row is written before the commit (``touch_later``); not dirtied meanwhile
             set_committed_value(memory, "last_access", now)
@@ -298,9 +298,6 @@ class MemoryStream:
     def count(self, session: Session) -> int:
         return self.arrays.ready(session).size
 
-    def forget_cache(self) -> None:
-        self.arrays.forget()
-
     def town_collection(self, session: Session) -> str:
         return self.vectors.town_collection(session)
 
@@ -328,7 +325,7 @@ def _upsert(pending: list[_Write]) -> None:
     except Exception as error:  # the vectors are embedded again when each stream next loads
         log.warning("could not write vectors to %s: %s", first.collection, error)
         for stream in streams:
-            stream.forget_cache()
+            stream.arrays.forget()
 
 
 def clean_text(text: str) -> str:
