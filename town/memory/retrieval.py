@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 import numpy as np
-from sqlalchemy import update
-from sqlmodel import Session, col
+from sqlalchemy import Table, inspect, update
+from sqlmodel import Session
 
 from town.store.db import Store
 from town.store.models import Memory
@@ -78,6 +79,7 @@ def top_k(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     return pool[order[:k]]
 
 
+_MEMORY = cast(Table, inspect(Memory).local_table)
 _TOUCHED = "bottown_touch"  # session.info: memory id -> last access, written before commit
 
 
@@ -96,5 +98,5 @@ def _write_last_access(session: Session) -> None:
     for mem_id, at in touched.items():
         by_time.setdefault(at, []).append(mem_id)
     for at, ids in by_time.items():
-        write = update(Memory).where(col(Memory.id).in_(ids)).values(last_access=at)
-        session.execute(write.execution_options(synchronize_session=False))
+        # (on the table: the rows the session holds were set already)
+        session.execute(update(_MEMORY).where(_MEMORY.c.id.in_(ids)).values(last_access=at))
