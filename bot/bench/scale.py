@@ -42,7 +42,7 @@ from bot.runtime.wiring import Services, build_embedder
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.usage import UsageTally
-from town.memory.embedding import embedding_executor, flush_queues
+from town.memory.embedding_queue import embedding_executor, flush_queues
 from town.memory.vectors import ChromaIndex
 from town.store.db import Store
 from town.store.models import Town

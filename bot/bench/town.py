@@ -37,7 +37,7 @@ from town.llm.depth import ChainCountingBrain
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
-from town.memory.embedding import flush_queues
+from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
 from town.tick.engine import Engine, TickReport
 from town.tick.seed import found_town

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bot.runtime.logs import setup_logging
 from bot.runtime.settings import Settings, SettingsError, load_settings
-from town.memory.embedding import EmbeddingError
+from town.memory.embedders import EmbeddingError
 from town.memory.stream import InvalidMemory
 from town.memory.vectors import VectorIndexError
 from town.store.db import StoreError

@@ -34,7 +34,7 @@ from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.usage import TokenBudget
-from town.memory.embedding import CachedEmbedder, Embedder, HashEmbedder
+from town.memory.embedders import CachedEmbedder, Embedder, HashEmbedder
 from town.memory.minilm import MiniLMEmbedder
 from town.store.db import Store
 

@@ -16,14 +16,8 @@ from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
-from town.memory.embedding import (
-    CachedEmbedder,
-    Embedder,
-    HashEmbedder,
-    OpenAIEmbedder,
-    embedding_executor,
-    flush_queues,
-)
+from town.memory.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
+from town.memory.embedding_queue import embedding_executor, flush_queues
 from town.memory.minilm import MiniLMEmbedder
 from town.memory.retrieval import RetrievalWeights
 from town.memory.stream import MemoryStream

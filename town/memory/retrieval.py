@@ -8,16 +8,23 @@ loop over rows:
 
 Each component is min-max normalised over the candidates (all memories, or the kinds asked for);
 when a component is the same for every candidate it contributes 0.5. The best k come first
-(ties: the newer memory first).
+(ties: the newer memory first). Their last access is set to the query's game time, in the
+store when the caller's unit of work commits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 import numpy as np
+from sqlalchemy import Table, inspect, update
+from sqlmodel import Session
+
+from town.store.db import Store
+from town.store.models import Memory
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -61,53 +68,6 @@ def score_candidates(
     return score, rec, imp, rel
 
 
-@dataclass
-class MemoryMatrix:
-    """The resident's memories as arrays, grown by doubling."""
-
-    dim: int
-    size: int = 0
-    ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    vectors: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.float32))
-    importance: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float32))
-    access_h: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
-    kinds: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
-    row_of: dict[int, int] = field(default_factory=dict)
-
-    def append(
-        self,
-        ids: np.ndarray,
-        vectors: np.ndarray,
-        imp: np.ndarray,
-        acc: np.ndarray,
-        kinds: np.ndarray,
-    ) -> None:
-        need = self.size + len(ids)
-        if need > len(self.ids):
-            cap = max(need, 2 * len(self.ids), 256)
-            self.ids = _grow(self.ids, cap)
-            self.vectors = _grow(self.vectors.reshape(-1, self.dim), cap)
-            self.importance = _grow(self.importance, cap)
-            self.access_h = _grow(self.access_h, cap)
-            self.kinds = _grow(self.kinds, cap)
-        sl = slice(self.size, need)
-        self.ids[sl], self.vectors[sl], self.importance[sl] = ids, vectors, imp
-        self.access_h[sl], self.kinds[sl] = acc, kinds
-        for offset, mem_id in enumerate(ids.tolist()):
-            self.row_of[mem_id] = self.size + offset
-        self.size = need
-
-    def touch(self, ids: Sequence[int], hours: float) -> None:
-        rows = [self.row_of[i] for i in ids if i in self.row_of]
-        self.access_h[rows] = hours
-
-
-def _grow(arr: np.ndarray, cap: int) -> np.ndarray:
-    out = np.zeros((cap, *arr.shape[1:]), dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out
-
-
 def top_k(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     """Positions of the k best scores, best first; equal scores put the newer (higher id) first."""
     if k < len(score):
@@ -117,3 +77,26 @@ def top_k(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
         pool = np.arange(len(score))
     order = np.lexsort((-ids[pool], -score[pool]))
     return pool[order[:k]]
+
+
+_MEMORY = cast(Table, inspect(Memory).local_table)
+_TOUCHED = "bottown_touch"  # session.info: memory id -> last access, written before commit
+
+
+def touch_later(session: Session, ids: Sequence[int], at: datetime) -> None:
+    """Set the last access of these memories when the unit of work commits."""
+    touched: dict[int, datetime] = session.info.setdefault(_TOUCHED, {})
+    touched.update(dict.fromkeys(ids, at))
+    Store.before_commit(session, _write_last_access)
+
+
+def _write_last_access(session: Session) -> None:
+    """The last accesses set in a unit of work, every stream's together: one statement per game
+    time."""
+    touched: dict[int, datetime] = session.info.pop(_TOUCHED, {})
+    by_time: dict[datetime, list[int]] = {}
+    for mem_id, at in touched.items():
+        by_time.setdefault(at, []).append(mem_id)
+    for at, ids in by_time.items():
+        # (on the table: the rows the session holds were set already)
+        session.execute(update(_MEMORY).where(_MEMORY.c.id.in_(ids)).values(last_access=at))

@@ -1,12 +1,10 @@
-"""A resident's memory stream (Park et al., section 4.1): memories stored, embedded and
+"""A resident's memory stream (Park et al., section 4.1): memories recorded, embedded and
 retrieved.
 
-Rows live in the store; vectors live in the vector index under the memory's id, in one collection
-per town (``<namespace>-t<town id>``, the resident's id in each record's metadata). For retrieval
-each resident keeps its memories as arrays (``town/retrieval.py``: the paper's score over every
-memory with no Python loop over rows). The top k are returned, best first, and their last access
-is set to the query's game time (in the arrays at once, in the store when the caller's unit of
-work commits).
+Rows live in the store; vectors live in the vector index under the memory's id, in the town's
+collection (``town/memory/resident_vectors.py``). For retrieval each resident keeps its memories
+as arrays (``town/memory/matrix.py``). A unit of work that rolls back makes the stream forget its
+arrays, to be loaded again from the store.
 """
 
 from __future__ import annotations
@@ -14,36 +12,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
 
 import numpy as np
-from sqlalchemy import Table, bindparam, inspect, update
-from sqlalchemy import select as sa_select
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
-from town.memory.embedding import Embedder, EmbeddingQueue, shared_queue
-from town.memory.retrieval import (
-    MemoryMatrix,
-    RetrievalWeights,
-    game_hours,
-    score_candidates,
-    top_k,
-)
-from town.memory.vectors import VectorIndex, adopt_collections
+from town.memory.embedders import Embedder
+from town.memory.embedding_queue import EmbeddingQueue, shared_queue
+from town.memory.matrix import KIND_CODES, StreamMatrix
+from town.memory.resident_vectors import ResidentVectors
+from town.memory.retrieval import RetrievalWeights, game_hours, touch_later
+from town.memory.vectors import VectorIndex
 from town.store.db import Store
-from town.store.models import MEMORY_KINDS, Memory, Resident
+from town.store.models import MEMORY_KINDS, Memory
 
 log = logging.getLogger(__name__)
 
-KIND_CODES = {kind: code for code, kind in enumerate(MEMORY_KINDS)}
 MAX_TEXT = 4000
-ROWS_KEPT = 1024  # memory rows a stream keeps for retrieval (the most recently used)
 
 
 class InvalidMemory(ValueError):
@@ -74,17 +63,6 @@ Vectors = np.ndarray | Future[np.ndarray]
 _Write = tuple["MemoryStream", np.ndarray, Vectors]  # a stream's new ids and their vectors
 
 
-@dataclass
-class _Pending:
-    """New memories whose vectors are still being computed (see ``MemoryStream.record``)."""
-
-    ids: np.ndarray
-    importance: np.ndarray
-    access_h: np.ndarray
-    kinds: np.ndarray
-    vectors: Future[np.ndarray]
-
-
 def embedded_text(item: NewMemory) -> str:
     """What is embedded for a memory: its gist when it has one, else its text as stored."""
     gist = clean_text(item.gist) if item.gist else ""
@@ -107,13 +85,15 @@ class MemoryStream:
         self.resident_id = resident_id
         self.embedder = embedder
         self.index = index
-        self.namespace = namespace
-        self.collection = ""  # the town's, once known (see ``town_collection``)
         self.weights = weights or RetrievalWeights()
         self.executor = executor
-        self._matrix: MemoryMatrix | None = None
-        self._pending: list[_Pending] = []
-        self._rows: OrderedDict[int, Memory] = OrderedDict()  # id -> row, least recent first
+        self.vectors = ResidentVectors(resident_id, embedder, index, namespace)
+        self.arrays = StreamMatrix(self.vectors)
+
+    @property
+    def collection(self) -> str:
+        """The town's collection of the vector index, once known (see ``town_collection``)."""
+        return self.vectors.collection
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -181,10 +161,10 @@ class MemoryStream:
                 self.retrieve(session, q, now, n, kinds) for q, n in zip(queries, ks, strict=True)
             ]
         # the stream's own vectors are hurried along only if this retrieval needs them
-        owner = self if any(not f.done() for f in self._needed(kinds)) else None
+        owner = self if any(not f.done() for f in self.arrays.needed(kinds)) else None
         asked = self._queue().submit(list(queries), owner=owner, urgent=True)
         # (again after each wait: the stream may have recorded more meanwhile)
-        while waits := [f for f in (asked, *self._needed(kinds)) if not f.done()]:
+        while waits := [f for f in (asked, *self.arrays.needed(kinds)) if not f.done()]:
             await asyncio.wait([asyncio.wrap_future(f) for f in waits])  # failures: below
         vectors = asked.result()
         return [
@@ -208,14 +188,12 @@ class MemoryStream:
         return shared_queue(self.embedder, self.executor)
 
     def _insert(self, session: Session, items: Sequence[NewMemory], at: datetime) -> list[Memory]:
-        """The rows, added and flushed (for their ids); the cache is loaded first, so it does
-        not load them twice."""
-        if self._matrix is None:
-            self._load(session)
+        """The rows, added and flushed (for their ids); the arrays are loaded first, so that they
+        do not load them twice."""
+        self.arrays.load(session)
         rows = [self._row(item, at) for item in items]
         session.add_all(rows)
         session.flush()
-        self._keep(rows)
         return rows
 
     def _attach(
@@ -225,7 +203,7 @@ class MemoryStream:
         at: datetime,
         vectors: np.ndarray | Future[np.ndarray],
     ) -> None:
-        """The new rows' vectors (or the promise of them) into the cache, and into the index once
+        """The new rows' vectors (or the promise of them) into the arrays, and into the index once
         the unit of work has committed.
 
         The index is written after the commit (see ``_write_index``: the town's vectors of the
@@ -240,17 +218,8 @@ class MemoryStream:
             batch = pending
             Store.after_commit(session, lambda: self._write_index(batch))
         pending.append((self, ids, vectors))
-        columns = (
-            ids,
-            np.array([r.importance for r in rows], dtype=np.float32),
-            np.full(len(rows), game_hours(at)),
-            np.array([KIND_CODES[r.kind] for r in rows], dtype=np.int8),
-        )
-        if isinstance(vectors, Future):
-            self._pending.append(_Pending(*columns, vectors))
-        elif self._matrix is not None:  # (else the rows are read with the rest on next use)
-            self._matrix.append(columns[0], vectors, *columns[1:])
-        Store.after_rollback(session, self.forget_cache)
+        self.arrays.add(rows, game_hours(at), vectors)
+        Store.after_rollback(session, self.arrays.forget)
 
     def _row(self, item: NewMemory, at: datetime) -> Memory:
         if item.kind not in KIND_CODES:
@@ -285,44 +254,26 @@ class MemoryStream:
         """The paper's top-k memories for ``query`` at game time ``now``; updates last access.
 
         ``query_vector`` may be given when it was computed already (see ``recall``)."""
-        matrix = self._ready(session, kinds)
-        n = matrix.size
-        if n == 0 or k <= 0:
+        matrix = self.arrays.ready(session, kinds)
+        if matrix.size == 0 or k <= 0:
             return []
         q = query_vector if query_vector is not None else self.embedder.embed([query])[0]
-        relevance = matrix.vectors[:n] @ q
-        if kinds is not None:
-            codes = [KIND_CODES[kind] for kind in kinds if kind in KIND_CODES]
-            cand = np.flatnonzero(np.isin(matrix.kinds[:n], codes))
-            if len(cand) == 0:
-                return []
-        else:
-            cand = np.arange(n)
         now_h = game_hours(now)
-        score, rec, imp, rel = score_candidates(
-            relevance[cand], matrix.importance[cand], matrix.access_h[cand], now_h, self.weights
-        )
-        top = top_k(score, matrix.ids[cand], k)
-        chosen_ids = [int(i) for i in matrix.ids[cand][top]]
-        found = self._rows_of(session, chosen_ids)
-        touched: dict[int, datetime] = session.info.setdefault(_TOUCH_KEY, {})
-        touched.update(dict.fromkeys(chosen_ids, now))
-        Store.before_commit(session, _write_last_access)
-        matrix.touch(chosen_ids, now_h)
-        Store.after_rollback(session, self.forget_cache)
+        ranked = matrix.best(q, now_h, k, kinds, self.weights)
+        ids = [r[0] for r in ranked]
+        found = {m.id: m for m in session.exec(select(Memory).where(col(Memory.id).in_(ids)))}
+        touch_later(session, ids, now)
+        matrix.touch(ids, now_h)
+        Store.after_rollback(session, self.arrays.forget)
         out = []
-        for pos, mem_id in zip(top.tolist(), chosen_ids, strict=True):
+        for mem_id, score, recency, importance, relevance in ranked:
             memory = found.get(mem_id)
-            if memory is None:  # the row vanished under us: the cache is stale
-                self.forget_cache()
+            if memory is None:  # the row vanished under us: the arrays are stale
+                self.arrays.forget()
                 continue
-            # the row is written by the deferred update; do not dirty the session meanwhile
+            # the row is written before the commit (``touch_later``); not dirtied meanwhile
             set_committed_value(memory, "last_access", now)
-            out.append(
-                Retrieved(
-                    memory, float(score[pos]), float(rec[pos]), float(imp[pos]), float(rel[pos])
-                )
-            )
+            out.append(Retrieved(memory, score, recency, importance, relevance))
         return out
 
     def _write_index(self, pending: list[_Write]) -> None:
@@ -335,197 +286,29 @@ class MemoryStream:
             self._queue().write((id(self.index), self.collection), pending, _upsert)
 
     def recent(self, session: Session, n: int = 100) -> list[str]:
-        """The texts of the ``n`` most recently created memories, oldest first. (Read on the
-        unit of work's connection: memories are never pending in the session, so it need not
-        flush what is.)"""
-        found = session.connection().scalars(_RECENT, {"resident": self.resident_id, "n": n})
-        return list(reversed(found.all()))
+        """The texts of the ``n`` most recently created memories, oldest first."""
+        newest = (
+            select(Memory.text)
+            .where(col(Memory.resident_id) == self.resident_id)
+            .order_by(col(Memory.created).desc(), col(Memory.id).desc())
+            .limit(n)
+        )
+        return list(reversed(session.exec(newest).all()))
 
     def count(self, session: Session) -> int:
-        return self._ready(session).size
-
-    # -- the cache -----------------------------------------------------------------------------
-
-    def forget_cache(self) -> None:
-        self._pending = []  # first: a matrix read again from the store already has their rows
-        self._matrix = None
-        self._rows.clear()
-
-    def _rows_of(self, session: Session, ids: Sequence[int]) -> dict[int, Memory]:
-        """The memory rows of ``ids``: those kept from earlier, the others read (and kept). A
-        memory never changes but for its last access, which ``retrieve`` sets on the row."""
-        found: dict[int, Memory] = {}
-        for mem_id in ids:
-            row = self._rows.get(mem_id)
-            if row is not None:
-                found[mem_id] = row
-                self._rows.move_to_end(mem_id)
-        missing = [i for i in ids if i not in found]
-        if missing:
-            read = list(session.scalars(_BY_IDS, {"ids": missing}))
-            self._keep(read)
-            found.update((row.id, row) for row in read if row.id is not None)
-        return found
-
-    def _keep(self, rows: Sequence[Memory]) -> None:
-        for row in rows:
-            if row.id is not None:
-                self._rows[row.id] = row
-                self._rows.move_to_end(row.id)
-        while len(self._rows) > ROWS_KEPT:
-            self._rows.popitem(last=False)
-
-    def _needed(self, kinds: Collection[str] | None) -> list[Future[np.ndarray]]:
-        """The pending vectors a retrieval of ``kinds`` (None: every kind) must have: a talk's
-        recall (no plans) need not wait for the plans just made."""
-        if kinds is None:
-            return [p.vectors for p in self._pending]
-        codes = [KIND_CODES[kind] for kind in kinds if kind in KIND_CODES]
-        return [p.vectors for p in self._pending if np.isin(p.kinds, codes).any()]
-
-    def _ready(self, session: Session, kinds: Collection[str] | None = None) -> MemoryMatrix:
-        """The cache with the pending vectors a retrieval of ``kinds`` needs (waiting for those
-        still computed); other kinds' stay pending, done or not, so that what the cache holds
-        at each retrieval never depends on how fast the embedding thread was (a matrix product
-        over more rows may differ in the last bit)."""
-        matrix = self._load(session)
-        needed = {id(f) for f in self._needed(kinds)}
-        pending, self._pending = self._pending, []
-        for waiting in pending:
-            if id(waiting.vectors) not in needed:
-                self._pending.append(waiting)
-                continue
-            try:
-                vectors = waiting.vectors.result()
-            except Exception as error:
-                log.warning(
-                    "could not embed new memories of resident %d: %s", self.resident_id, error
-                )
-                self.forget_cache()
-                return self._load(session)  # embeds what the index lacks, on this thread
-            matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
-        return matrix
+        return self.arrays.ready(session).size
 
     def town_collection(self, session: Session) -> str:
-        """The town's collection, found on first use; per-resident collections left by earlier
-        versions (``<namespace>-r<resident id>``) are moved into it then."""
-        if not self.collection:
-            town = session.execute(
-                sa_select(col(Resident.town_id)).where(col(Resident.id) == self.resident_id)
-            ).scalar()
-            self.collection = f"{self.namespace}-t{town or 0}"
-            old = f"{self.namespace}-r"
-            if town is not None and any(n.startswith(old) for n in self.index.names()):
-                ours = sa_select(col(Resident.id)).where(col(Resident.town_id) == town)
-                residents = [r for r in session.scalars(ours) if r is not None]
-                adopt_collections(self.index, old, self.collection, residents)
-        return self.collection
-
-    def _load(self, session: Session) -> MemoryMatrix:
-        if self._matrix is not None:
-            return self._matrix
-        self.town_collection(session)
-        rows = session.execute(
-            sa_select(
-                col(Memory.id),
-                col(Memory.kind),
-                col(Memory.importance),
-                col(Memory.last_access),
-                col(Memory.text),
-            )
-            .where(col(Memory.resident_id) == self.resident_id)
-            .order_by(col(Memory.id))
-        ).all()
-        matrix = MemoryMatrix(dim=self.embedder.dim)
-        matrix.vectors = np.empty((0, self.embedder.dim), dtype=np.float32)
-        if rows:
-            ids = np.array([r[0] for r in rows], dtype=np.int64)
-            vectors = self._vectors_for(ids, [r[4] for r in rows])
-            matrix.append(
-                ids,
-                vectors,
-                np.array([r[2] for r in rows], dtype=np.float32),
-                np.array([game_hours(r[3]) for r in rows], dtype=np.float64),
-                np.array([KIND_CODES.get(r[1], 0) for r in rows], dtype=np.int8),
-            )
-        self._matrix = matrix
-        return matrix
+        return self.vectors.town_collection(session)
 
     def repair(self, session: Session, upto: int) -> int:
         """Embed and index again those of the resident's memories, up to id ``upto``, that the
-        index lacks (a process killed before its index writes went out); how many.
-        The stream's own state is left alone, so this may run on a stream of its own on
-        another thread while the town goes on."""
-        rows = session.execute(
-            sa_select(col(Memory.id), col(Memory.text))
-            .where(col(Memory.resident_id) == self.resident_id, col(Memory.id) <= upto)
-            .order_by(col(Memory.id))
-        ).all()
-        if not rows:
-            return 0
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        lost = ~np.isin(ids, self.index.ids(self.town_collection(session), self.resident_id))
-        if lost.any():
-            self._reembed(ids[lost], [r[1] for r, gone in zip(rows, lost, strict=True) if gone])
-        return int(lost.sum())
-
-    def _vectors_for(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
-        """Vectors for these ids from the index; any the index lacks are embedded again."""
-        have_ids, have_vecs = self.index.fetch(self.collection, self.resident_id)
-        out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
-        missing = np.ones(len(ids), dtype=bool)
-        if len(have_ids):
-            order = np.argsort(have_ids)
-            sorted_ids = have_ids[order]
-            pos = np.searchsorted(sorted_ids, ids)
-            pos_ok = pos < len(sorted_ids)
-            hit = np.zeros(len(ids), dtype=bool)
-            hit[pos_ok] = sorted_ids[pos[pos_ok]] == ids[pos_ok]
-            out[hit] = have_vecs[order[pos[hit]]]
-            missing = ~hit
-        if missing.any():
-            lost = np.flatnonzero(missing)
-            out[lost] = self._reembed(ids[lost], [texts[i] for i in lost])
-        return out
-
-    def _reembed(self, ids: np.ndarray, texts: list[str]) -> np.ndarray:
-        """Vectors for memories the index lost, from their text as stored, indexed again."""
-        vectors = self.embedder.embed(texts)
-        self.index.upsert(self.collection, ids.tolist(), [self.resident_id] * len(ids), vectors)
-        return vectors
+        index lacks; how many (see ``ResidentVectors.repair``)."""
+        return self.vectors.repair(session, upto)
 
 
 # Unicode's control characters (category Cc) but tab and newline, which fold to spaces below.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-_TOUCH_KEY = "bottown_touch"  # session.info: memory id -> last access, written before commit
-
-# The statements of the hot paths, built once (their compiled forms are cached with them).
-_TABLE = cast(Table, inspect(Memory).local_table)
-_BY_IDS = select(Memory).where(col(Memory.id).in_(bindparam("ids", expanding=True)))
-_RECENT = (
-    sa_select(_TABLE.c.text)
-    .where(_TABLE.c.resident_id == bindparam("resident"))
-    .order_by(_TABLE.c.created.desc(), _TABLE.c.id.desc())
-    .limit(bindparam("n"))
-)
-_TOUCH = (
-    update(_TABLE)
-    .where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
-    .values(last_access=bindparam("at"))
-)
-
-
-def _write_last_access(session: Session) -> None:
-    """The deferred last-access updates of a unit of work, every stream's together: one
-    statement per game time."""
-    touched: dict[int, datetime] = session.info.pop(_TOUCH_KEY, {})
-    by_time: dict[datetime, list[int]] = {}
-    for mem_id, at in touched.items():
-        by_time.setdefault(at, []).append(mem_id)
-    for at, ids in by_time.items():  # (loaded rows were set already)
-        session.execute(_TOUCH, {"at": at, "ids": ids})
 
 
 def _upsert(pending: list[_Write]) -> None:
@@ -542,7 +325,7 @@ def _upsert(pending: list[_Write]) -> None:
     except Exception as error:  # the vectors are embedded again when each stream next loads
         log.warning("could not write vectors to %s: %s", first.collection, error)
         for stream in streams:
-            stream.forget_cache()
+            stream.arrays.forget()
 
 
 def clean_text(text: str) -> str:

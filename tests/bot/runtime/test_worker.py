@@ -920,7 +920,7 @@ def test_a_town_s_index_is_repaired_from_its_stored_memories(tmp_path: Path) -> 
     memories that the index lacks are embedded again; other towns' are left alone."""
     from bot.runtime.settings import load_settings
     from bot.runtime.wiring import Services
-    from town.memory.embedding import flush_queues
+    from town.memory.embedding_queue import flush_queues
     from town.memory.stream import NewMemory
 
     settings = load_settings(embedder="hash", brain="offline", data_dir=tmp_path / "data")

@@ -12,13 +12,8 @@ import numpy as np
 import pytest
 
 from tests.factories import lone_resident
-from town.memory.embedding import (
-    CachedEmbedder,
-    EmbeddingQueue,
-    HashEmbedder,
-    flush_queues,
-    shared_queue,
-)
+from town.memory.embedders import CachedEmbedder, HashEmbedder
+from town.memory.embedding_queue import EmbeddingQueue, flush_queues, shared_queue
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import InMemoryIndex
 from town.store.db import Store

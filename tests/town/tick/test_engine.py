@@ -28,7 +28,8 @@ from town.inputs.unit import UnknownResident, resident_named
 from town.inputs.visitor import say
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
-from town.memory.embedding import CachedEmbedder, HashEmbedder, flush_queues, shared_queue
+from town.memory.embedders import CachedEmbedder, HashEmbedder
+from town.memory.embedding_queue import flush_queues, shared_queue
 from town.memory.stream import clean_text
 from town.store.db import Store
 from town.store.models import Conversation, Memory, PlanItem, Town, WorldObject

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from town.experiments.gather.field import GatherConfig
 from town.experiments.gather.log import AgentStep
 from town.experiments.gather.messages import mentions
-from town.memory.embedding import Embedder
+from town.memory.embedders import Embedder
 from town.memory.stream import MemoryStream, NewMemory, clean_text
 from town.memory.vectors import InMemoryIndex, VectorIndex
 from town.store.db import Store

@@ -25,7 +25,7 @@ from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.tasks import Task
-from town.memory.embedding import HashEmbedder
+from town.memory.embedders import HashEmbedder
 from town.store.db import Store
 from town.store.models import Memory
 
