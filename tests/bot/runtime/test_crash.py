@@ -45,6 +45,10 @@ KILLS = 20  # at least this many killed runs
 BUSY = 40  # and the runs go on until the town has at least this many events
 HEARD = 20  # and has heard at least this many visitors' lines
 MAX_RUNS = 3 * KILLS  # a town that has not done that much by then is broken
+HEAR_CTRL_C = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 PATIENCE = 180.0  # seconds for a process to reach a state (a busy machine is slow to start one)
 BOTTOWN = Path(sys.executable).with_name("bottown")
 RUN = ["run", "--town", "mini", "--persona", str(MINITOWN), "-p", "web", "-p", "slack"]
@@ -300,8 +304,11 @@ def test_sigkill_at_random_points_loses_nothing_and_posts_nothing_twice(
     # The last run: the real console script; pause the town, let the outbox drain, stop.
     log = tmp_path / "final.log"
     env = {**os.environ, **environment(tmp_path, slack, "jump"), "PYTHONUNBUFFERED": "1"}
-    with log.open("w") as out:
-        final = subprocess.Popen([str(BOTTOWN), *RUN], stdout=out, stderr=out, env=env)
+    with log.open("w") as out:  # Ctrl-C's signal as a terminal sends it, heard even when this
+        # test runs as a background job (which inherits SIGINT ignored, as a shell's & makes it)
+        final = subprocess.Popen(
+            [sys.executable, "-c", HEAR_CTRL_C, str(BOTTOWN), *RUN], stdout=out, stderr=out, env=env
+        )
     try:
         url = web_url(log, final.pid)
         paused = post(url, "/api/command", {"line": "pause", "visitor_id": "owner"})
