@@ -119,7 +119,8 @@ def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + PATIENCE
     while alive(pid):
-        assert time.monotonic() < deadline, f"pid {pid} outlived SIGKILL"
+        if time.monotonic() >= deadline:  # a generous guard: the state never came
+            pytest.fail(f"pid {pid} outlived SIGKILL")
         time.sleep(0.01)
 
 
@@ -176,7 +177,8 @@ class Visitors:
         """Wait until the town has answered one of these visitors' lines."""
         deadline = time.monotonic() + PATIENCE
         while not self.said:
-            assert time.monotonic() < deadline, f"no visitor's line answered in {PATIENCE:g} s"
+            if time.monotonic() >= deadline:  # a generous guard: the state never came
+                pytest.fail(f"no visitor's line answered in {PATIENCE:g} s")
             time.sleep(0.02)
 
     def halt(self) -> None:
@@ -315,7 +317,8 @@ def test_sigkill_at_random_points_loses_nothing_and_posts_nothing_twice(
         assert paused["ok"], paused
         deadline = time.monotonic() + PATIENCE
         while undelivered(db) or dict(query(db, STATUSES)).get("sending"):
-            assert time.monotonic() < deadline, f"{undelivered(db)} events never delivered"
+            if time.monotonic() >= deadline:  # a generous guard: the state never came
+                pytest.fail(f"{undelivered(db)} events never delivered")
             time.sleep(0.1)
         final.send_signal(signal.SIGINT)
         assert final.wait(PATIENCE) == 0, log.read_text()
