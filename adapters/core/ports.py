@@ -116,6 +116,12 @@ class Adapter(Platform, Protocol):
 
     async def stop(self) -> None: ...
 
+    async def typing(self, area: str, author: str) -> None:
+        """A resident (``author``) is composing a reply in ``area``'s channel: show it where the
+        platform can (Discord's typing indicator, a line on the web page; Slack has none). Best
+        effort: never raises, and the reply itself ends the indicator."""
+        ...
+
     def status_line(self) -> str:
         """One line for the ``status`` command (e.g. which Discord intents are on)."""
         ...

@@ -73,6 +73,9 @@ class DiscordAdapter:
     async def _on_message(self, message: discord.Message) -> None:
         await self.inbound.on_message(message)
 
+    async def typing(self, area: str, author: str) -> None:
+        return None  # (not shown yet)
+
     async def send(self, message: Outgoing) -> str:
         return await self.poster.send(message)
 

@@ -92,6 +92,9 @@ class SlackAdapter:
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None
 
+    async def typing(self, area: str, author: str) -> None:
+        return None  # (not shown yet)
+
     async def send(self, message: Outgoing) -> str:
         return await self.poster.send(message)
 

@@ -111,6 +111,9 @@ class WebAdapter:
     def status_line(self) -> str:
         return f"Web: {self.url or 'not started'}"
 
+    async def typing(self, area: str, author: str) -> None:
+        return None  # (not shown yet)
+
     async def send(self, message: Outgoing) -> str:
         shown = self.feed.add(
             message.area,

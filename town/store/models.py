@@ -63,6 +63,9 @@ class Memory(SQLModel, table=True):
     last_access: datetime
     importance: int = Field(ge=1, le=10)
     cites: list[int] = Field(default_factory=list, sa_column=_json())
+    # a private memory (a seed phrase marked private: a feeling, a secret) is never volunteered
+    # to anyone but its subject or a close friend, and never shown on a public page
+    private: bool = Field(default=False)
 
 
 class PlanItem(SQLModel, table=True):
