@@ -8,7 +8,7 @@ from pathlib import Path
 from aiohttp import web
 
 STATIC = Path(__file__).parent / "static"
-SCRIPTS = ("app.js", "townmap.js", "card.js", "replay.js")
+SCRIPTS = ("app.js", "page.js", "townmap.js", "card.js", "replay.js")
 PAGES = {
     "/": ("index.html", "text/html"),
     "/replay": ("index.html", "text/html"),  # the same page, playing the town's replay

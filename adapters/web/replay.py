@@ -10,7 +10,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from adapters.core.text import render
+from adapters.web.pages import add_pages
+from adapters.web.requests import url_host
+from adapters.web.townmap import layout
+from town.inputs.card import MapPlace
 from town.world.places import World
 
 ACTIONS = ("action", "reacted", "woke", "slept", "said")
@@ -109,3 +115,53 @@ def _action(kind: str, resident: str, text: str) -> str:
         return "asleep"
     prefix = f"{resident} is "
     return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+class ReplayPage:
+    """``bottown replay``: the page on its own, playing one replay file (no town runs)."""
+
+    def __init__(
+        self,
+        replay: Replay,
+        name: str,
+        places: list[MapPlace],
+        avatars: dict[str, str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        known = {p.name for p in places}
+        loose = [MapPlace(area, "", None) for area in replay.areas if area not in known]
+        self.data = replay.as_json(name, layout([*places, *loose]), avatars)
+        self.host, self.tcp_port = host, port
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        add_pages(app)
+        app.router.add_get("/api/town", self._town)
+        app.router.add_get("/api/replay", self._replay)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.tcp_port).start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.url = f"http://{url_host(self.host)}:{runner.addresses[0][1]}/replay"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _town(self, request: web.Request) -> web.Response:
+        areas = [p["name"] for p in self.data["places"]]
+        return web.json_response(
+            {"name": self.data["name"], "areas": areas, "live": False, "replay": True}
+        )
+
+    async def _replay(self, request: web.Request) -> web.Response:
+        return web.json_response(self.data)
