@@ -28,7 +28,7 @@ function placeNode(place) {
 }
 
 function residentToken(who) {
-  const token = el("button", who.awake ? "resident" : "resident asleep");
+  const token = el("button", who.awake ? "token" : "token asleep");
   token.type = "button";
   token.dataset.name = who.name;
   token.dataset.action = who.awake ? `${who.action_emoji || ""} ${who.action}`.trim() : "😴 asleep";
@@ -43,7 +43,7 @@ function residentToken(who) {
 
 function tokenPlaces(map) {
   const found = new Map();
-  for (const token of map.querySelectorAll(".resident")) {
+  for (const token of map.querySelectorAll(".token")) {
     found.set(token.dataset.name, token.getBoundingClientRect());
   }
   return found;
@@ -51,7 +51,7 @@ function tokenPlaces(map) {
 
 // From where each token was to where it is now (FLIP), for the residents that moved.
 function glide(map, before) {
-  for (const token of map.querySelectorAll(".resident")) {
+  for (const token of map.querySelectorAll(".token")) {
     const was = before.get(token.dataset.name);
     if (!was) continue;
     const now = token.getBoundingClientRect();

@@ -33,7 +33,7 @@ PHONE = {"width": 420, "height": 800}
 async def shot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     width = page.viewport_size["width"] if page.viewport_size else 0
-    await page.screenshot(path=str(SHOTS / f"{name}-{width}.png"))
+    await page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), animations="disabled")
 
 
 async def places_of(runtime: TownRuntime) -> dict[str, tuple[str, bool]]:
@@ -76,10 +76,10 @@ async def test_the_map_follows_the_town_and_opens_cards_and_channels(tmp_path: P
         await expect_the_store(page, runtime)
         await shot(page, "map")
         await page.reload()
-        await expect(page.locator("#map .resident").first).to_be_visible()
+        await expect(page.locator("#map .token").first).to_be_visible()
         await expect(page.locator("#welcome")).to_be_hidden()  # dismissed is remembered
 
-        await page.locator(f"#map .resident[data-name='{speaker}']").click()
+        await page.locator(f"#map .token[data-name='{speaker}']").click()
         card = page.locator("#card")
         await expect(card).to_be_visible()
         await expect(card.locator("h2")).to_have_text(speaker)
@@ -129,7 +129,7 @@ async def test_on_a_phone_the_drawer_opens_and_a_message_goes(tmp_path: Path) ->
         page = browser.page
         await page.set_viewport_size(PHONE)
         await page.goto(adapter.url)
-        await expect(page.locator("#map .resident").first).to_be_visible()
+        await expect(page.locator("#map .token").first).to_be_visible()
         await expect(page.locator(".channel")).to_be_hidden()  # map and channel are tabs
         await shot(page, "map")
         await page.click("#welcome-close")
@@ -188,9 +188,9 @@ async def test_a_replays_scrubber_sets_the_clock_and_the_map(runtime: TownRuntim
                 await expect(page.locator("#clock")).to_contain_text(f"Monday {moment:%H:%M}")
                 for name, (area, awake) in middle.items():
                     token = page.locator(
-                        f"#map .area[data-area='{area}'] .resident[data-name='{name}']"
+                        f"#map .area[data-area='{area}'] .token[data-name='{name}']"
                     )
-                    await expect(token).to_have_class("resident" if awake else "resident asleep")
+                    await expect(token).to_have_class("token" if awake else "token asleep")
                 await page.locator(f"#map .area[data-area='{HOBBS}']").click()
                 await expect(page.locator("#channel-title")).to_have_text(HOBBS)
                 await expect(page.locator("#composer")).to_be_hidden()
@@ -209,8 +209,8 @@ async def expect_the_store(page: Page, runtime: TownRuntime) -> None:
     from playwright.async_api import expect
 
     for name, (area, awake) in (await places_of(runtime)).items():
-        token = page.locator(f"#map .area[data-area='{area}'] .resident[data-name='{name}']")
-        await expect(token).to_have_class("resident" if awake else "resident asleep")
+        token = page.locator(f"#map .area[data-area='{area}'] .token[data-name='{name}']")
+        await expect(token).to_have_class("token" if awake else "token asleep")
 
 
 def keep_private(runtime: TownRuntime, name: str) -> None:
