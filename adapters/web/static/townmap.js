@@ -3,20 +3,27 @@
 // from its old block to its new one; sleepers are dimmed; the current action shows on hover.
 "use strict";
 
+const PHONE_COLUMNS = 3; // a wider map is drawn as a list of blocks on a phone
+const phone = window.matchMedia("(max-width: 600px)");
+phone.addEventListener("change", () => drawMap());
+
 function drawMap() {
   const map = document.getElementById("map");
   const before = tokenPlaces(map);
   const columns = Math.max(1, ...state.places.map((p) => p.x + p.w));
-  map.style.gridTemplateColumns = `repeat(${columns}, minmax(0, 1fr))`;
-  map.replaceChildren(...state.places.map(placeNode));
+  const placed = !(phone.matches && columns > PHONE_COLUMNS);
+  map.style.gridTemplateColumns = `repeat(${placed ? columns : PHONE_COLUMNS}, minmax(0, 1fr))`;
+  map.replaceChildren(...state.places.map((place) => placeNode(place, placed)));
   glide(map, before);
 }
 
-function placeNode(place) {
+function placeNode(place, placed) {
   const block = el("div", place.name === state.current ? "area current" : "area");
   block.dataset.area = place.name;
-  block.style.gridColumn = `${place.x + 1} / span ${place.w}`;
-  block.style.gridRow = `${place.y + 1} / span ${place.h}`;
+  if (placed) {
+    block.style.gridColumn = `${place.x + 1} / span ${place.w}`;
+    block.style.gridRow = `${place.y + 1} / span ${place.h}`;
+  }
   const label = el("button", "area-name", place.name);
   label.type = "button";
   if (place.description) label.title = place.description;
