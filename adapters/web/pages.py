@@ -8,11 +8,12 @@ from pathlib import Path
 from aiohttp import web
 
 STATIC = Path(__file__).parent / "static"
-SCRIPTS = ("app.js", "page.js", "townmap.js", "card.js", "replay.js")
+SCRIPTS = ("app.js", "page.js", "feed.js", "townmap.js", "card.js", "replay.js")
 PAGES = {
     "/": ("index.html", "text/html"),
     "/replay": ("index.html", "text/html"),  # the same page, playing the town's replay
     "/static/style.css": ("style.css", "text/css"),
+    "/static/views.css": ("views.css", "text/css"),
     **{f"/static/{name}": (name, "text/javascript") for name in SCRIPTS},
 }
 CSP = (

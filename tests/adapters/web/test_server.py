@@ -27,7 +27,11 @@ async def test_page_town_and_status(web: WebAdapter, http: aiohttp.ClientSession
     assert "default-src 'self'" in page.headers["Content-Security-Policy"]
     assert not re.search(r"(src|href)=\"(https?:)?//", html), "everything is served locally"
     scripts = [(f"/static/{name}", "text/javascript") for name in SCRIPTS]
-    for path, kind in [*scripts, ("/static/style.css", "text/css")]:
+    for path, kind in [
+        *scripts,
+        ("/static/style.css", "text/css"),
+        ("/static/views.css", "text/css"),
+    ]:
         asset = await http.get(web.url + path)
         assert asset.status == 200 and asset.content_type == kind
         assert "http://" not in await asset.text() and "https://" not in await asset.text()

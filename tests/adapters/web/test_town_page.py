@@ -53,6 +53,7 @@ async def test_the_map_follows_the_town_and_opens_cards_and_channels(tmp_path: P
         await expect(page.locator("#town-name")).to_have_text("mini")
         await expect(page.locator("#welcome")).to_contain_text("AI personas")
         await expect(page.locator("#welcome")).to_contain_text("offline brain")
+        await expect(page.locator("#try-interview")).to_contain_text("/interview Isabella ")
         await expect_the_store(page, runtime)
         await page.click("#welcome-close")
 
