@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from town.inputs.card import ResidentCard, TownMap
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -79,6 +81,16 @@ class TownPort(Protocol):
 
     def thinking(self) -> Thinking:
         """Who thinks for the residents now (the offline brain, or which LLM)."""
+        ...
+
+    async def town_map(self) -> TownMap:
+        """Every area (with its place on a map when the town file gives one) and every resident
+        where the store says they are, doing what."""
+        ...
+
+    async def resident_card(self, name: str) -> ResidentCard:
+        """Who a resident is, today's plan, recent memories and reflections (never the private
+        ones) and the people they know. Raises ``LookupError`` for an unknown name."""
         ...
 
 

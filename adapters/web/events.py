@@ -1,6 +1,7 @@
 """``GET /api/events``: new messages of every channel as server-sent events. A page that
 reconnects in the same run (its ``Last-Event-ID`` names this feed's epoch) first gets what it
-missed."""
+missed. A resident composing a reply is an event ``typing`` ({area, author, emoji}), never
+caught up on."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import asdict
 
 from aiohttp import web
 
-from adapters.web.feed import Feed, Shown
+from adapters.web.feed import Feed, Shown, Typing
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,10 @@ async def stream(request: web.Request, feed: Feed) -> web.StreamResponse:
                 continue
             if item is None:
                 break
-            if item.id > sent:
+            if isinstance(item, Typing):
+                data = json.dumps(asdict(item), ensure_ascii=False)
+                await response.write(f"event: typing\ndata: {data}\n\n".encode())
+            elif item.id > sent:
                 await response.write(sse(item, feed.epoch))
     except ConnectionResetError:  # the page went away
         pass

@@ -24,11 +24,22 @@ class Shown:
     clock: str = ""  # game time "HH:MM" when known
 
 
+@dataclass(frozen=True)
+class Typing:
+    """A resident composing a reply in a channel: shown until their message comes (or a while)."""
+
+    area: str
+    author: str
+    emoji: str = ""
+
+
 @dataclass(eq=False)
 class Page:
     """One open page's live feed."""
 
-    queue: asyncio.Queue[Shown | None] = field(default_factory=lambda: asyncio.Queue(QUEUE))
+    queue: asyncio.Queue[Shown | Typing | None] = field(
+        default_factory=lambda: asyncio.Queue(QUEUE)
+    )
 
 
 class Feed:
@@ -51,12 +62,20 @@ class Feed:
         kind = kind or ("resident" if author else "town")
         shown = Shown(self._last, area, author, text, emoji, kind, clock)
         self._history.setdefault(area, deque(maxlen=self._keep)).append(shown)
+        self._push(shown)
+        return shown
+
+    def typing(self, area: str, author: str, emoji: str = "") -> None:
+        """Tell the open pages that ``author`` is composing a message in ``area`` (not kept:
+        a page that opens later never sees it)."""
+        self._push(Typing(area, author, emoji))
+
+    def _push(self, item: Shown | Typing) -> None:
         for page in list(self._pages):
             try:
-                page.queue.put_nowait(shown)
+                page.queue.put_nowait(item)
             except asyncio.QueueFull:  # too slow: drop it; the browser reconnects and catches up
                 self._close(page)
-        return shown
 
     def recent(self, area: str, limit: int) -> list[Shown]:
         return list(self._history.get(area, ()))[-limit:]

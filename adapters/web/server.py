@@ -7,7 +7,11 @@ nothing fetched from elsewhere) and a small JSON API on ``host:port`` (127.0.0.1
     GET  /api/town                    the town's name, its location channels, admin or not
     GET  /api/now                     who is where and the clock (the where and time commands)
     GET  /api/history?area=&limit=    a channel's recent messages; after a restart, from the store
-    GET  /api/events                  server-sent events: new messages of every channel
+    GET  /api/events                  server-sent events: new messages of every channel, and
+                                      ``typing`` events (a resident composing a reply)
+    GET  /api/map                     every area's box on the map and each resident where it is
+    GET  /api/resident?name=          a resident's card (plan, memories, people; never private)
+    GET  /api/replay                  the town's recorded run, for ``/replay`` (404 when none)
     POST /api/say                     {area, name, visitor_id, text}: a visitor writes in a channel
     POST /api/command                 {line, area, name, visitor_id}: a command; JSON reply
 
@@ -30,6 +34,7 @@ from adapters.core.ports import Caller, Outgoing, TownPort
 from adapters.web.events import stream
 from adapters.web.feed import KEEP, Feed
 from adapters.web.history import History
+from adapters.web.pages import add_pages
 from adapters.web.requests import (
     MAX_TEXT,
     BadInput,
@@ -40,21 +45,12 @@ from adapters.web.requests import (
     url_host,
     visitor_of,
 )
+from adapters.web.views import TownViews
 from town.inputs.unit import clean_text
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
 
-STATIC = Path(__file__).parent / "static"
-PAGES = {
-    "/": ("index.html", "text/html"),
-    "/static/app.js": ("app.js", "text/javascript"),
-    "/static/style.css": ("style.css", "text/css"),
-}
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
 PAGE_CALLER = Caller("web", "page", "the page", automatic=True)  # where and time, not audited
 
 
@@ -73,6 +69,7 @@ class WebAdapter:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        data_dir: Path | None = None,
     ) -> None:
         self.town = town  # the TownPort; ``port`` is the TCP port (0: any free one)
         self.host = host
@@ -80,6 +77,7 @@ class WebAdapter:
         self.owner_is_local = is_loopback(host)  # loopback: whoever can reach it owns the town
         self.feed = Feed()
         self.history = History(store, town_id, self.name)
+        self.views = TownViews(town, data_dir)  # where the town's replay is
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -112,7 +110,11 @@ class WebAdapter:
         return f"Web: {self.url or 'not started'}"
 
     async def typing(self, area: str, author: str) -> None:
-        return None  # (not shown yet)
+        try:
+            emoji = await self.views.avatar(author)
+            self.feed.typing(area, author, emoji)
+        except Exception:  # best effort: the reply itself is what matters
+            log.warning("web: could not show %s typing in %s", author, area, exc_info=True)
 
     async def send(self, message: Outgoing) -> str:
         shown = self.feed.add(
@@ -128,8 +130,8 @@ class WebAdapter:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._guard], client_max_size=256 * 1024)
-        for path in PAGES:
-            app.router.add_get(path, self._static)
+        add_pages(app)
+        self.views.add_routes(app)
         app.router.add_get("/api/town", self._town)
         app.router.add_get("/api/now", self._now)
         app.router.add_get("/api/history", self._history)
@@ -158,14 +160,6 @@ class WebAdapter:
                 status=503,
             )
 
-    async def _static(self, request: web.Request) -> web.StreamResponse:
-        name, kind = PAGES[request.path]
-        headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
-        if kind == "text/html":
-            headers |= {"Content-Security-Policy": CSP, "Referrer-Policy": "no-referrer"}
-        body = (STATIC / name).read_text(encoding="utf-8")
-        return web.Response(text=body, content_type=kind, charset="utf-8", headers=headers)
-
     async def _town(self, request: web.Request) -> web.Response:
         return web.json_response(
             {
@@ -174,6 +168,8 @@ class WebAdapter:
                 "admin": self.owner_is_local,
                 "max_text": MAX_TEXT,
                 "brain": asdict(self.town.thinking()),
+                "live": True,
+                "replay": self.views.replay_path() is not None,
             }
         )
 

@@ -18,6 +18,7 @@ from bot.cli.common import err, guarded, out, settings_and_logging
 from bot.cli.eval_society import society
 from bot.cli.experiment import experiment_app
 from bot.cli.memory import recall, remember
+from bot.cli.replay import replay
 from bot.cli.worker import worker
 from bot.runtime.logs import setup_logging
 from bot.runtime.settings import load_settings, masked_url
@@ -41,6 +42,7 @@ cli_town.register(app)
 app.command()(audit)
 app.command()(remember)
 app.command()(recall)
+app.command()(replay)
 app.command()(worker)
 
 

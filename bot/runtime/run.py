@@ -22,7 +22,8 @@ from bot.runtime.commands import Command, Commands, thinking
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
-from town.inputs import visitor
+from town.inputs import card, visitor
+from town.inputs.card import ResidentCard, TownMap
 from town.inputs.limits import VisitorRateLimit
 from town.outbox import audit
 from town.store.db import Store
@@ -168,6 +169,14 @@ class TownRuntime:
     def thinking(self) -> Thinking:
         return thinking(self.engine.brain)
 
+    # -- the web page's map and resident cards (issue 32) -------------------------------------
+
+    async def town_map(self) -> TownMap:
+        return await card.town_map(self.engine)
+
+    async def resident_card(self, name: str) -> ResidentCard:
+        return await card.resident_card(self.engine, name)
+
     def _adapter_status(self) -> str:
         return "\n".join(a.status_line() for a in self.adapters)
 
@@ -207,6 +216,7 @@ def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
             runtime.town_id,
             host=settings.web_host,
             port=settings.web_port,
+            data_dir=settings.data_dir,
         )
     if name == "discord":
         if settings.discord_token is None:

@@ -147,9 +147,20 @@ class SubArea(Spec):
         return _find(self.objects, name, "object")
 
 
+class MapBox(Spec):
+    """Where an area is drawn on the town's map, in grid cells: `map = { x = 0, y = 0, w = 3,
+    h = 2 }`. Areas without one are laid out automatically."""
+
+    x: int = Field(ge=0, le=200)
+    y: int = Field(ge=0, le=200)
+    w: int = Field(default=1, ge=1, le=50)
+    h: int = Field(default=1, ge=1, le=50)
+
+
 class Area(Spec):
     name: Name
     description: MaybeText = ""
+    map: MapBox | None = None
     opens: ClockTime | None = None
     closes: ClockTime | None = None
     rules: list[Text] = []

@@ -1,21 +1,26 @@
-// The town in a browser. Plain JavaScript, no build step; every text goes in as textContent,
-// so markup in anyone's words stays inert.
+// The town in a browser: its channels, the composer, the live feed. Plain JavaScript, no build
+// step; every text goes in as textContent, so markup in anyone's words stays inert. The map
+// (townmap.js), the resident cards (card.js) and the replay (replay.js) share `state`.
 "use strict";
 
 const NOW_EVERY_MS = 20000; // who is where and the clock, refreshed at least this often
 const HISTORY = 100;
 
 const state = {
+  name: "",
   areas: [],
+  places: [], // the map's blocks: {name, description, x, y, w, h}
+  residents: [], // {name, avatar, area, action, action_emoji, awake}
+  avatars: new Map(), // resident -> their own emoji
   current: null,
   messages: new Map(), // area -> Map(key -> entry); entry.order sorts the feed
   unread: new Map(),
-  where: new Map(), // area -> "Isabella Rodriguez, Klaus Mueller (asleep)"
+  typing: new Map(), // author -> {area, emoji, timer}
   epoch: null, // the server's run; its message ids count from 1 in each run
   lastId: 0,
   local: 0,
-  rendered: -Infinity, // the order of the last entry in the feed
   nowTimer: null,
+  replay: null, // replay.js's player when the page plays a recorded run
 };
 
 const $ = (id) => document.getElementById(id);
@@ -27,7 +32,7 @@ function el(tag, className, text) {
   return node;
 }
 
-// -- who am I ----------------------------------------------------------------------------
+// -- remembered in this browser -------------------------------------------------------------
 
 const memory = {};
 function remembered(key) {
@@ -78,11 +83,6 @@ async function api(path, body) {
   return data;
 }
 
-function say(text) {
-  const message = { area: state.current, name: nameNow(), visitor_id: visitorId(), text };
-  return api("/api/say", message);
-}
-
 async function command(line) {
   const reply = await api("/api/command", {
     line, area: state.current, name: nameNow(), visitor_id: visitorId(),
@@ -109,10 +109,10 @@ function receive(message) {
   const key = `m${message.id}`;
   if (channel.has(key)) return;
   state.lastId = Math.max(state.lastId, message.id);
-  const entry = { ...message, order: message.id };
-  channel.set(key, entry);
+  channel.set(key, { ...message, order: message.id });
+  if (message.author && state.typing.has(message.author)) stopTyping(message.author);
   if (message.area === state.current) {
-    show(entry);
+    drawFeed(message.kind === "visitor");
   } else {
     state.unread.set(message.area, (state.unread.get(message.area) || 0) + 1);
     drawChannels();
@@ -123,129 +123,94 @@ function receive(message) {
 function addLocal(area, entry) {
   state.local += 1;
   const order = state.lastId + state.local / 1e6;
-  const full = { ...entry, area, order, id: `local-${state.local}` };
-  channelOf(area).set(full.id, full);
-  if (area === state.current) show(full);
+  channelOf(area).set(`local-${state.local}`, { ...entry, area, order, id: `local-${state.local}` });
+  if (area === state.current) drawFeed(true);
 }
 
-function show(entry) {
-  if (entry.order < state.rendered) {
-    drawFeed();
-    return;
-  }
-  const feed = $("feed");
-  const atBottom = feed.scrollHeight - feed.scrollTop - feed.clientHeight < 80;
-  feed.append(messageNode(entry));
-  state.rendered = entry.order;
-  if (atBottom || entry.kind === "reply" || entry.kind === "visitor") {
-    feed.scrollTop = feed.scrollHeight;
-  }
+function entriesOf(area) {
+  if (state.replay) return replayEntries(area);
+  return [...channelOf(area).values()].sort((a, b) => a.order - b.order);
 }
 
-function drawFeed() {
-  const feed = $("feed");
-  const entries = [...channelOf(state.current).values()].sort((a, b) => a.order - b.order);
-  feed.replaceChildren(...entries.map(messageNode));
-  if (entries.length === 0) {
-    feed.append(el("li", "empty", "Nothing has happened here yet. Say hello?"));
-  }
-  state.rendered = entries.length ? entries[entries.length - 1].order : -Infinity;
-  feed.scrollTop = feed.scrollHeight;
-}
+// -- places, who is where ------------------------------------------------------------------
 
-function messageNode(entry) {
-  if (entry.kind === "reply") return replyNode(entry);
-  const item = el("li", `msg ${entry.kind}`);
-  item.dataset.id = String(entry.id);
-  if (entry.kind === "town") {
-    item.append(el("p", "text", entry.text));
-    if (entry.clock) item.append(el("span", "clock", entry.clock));
-    return item;
-  }
-  item.dataset.author = entry.author;
-  const avatar = entry.kind === "resident" && entry.emoji ? entry.emoji : initials(entry.author);
-  item.append(el("span", "avatar", avatar));
-  const body = el("div", "body");
-  const meta = el("p", "meta");
-  meta.append(el("span", "author", entry.author));
-  if (entry.kind === "visitor") meta.append(el("span", "tag", "visitor"));
-  if (entry.clock) meta.append(el("span", "clock", entry.clock));
-  body.append(meta, el("p", "text", entry.text));
-  item.append(body);
-  return item;
+function peopleIn(area) {
+  return state.residents.filter((r) => r.area === area);
 }
-
-function replyNode(entry) {
-  const item = el("li", `msg reply${entry.ok ? "" : " error"}`);
-  item.dataset.id = entry.id;
-  const meta = el("p", "meta");
-  meta.append(el("span", "tag", "only you see this"), el("span", "line", entry.line));
-  item.append(meta, el("p", "text", entry.text));
-  return item;
-}
-
-function initials(name) {
-  const words = String(name || "?").trim().split(/\s+/);
-  return words.slice(0, 2).map((w) => Array.from(w)[0] || "").join("").toUpperCase() || "?";
-}
-
-// -- channels -----------------------------------------------------------------------------
 
 function drawChannels() {
-  const list = $("channels");
-  list.replaceChildren(...state.areas.map((area) => {
+  $("channels").replaceChildren(...state.areas.map((area) => {
     const item = el("li");
     const button = el("button", area === state.current ? "place current" : "place");
     button.type = "button";
     button.dataset.area = area;
-    const title = el("span", "place-name", area);
-    button.append(title);
+    button.append(el("span", "place-name", area));
     const count = state.unread.get(area) || 0;
     if (count) button.append(el("span", "unread", String(count)));
-    const people = state.where.get(area);
-    if (people) button.append(el("span", "place-people", people));
-    button.addEventListener("click", () => openChannel(area));
+    const people = peopleIn(area).map((r) => `${r.avatar} ${r.name}${r.awake ? "" : " (asleep)"}`);
+    if (people.length) button.append(el("span", "place-people", people.join(", ")));
+    button.addEventListener("click", () => openChannel(area, { push: true }));
     item.append(button);
     return item;
   }));
 }
 
-async function openChannel(area) {
+function drawPeople() {
+  const line = $("channel-people");
+  line.replaceChildren();
+  if (!state.current) return;
+  const here = peopleIn(state.current);
+  line.append(el("span", "", here.length ? "Here: " : "Here: nobody"));
+  for (const r of here) {
+    const who = el("button", r.awake ? "person" : "person asleep", `${r.avatar} ${r.name}`);
+    who.type = "button";
+    who.title = r.awake ? r.action : "asleep";
+    who.addEventListener("click", () => openCard(r.name));
+    line.append(who);
+  }
+}
+
+// Open a place's channel; the address names it, and a click adds a step the back button undoes.
+async function openChannel(area, { push = false } = {}) {
   state.current = area;
   state.unread.delete(area);
-  if (decodeURIComponent(location.hash.slice(1)) !== area) {
-    history.replaceState(null, "", `#${encodeURIComponent(area)}`);
-  }
+  const hash = `#${encodeURIComponent(area)}`;
+  if (location.hash !== hash) history[push ? "pushState" : "replaceState"](null, "", hash);
   $("channel-title").textContent = area;
+  document.title = `${area} · ${state.name}`;
+  showView("channel");
+  closeDrawer();
+  drawAll();
+  if (state.replay) return;
   $("text").disabled = false;
   $("send").disabled = false;
-  drawPeople();
-  drawChannels();
-  drawFeed();
   try {
-    const url = `/api/history?area=${encodeURIComponent(area)}&limit=${HISTORY}`;
-    const data = await api(url);
+    const data = await api(`/api/history?area=${encodeURIComponent(area)}&limit=${HISTORY}`);
     if (state.current !== area || !sameRun(data.epoch)) return;
     for (const message of data.messages) {
-      const key = `m${message.id}`;
       state.lastId = Math.max(state.lastId, message.id);
-      channelOf(area).set(key, { ...message, order: message.id });
+      channelOf(area).set(`m${message.id}`, { ...message, order: message.id });
     }
-    drawFeed();
+    drawFeed(true);
   } catch (error) {
     setStatus(`Could not load ${area}: ${error.message}`, true);
   }
-  $("text").focus();
 }
 
-function drawPeople() {
-  const people = state.current ? state.where.get(state.current) : "";
-  $("channel-people").textContent = state.current ? `Here: ${people || "nobody"}` : "";
+function fromAddress() {
+  const wanted = decodeURIComponent(location.hash.slice(1));
+  if (state.areas.includes(wanted) && wanted !== state.current) openChannel(wanted);
+}
+
+function drawAll() {
+  drawChannels();
+  drawPeople();
+  drawMap();
+  drawFeed(true);
 }
 
 // -- who is where, the clock ---------------------------------------------------------------
 
-// Who thinks for the residents (the offline brain stands out: its answers come from no LLM).
 function drawBrain(brain) {
   const badge = $("brain");
   badge.textContent = brain.label;
@@ -256,16 +221,17 @@ function drawBrain(brain) {
 
 async function refreshNow() {
   try {
-    const now = await api("/api/now");
+    const [now, seen] = await Promise.all([api("/api/now"), api("/api/map")]);
     $("clock").textContent = now.time;
     drawBrain(now.brain);
-    state.where = new Map();
-    for (const line of now.where.split("\n").slice(1)) {
-      const cut = line.indexOf(": ");
-      if (cut > 0) state.where.set(line.slice(0, cut), line.slice(cut + 2));
-    }
+    state.places = seen.places;
+    state.residents = seen.residents;
+    for (const r of seen.residents) state.avatars.set(r.name, r.avatar);
+    const first = seen.residents.length ? seen.residents[0].name.split(" ")[0] : "<name>";
+    $("try-interview").textContent = `/interview ${first} How is your day going?`;
     drawChannels();
     drawPeople();
+    drawMap();
   } catch (error) {
     $("clock").textContent = `the clock is out of reach (${error.message})`;
   }
@@ -291,6 +257,7 @@ function connect() {
     connection.textContent = "reconnecting…";
   };
   events.addEventListener("hello", (event) => sameRun(JSON.parse(event.data).epoch));
+  events.addEventListener("typing", startTyping);
   events.onmessage = (event) => {
     try {
       receive(JSON.parse(event.data));
@@ -341,7 +308,7 @@ async function submit(event) {
     if (text.startsWith("/")) {
       await command(text);
     } else {
-      await say(text);
+      await api("/api/say", { area: state.current, name: nameNow(), visitor_id: visitorId(), text });
     }
     setStatus("", false);
   } catch (error) {
@@ -351,29 +318,41 @@ async function submit(event) {
 }
 
 async function main() {
+  setUpPage();
   $("name").value = remembered("bottown.name") || "";
   $("name").addEventListener("change", () => remember("bottown.name", nameNow()));
   $("composer").addEventListener("submit", submit);
   $("text").disabled = true;
   $("send").disabled = true;
-  connect();
+  let town;
   try {
-    const town = await api("/api/town");
-    state.areas = town.areas;
-    document.title = `${town.name} · bottown`;
-    $("town-name").textContent = town.name;
-    drawBrain(town.brain);
+    town = await api("/api/town");
   } catch (error) {
     setStatus(`The town is out of reach: ${error.message}`, true);
     return;
   }
-  drawChannels();
-  refreshNow();
+  state.name = town.name;
+  state.areas = town.areas;
+  document.title = `${town.name} · bottown`;
+  $("town-name").textContent = town.name;
+  if (!town.live || location.pathname === "/replay") {
+    $("live-link").hidden = !town.live;
+    await startReplay();
+  } else {
+    $("replay-link").hidden = !town.replay;
+    drawBrain(town.brain);
+    welcome(town);
+    connect();
+    refreshNow();
+  }
+  window.addEventListener("popstate", fromAddress);
+  window.addEventListener("hashchange", fromAddress);
   const wanted = decodeURIComponent(location.hash.slice(1));
   if (state.areas.includes(wanted)) {
     openChannel(wanted);
   } else {
-    $("feed").replaceChildren(el("li", "empty", "Pick a place on the left to see what happens there."));
+    drawAll();
+    showView("map");
   }
 }
 

@@ -32,6 +32,7 @@ class EventStream:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self.response = response
         self.epoch = ""  # from the stream's first event, "hello"
+        self.typing: list[dict[str, Any]] = []  # the "typing" events passed by, oldest first
 
     async def next(self, wait_s: float = 30.0) -> dict[str, Any]:
         data: dict[str, Any] | None = None
@@ -49,6 +50,9 @@ class EventStream:
                 data = json.loads(text[6:])
             elif text == "" and kind == "hello" and data is not None:
                 self.epoch, data, kind = data["epoch"], None, ""
+            elif text == "" and kind == "typing" and data is not None:
+                self.typing.append(data)
+                data, kind = None, ""
             elif text == "" and data is not None:
                 assert event_id == f"{self.epoch}.{data['id']}"
                 return data

@@ -72,7 +72,7 @@ async def test_a_visitor_in_the_browser_sees_a_resident_answer(tmp_path: Path) -
         await expect(brain).to_have_attribute("data-offline", "true")
         await cafe.click()
         await expect(page.locator("#channel-title")).to_have_text(HOBBS)
-        await expect(page.locator("#feed .msg.town").first).to_be_visible()  # history
+        await expect(page.locator("#feed .narration").first).to_be_visible()  # history, quiet
 
         await page.fill("#name", "Alice")
         words = f"{resident.split()[0]}, what are you up to? <img src=x onerror=alert(1)>"

@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestServer
 from sqlmodel import col, select
 
 from adapters.core.delivery import OutboxPump
+from adapters.web.pages import SCRIPTS
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
 from tests.adapters.web.support import HOBBS, events, said, someone_awake_at
@@ -25,7 +26,12 @@ async def test_page_town_and_status(web: WebAdapter, http: aiohttp.ClientSession
     assert "/static/app.js" in html and "/static/style.css" in html
     assert "default-src 'self'" in page.headers["Content-Security-Policy"]
     assert not re.search(r"(src|href)=\"(https?:)?//", html), "everything is served locally"
-    for path, kind in (("/static/app.js", "text/javascript"), ("/static/style.css", "text/css")):
+    scripts = [(f"/static/{name}", "text/javascript") for name in SCRIPTS]
+    for path, kind in [
+        *scripts,
+        ("/static/style.css", "text/css"),
+        ("/static/views.css", "text/css"),
+    ]:
         asset = await http.get(web.url + path)
         assert asset.status == 200 and asset.content_type == kind
         assert "http://" not in await asset.text() and "https://" not in await asset.text()
@@ -36,6 +42,8 @@ async def test_page_town_and_status(web: WebAdapter, http: aiohttp.ClientSession
         "admin": True,
         "max_text": 10_000,
         "brain": {"label": "offline brain (deterministic, no LLM)", "offline": True},
+        "live": True,
+        "replay": False,  # no recorded run yet
     }
     now = await (await http.get(web.url + "/api/now")).json()
     assert now["time"].startswith("It is Monday, February 13, 06:50")

@@ -1,0 +1,47 @@
+"""The map's and a resident's card's view of the store: nothing private, nobody unknown."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.factories import make_engine, resident, ticks
+from town.inputs.card import resident_card, town_map
+from town.inputs.unit import UnknownResident
+from town.store.db import Store
+from town.store.models import Memory
+
+
+async def test_a_card_leaves_out_private_memories(store: Store) -> None:
+    engine = await make_engine(store)
+    await ticks(engine, 6)
+    row = resident(store, "Klaus Mueller")
+    with store.session() as s:
+        later = engine.town(s).clock + timedelta(minutes=1)
+        for kind, text, private in (
+            ("reflection", "Klaus thinks his research matters", False),
+            ("reflection", "Klaus hides his doubts", True),
+            ("observation", "a visitor's phone number", True),
+        ):
+            s.add(Memory(resident_id=row.id, kind=kind, text=text, created=later,
+                         last_access=later, importance=6, private=private))  # fmt: skip
+        s.commit()
+    card = await resident_card(engine, "klaus")
+    assert card.who.name == "Klaus Mueller" and card.who.avatar
+    assert [m.text for m in card.reflections] == ["Klaus thinks his research matters"]
+    shown = [m.text for m in (*card.memories, *card.reflections)] + [
+        h for p in card.people for h in p.how
+    ]
+    assert not any("doubts" in t or "phone" in t for t in shown)
+    assert all(m.kind not in ("reflection", "seed") for m in card.memories)
+    with pytest.raises(UnknownResident):
+        await resident_card(engine, "Nobody")
+
+
+async def test_the_map_has_every_area_and_resident(store: Store) -> None:
+    engine = await make_engine(store)
+    seen = await town_map(engine)
+    assert [p.name for p in seen.places] == [a.name for a in engine.spec.areas]
+    assert sorted(r.name for r in seen.residents) == sorted(r.name for r in engine.spec.residents)
+    assert all(not r.awake and r.action == "asleep" for r in seen.residents)  # 06:50
