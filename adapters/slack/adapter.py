@@ -121,6 +121,8 @@ class SlackAdapter:
     def status_line(self) -> str:
         where = f"workspace {self._team}" if self._team else "not connected"
         channels = f"{self.channels.count()} location channels"
+        if self.poster.problem:
+            channels += f"; posting PAUSED: {self.poster.problem}"
         if self._mode == "socket":
             return f"Slack: Socket Mode, {where}, {channels}"
         return f"Slack: HTTP events on {self._host}:{self._port}{EVENTS_PATH}, {where}, {channels}"
