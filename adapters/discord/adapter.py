@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Awaitable, Callable
 
 import discord
 
@@ -19,6 +21,7 @@ from adapters.core.ports import Outgoing, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import TownClient
 from adapters.discord.inbound import PLATFORM, Inbound
+from adapters.discord.pacing import ServerBucket
 from adapters.discord.poster import (
     DEFAULT_AVATAR,
     MAX_CHARS,
@@ -50,6 +53,8 @@ class DiscordAdapter:
         avatar_url: str | None = DEFAULT_AVATAR,
         guild_ready_timeout: float = 2.0,
         connect_timeout: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.port = port
         self.guild_id, self.message_content = guild_id, message_content
@@ -62,7 +67,8 @@ class DiscordAdapter:
         self.client = TownClient(self._on_message, intents, guild_ready_timeout)
         links = ChannelLinks(store, town_id, PLATFORM)
         self.channels = LocationChannels(self.client, port, links, webhook_name(port.town_name))
-        self.poster = WebhookPoster(self.channels, port, avatar_url)
+        bucket = ServerBucket(clock=clock, sleep=sleep)  # the server-wide webhook bucket
+        self.poster = WebhookPoster(self.channels, port, avatar_url, bucket)
         self.inbound = Inbound(port, self.client, self.channels, links)
         self._gateway: asyncio.Task[None] | None = None
 
@@ -103,6 +109,7 @@ class DiscordAdapter:
         log.info("Discord: the town lives in %r (message_content intent %s)", self.guild, intent)
 
     async def stop(self) -> None:
+        await self.poster.close()
         await self.client.close()
         if self._gateway is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -112,7 +119,10 @@ class DiscordAdapter:
     def status_line(self) -> str:
         guild = self.guild.name if self.guild else "(not connected)"
         intent = "on" if self.message_content else "off (mentions and slash commands only)"
-        return f"Discord: guild {guild}, message_content intent {intent}"
+        line = f"Discord: guild {guild}, message_content intent {intent}"
+        if self.poster.problem:
+            line += f"; posting PAUSED: {self.poster.problem}"
+        return line
 
     async def _wait_ready(self, gateway: asyncio.Task[None]) -> None:
         ready = asyncio.create_task(self.client.wait_until_ready())

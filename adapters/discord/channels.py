@@ -52,6 +52,9 @@ class LocationChannels:
     def area_of(self, channel_id: int) -> str | None:
         return self._area_of.get(channel_id)
 
+    def channel_id(self, area: str) -> int | None:
+        return self._channel_of.get(area)
+
     def hook(self, area: str) -> discord.Webhook | None:
         return self._hooks.get(area)
 

@@ -13,6 +13,17 @@ blanks the content of messages that do not mention the bot when the message_cont
 off, and works out who a message would have pinged from its ``allowed_mentions`` (a webhook
 without ``allowed_mentions`` may ping everyone, as on Discord).
 
+Like Discord it is strict about limits and rights: the bot's permissions (``bot_permissions``,
+its managed role) gate creating channels (Manage Channels), webhooks (Manage Webhooks), reading
+history (View Channel, Read Message History), sending and reacting (403, code 50013); a channel
+holds at most 15 webhooks (30007), a category 50 channels (50035), a server 500 (30013); webhook
+posts are limited per channel (30 a minute) and in one bucket shared by the whole server (5 in
+2 s), answered with 429, ``Retry-After`` and ``retry_after`` as Discord does, judged on
+``clock`` (a ``Clock`` the tests move); webhook names "everyone", "here", or with "discord" or
+"clyde" get 400. A revoked token (``token_valid = False``) gets 401 on every bot call; webhooks,
+which carry their own token, still work. A fault can be answered after the call took effect
+(``stored``: the message is in the channel, then a 5xx or a dropped connection).
+
 Point discord.py at it with ``discord.http.Route.BASE = fake.api_base`` and
 ``discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(fake.gateway_url)``.
 """
@@ -32,6 +43,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.platform import Clock
+
 API = "/api/v10"
 DISCORD_EPOCH_MS = 1420070400000
 INTENT_GUILDS = 1 << 0
@@ -41,6 +54,21 @@ MANAGE_GUILD = 1 << 5
 MEMBER_PERMISSIONS = (1 << 10) | (1 << 11) | (1 << 16) | (1 << 31)  # view, send, history, slash
 EPHEMERAL = 1 << 6
 LOADING = 1 << 7
+MANAGE_CHANNELS = 1 << 4
+ADD_REACTIONS = 1 << 6
+VIEW_CHANNEL = 1 << 10
+SEND_MESSAGES = 1 << 11
+READ_HISTORY = 1 << 16
+MANAGE_WEBHOOKS = 1 << 29
+# what the README's invite link grants the bot
+BOT_PERMISSIONS = (
+    MANAGE_CHANNELS | ADD_REACTIONS | VIEW_CHANNEL | SEND_MESSAGES | READ_HISTORY | MANAGE_WEBHOOKS
+)
+WEBHOOKS_PER_CHANNEL = 15
+CHANNELS_PER_CATEGORY = 50
+CHANNELS_PER_GUILD = 500
+CHANNEL_WEBHOOK_LIMIT = (30, 60.0)  # posts, seconds: one channel's webhooks
+SHARED_WEBHOOK_LIMIT = (5, 2.0)  # posts, seconds: all webhooks of the server together
 
 Json = dict[str, Any]
 
@@ -58,6 +86,8 @@ class Fault:
     status: int
     body: Json
     headers: dict[str, str] = field(default_factory=dict)
+    stored: bool = False  # the call takes effect, then this is answered
+    drop: bool = False  # the connection closes instead of an answer
 
 
 @dataclass
@@ -124,6 +154,13 @@ class FakeDiscord:
         self.sockets: list[web.WebSocketResponse] = []
         self.connected = asyncio.Event()
         self.intents = 0
+        self.bot_permissions = BOT_PERMISSIONS
+        self.bot_role_id = self.snowflake()
+        self.token_valid = True
+        self.refused_names: set[str] = set()  # names Discord refuses beyond its known rules
+        self.clock = Clock()  # the time webhook rate limits are judged on
+        self.webhook_posts: list[tuple[float, str]] = []  # (time, channel id) of each post
+        self.throttled = 0  # 429s answered by the rate limits
         self._seq = 0
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -144,6 +181,7 @@ class FakeDiscord:
         r.add_get(f"{API}/channels/{{channel}}/webhooks", self._list_webhooks)
         r.add_post(f"{API}/channels/{{channel}}/webhooks", self._create_webhook)
         r.add_post(f"{API}/channels/{{channel}}/messages", self._post_message)
+        r.add_get(f"{API}/channels/{{channel}}/messages", self._history)
         r.add_post(f"{API}/users/@me/channels", self._open_dm)
         r.add_put(
             f"{API}/channels/{{channel}}/messages/{{mid}}/reactions/{{emoji}}/@me", self._react
@@ -183,10 +221,19 @@ class FakeDiscord:
         return ((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22) | next(self._counter)
 
     def fail_next(
-        self, route: str, status: int, body: Json, headers: dict[str, str] | None = None
+        self,
+        route: str,
+        status: int,
+        body: Json,
+        headers: dict[str, str] | None = None,
+        *,
+        stored: bool = False,
+        drop: bool = False,
     ) -> None:
-        """The next call of ``route`` ("execute_webhook", "create_webhook", ...) gets this."""
-        self.faults[route].append(Fault(status, body, headers or {}))
+        """The next call of ``route`` ("execute_webhook", "create_webhook", ...) gets this;
+        with ``stored`` (execute_webhook) the message is posted first; with ``drop`` the
+        connection closes instead."""
+        self.faults[route].append(Fault(status, body, headers or {}, stored, drop))
 
     def calls_of(self, method: str, pattern: str) -> list[Call]:
         """Calls whose path matches the regular expression ``pattern`` (anchored)."""
@@ -322,8 +369,18 @@ class FakeDiscord:
             auth = request.headers.get("Authorization", "")
             if auth:
                 self.token_seen.append(auth)
+                if not self.token_valid:
+                    return _error(401, 0, "401: Unauthorized")
         response: web.StreamResponse = await handler(request)
         return response
+
+    def _missing(self, permission: int) -> web.Response | None:
+        """403 Missing Permissions if the bot's role lacks ``permission``."""
+        if self.bot_permissions & permission == permission:
+            return None
+        if not self.bot_permissions & VIEW_CHANNEL:
+            return _error(403, 50001, "Missing Access")
+        return _error(403, 50013, "Missing Permissions")
 
     def _fault(self, route: str) -> web.Response | None:
         if not self.faults[route]:
@@ -364,9 +421,22 @@ class FakeDiscord:
     async def _create_channel(self, request: web.Request) -> web.Response:
         if fault := self._fault("create_channel"):
             return fault
+        if refused := self._missing(MANAGE_CHANNELS):
+            return refused
         body = await _body(request)
         type_ = int(body.get("type", 0))
         name = str(body["name"])
+        if len(self.channels) >= CHANNELS_PER_GUILD:
+            return _error(400, 30013, "Maximum number of guild channels reached (500)")
+        siblings = [
+            c for c in self.channels.values() if c.get("parent_id") == body.get("parent_id")
+        ]
+        if body.get("parent_id") and len(siblings) >= CHANNELS_PER_CATEGORY:
+            return _invalid(
+                "parent_id",
+                "CHANNEL_PARENT_MAX_CHANNELS",
+                "Maximum number of channels in category reached (50)",
+            )
         if type_ == 0:  # Discord's rule for text channels
             name = re.sub(r"[^\w-]", "", re.sub(r"\s+", "-", name.strip().lower()))
         channel = self._channel(name, type_, body.get("parent_id"), body.get("topic"))
@@ -386,6 +456,8 @@ class FakeDiscord:
         channel_id = request.match_info["channel"]
         if channel_id not in self.channels:
             return _error(404, 10003, "Unknown Channel")
+        if refused := self._missing(MANAGE_WEBHOOKS):
+            return refused
         return _json([w for w in self.webhooks.values() if w["channel_id"] == channel_id])
 
     async def _create_webhook(self, request: web.Request) -> web.Response:
@@ -394,9 +466,13 @@ class FakeDiscord:
         channel_id = request.match_info["channel"]
         if channel_id not in self.channels:
             return _error(404, 10003, "Unknown Channel")
+        if refused := self._missing(MANAGE_WEBHOOKS):
+            return refused
+        if sum(w["channel_id"] == channel_id for w in self.webhooks.values()) >= 15:
+            return _error(400, 30007, "Maximum number of webhooks reached (15)")
         name = str((await _body(request))["name"])
-        if re.search("discord|clyde", name, re.I):
-            return _error(400, 50035, "Invalid Form Body (name)")
+        if _refused_name(name, self.refused_names):
+            return _invalid("name", "USERNAME_INVALID", "Invalid name")
         hook_id = str(self.snowflake())
         hook = {
             "id": hook_id,
@@ -420,6 +496,8 @@ class FakeDiscord:
             return await self._post_direct(request, channel_id)
         if channel_id not in self.channels:
             return _error(404, 10003, "Unknown Channel")
+        if refused := self._missing(VIEW_CHANNEL | SEND_MESSAGES):
+            return refused
         body = await _body(request)
         message = self._message(channel_id, body.get("content", ""), self.bot_user, body=body)
         self.messages.append(message)
@@ -452,7 +530,26 @@ class FakeDiscord:
         self.direct.append(message)
         return _json(message)
 
+    async def _history(self, request: web.Request) -> web.Response:
+        channel_id = request.match_info["channel"]
+        if channel_id not in self.channels:
+            return _error(404, 10003, "Unknown Channel")
+        if refused := self._missing(VIEW_CHANNEL | READ_HISTORY):
+            return refused
+        after = int(request.query.get("after", 0))
+        limit = min(int(request.query.get("limit", 50)), 100)
+        found = [
+            {k: v for k, v in m.items() if k not in ("body", "pinged")}
+            for m in self.messages
+            if m["channel_id"] == channel_id and int(m["id"]) > after
+        ]
+        if after:  # Discord: the oldest ones after ``after``, newest first
+            return _json(list(reversed(found[:limit])))
+        return _json(list(reversed(found))[:limit])
+
     async def _react(self, request: web.Request) -> web.Response:
+        if refused := self._missing(ADD_REACTIONS):
+            return refused
         info = request.match_info
         self.reactions.append((info["channel"], info["mid"], info["emoji"]))
         return web.Response(status=204)
@@ -461,15 +558,18 @@ class FakeDiscord:
         hook_id, token = request.match_info["hook"], request.match_info["token"]
         if hook_id == str(self.app_id):
             return await self._followup(request, token)
-        if fault := self._fault("execute_webhook"):
-            return fault
+        fault = self.faults["execute_webhook"].pop(0) if self.faults["execute_webhook"] else None
+        if fault is not None and not fault.stored:
+            return _answer(request, fault)
         hook = self.webhooks.get(hook_id)
         if hook is None or hook["token"] != token:
             return _error(404, 10015, "Unknown Webhook")
+        if limited := self._webhook_rate(hook["channel_id"]):
+            return limited
         body = await _body(request)
         name = str(body.get("username") or hook["name"])
-        if not 1 <= len(name) <= 80 or re.search("discord|clyde", name, re.I):
-            return _error(400, 50035, "Invalid Form Body (username)")
+        if not 1 <= len(name) <= 80 or _refused_name(name, self.refused_names):
+            return _invalid("username", "USERNAME_INVALID", f"Username {name!r} is not allowed")
         if len(body.get("content", "")) > 2000:
             return _error(400, 50035, "Invalid Form Body (content: 2000 or fewer in length)")
         author = {
@@ -484,9 +584,35 @@ class FakeDiscord:
         )
         self.messages.append(message)
         await self.dispatch("MESSAGE_CREATE", self._as_received(message))
+        if fault is not None:
+            return _answer(request, fault)
         if request.query.get("wait", "").lower() in ("1", "true"):
             return _json(message)
         return web.Response(status=204)
+
+    def _webhook_rate(self, channel_id: str) -> web.Response | None:
+        """429 past a channel's webhook limit or the server's shared webhook bucket."""
+        now = self.clock()
+        for limit, seconds, mine in (
+            (*CHANNEL_WEBHOOK_LIMIT, lambda c: c == channel_id),
+            (*SHARED_WEBHOOK_LIMIT, lambda c: True),
+        ):
+            # inclusive: a post exactly one window ago still counts (Discord's resets round
+            # up), so pacing exactly at a cap draws 429s, as it does on Discord
+            recent = [t for t, c in self.webhook_posts if mine(c) and t >= now - seconds]
+            if len(recent) >= limit:
+                self.throttled += 1
+                wait = round(recent[0] + seconds - now, 3)
+                body = {"message": "You are being rate limited.", "retry_after": wait}
+                headers = {
+                    "Retry-After": str(max(1, int(wait + 0.999))),
+                    "X-RateLimit-Reset-After": str(wait),
+                    "X-RateLimit-Scope": "shared",
+                    "Via": "1.1 google",
+                }
+                return _json({**body, "global": False}, 429, headers)
+        self.webhook_posts.append((now, channel_id))
+        return None
 
     async def _followup(self, request: web.Request, token: str) -> web.Response:
         record = self.interactions.get(token)
@@ -653,7 +779,13 @@ class FakeDiscord:
             "name": self.guild_name,
             "icon": None,
             "owner_id": str(self.owner_id),
-            "roles": self.roles,
+            "roles": [
+                *self.roles,
+                {
+                    **self._role(self.bot_role_id, "Bottown", self.bot_permissions, 2),
+                    "managed": True,
+                },
+            ],
             "emojis": [],
             "stickers": [],
             "features": [],
@@ -662,7 +794,7 @@ class FakeDiscord:
             "members": [
                 {
                     "user": self.bot_user,
-                    "roles": [],
+                    "roles": [str(self.bot_role_id)],
                     "joined_at": _now(),
                     "deaf": False,
                     "mute": False,
@@ -755,6 +887,25 @@ class FakeDiscord:
         if not self.intents & INTENT_MESSAGE_CONTENT and not (mentioned or own):
             data["content"] = ""
         return data
+
+
+def _refused_name(name: str, extra: set[str]) -> bool:
+    """Discord's rules for a webhook's name (and the names a test adds)."""
+    lowered = name.casefold()
+    return bool(re.search("discord|clyde", lowered)) or lowered in ("everyone", "here", *extra)
+
+
+def _invalid(field_name: str, code: str, message: str) -> web.Response:
+    """400 Invalid Form Body with the field's error, as Discord answers it."""
+    errors = {field_name: {"_errors": [{"code": code, "message": message}]}}
+    return _json({"code": 50035, "errors": errors, "message": "Invalid Form Body"}, 400)
+
+
+def _answer(request: web.Request, fault: Fault) -> web.Response:
+    if fault.drop:
+        assert request.transport is not None
+        request.transport.close()  # no answer: the client sees the connection end
+    return _json(fault.body, fault.status, fault.headers)
 
 
 def _pinged(content: str, allowed: Json | None) -> list[str]:

@@ -40,11 +40,15 @@ class Clock:
 
 
 class Sleeps:
-    """The pump's sleep, instant: records how long it was asked to wait."""
+    """The pump's sleep, instant: records how long it was asked to wait, and moves ``clock``
+    on by as much if it has one."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.waits: list[float] = []
+        self.clock = clock
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
+        if self.clock is not None and seconds > 0:
+            self.clock.now += seconds
         await asyncio.sleep(0)

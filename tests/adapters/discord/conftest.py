@@ -29,7 +29,7 @@ async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
 
 @pytest.fixture
 async def adapter(runtime: Any, fake: FakeDiscord) -> AsyncIterator[DiscordAdapter]:
-    bot = make_adapter(runtime)
+    bot = make_adapter(runtime, fake)
     await bot.start()
     runtime.adapters.append(bot)
     yield bot

@@ -13,7 +13,8 @@ import pytest
 from adapters.core.ports import DeliveryError, Outgoing
 from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.channels import channel_name
-from adapters.discord.poster import ZWSP, delivery_error, escape_mentions, webhook_name
+from adapters.discord.errors import delivery_error
+from adapters.discord.poster import ZWSP, escape_mentions, webhook_name
 from tests.adapters.discord.support import (
     Sleeps,
     add_event,
@@ -38,16 +39,16 @@ async def test_webhook_429_is_retried_and_delivered_exactly_once(
     before = len(fake.calls_of("POST", rf"/webhooks/{hook}/[^/]+"))
     add_event(runtime, "Hobbs Cafe", "said", "Isabella Rodriguez", "The coffee is ready.")
     limited = {"message": "You are being rate limited.", "retry_after": 0.25, "global": False}
-    # surfaces from discord.py (no Via header): the pump waits as told and tries again
     fake.fail_next(
         "execute_webhook", 429, limited, {"Retry-After": "1", "X-RateLimit-Reset-After": "0.25"}
     )
-    # retried inside discord.py itself (Discord's edge adds a Via header)
+    # with Discord's edge's Via header discord.py would wait and retry by itself, hidden from
+    # the pump and on top of its retries: the poster's session stops it, the pump waits
     fake.fail_next("execute_webhook", 429, {**limited, "retry_after": 0.05}, {"Via": "1.1 google"})
     sleeps = Sleeps()
     worker = pump(runtime, adapter, sleeps)
     assert await worker.deliver_pending() == 1
-    assert 0.25 in sleeps.waits and worker.stats.retries == 1
+    assert 0.25 in sleeps.waits and 0.05 in sleeps.waits and worker.stats.retries == 2
     assert len(fake.calls_of("POST", rf"/webhooks/{hook}/[^/]+")) - before == 3
     posted = [m for m in fake.webhook_messages() if m["content"] == "The coffee is ready."]
     assert len(posted) == 1
@@ -63,11 +64,27 @@ async def test_forbidden_is_permanent(
     pump(runtime, adapter).recover()
     await pump(runtime, adapter).deliver_pending()
     add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "Nobody may read this.")
-    fake.fail_next("execute_webhook", 403, {"message": "Missing Permissions", "code": 50013})
+    fake.fail_next("execute_webhook", 403, {"message": "Cannot execute action", "code": 50024})
     worker = pump(runtime, adapter)
     assert await worker.deliver_pending() == 0 and worker.stats.retries == 0
     failed = [d for d in deliveries(runtime) if d.status == "failed"]
     assert len(failed) == 1 and "403" in failed[0].error
+
+
+async def test_a_lost_permission_pauses_delivery_and_loses_nothing(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    worker = pump(runtime, adapter)
+    await worker.deliver_pending()
+    add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "Wait for me.")
+    fake.fail_next("execute_webhook", 403, {"message": "Missing Permissions", "code": 50013})
+    assert await worker.deliver_pending() == 0 and worker.stats.retries == 0
+    assert "Manage Webhooks" in worker.paused and "PAUSED" in adapter.status_line()
+    assert not [d for d in deliveries(runtime) if d.status == "failed"]
+    fake.clock.now += worker.credentials_retry_s
+    assert await worker.deliver_pending() == 1  # the permission is back
+    assert [m["content"] for m in fake.webhook_messages()].count("Wait for me.") == 1
+    assert worker.paused == "" and "PAUSED" not in adapter.status_line()
 
 
 async def test_generated_mentions_are_escaped_and_names_sanitised(
@@ -151,3 +168,73 @@ async def test_lost_connection_is_a_transient_error(
         await adapter.send(Outgoing("k", "Hobbs Cafe", "Klaus Mueller", "Hello?"))
     assert not raised.value.permanent and raised.value.retry_after is None
     assert "unreachable" in str(raised.value)
+
+
+def posted(fake: FakeDiscord, text: str) -> int:
+    return [m["content"] for m in fake.webhook_messages()].count(text)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"status": 500, "body": {"message": "Internal Server Error", "code": 0}},
+        {"status": 502, "body": {"message": "Bad Gateway", "code": 0}},
+        {"status": 503, "body": {"message": "upstream connect error", "code": 0}, "drop": True},
+    ],
+)
+async def test_a_post_stored_before_a_failure_is_found_and_never_posted_twice(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter, fault: dict[str, Any]
+) -> None:
+    worker = pump(runtime, adapter)
+    await worker.deliver_pending()
+    add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "Only once, please.")
+    fake.fail_next("execute_webhook", stored=True, **fault)
+    assert await worker.deliver_pending() == 1
+    assert posted(fake, "Only once, please.") == 1  # discord.py did not retry it either
+    [message] = [m for m in fake.webhook_messages() if m["content"] == "Only once, please."]
+    assert [d.message_id for d in deliveries(runtime) if d.status == "sent"][-1] == message["id"]
+    assert len(fake.calls_of("GET", r"/channels/\d+/messages")) == 1
+
+
+async def test_a_failure_before_the_post_was_stored_posts_it_after_looking(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    worker = pump(runtime, adapter)
+    await worker.deliver_pending()
+    add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "Not there yet.")
+    fake.fail_next("execute_webhook", 500, {"message": "Internal Server Error", "code": 0})
+    assert await worker.deliver_pending() == 1
+    assert posted(fake, "Not there yet.") == 1 and worker.stats.retries == 1
+
+
+async def test_a_delivery_run_with_one_failure_in_five_posts_each_event_once(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    worker = pump(runtime, adapter)
+    await worker.deliver_pending()
+    areas = ("Hobbs Cafe", "Mueller home", "Rodriguez home")
+    texts = [f"Line number {n}." for n in range(20)]
+    for n, text in enumerate(texts):
+        add_event(runtime, areas[n % 3], "said", "Klaus Mueller", text)
+    server_error = {"message": "Internal Server Error", "code": 0}
+    for n in range(4):  # 4 of 20 first tries store the post, then fail
+        fake.fail_next("execute_webhook", 500, server_error, stored=True, drop=n % 2 == 1)
+    while await worker.deliver_pending():
+        pass
+    assert {text: posted(fake, text) for text in texts} == {text: 1 for text in texts}
+    assert worker.stats.retries == 4
+
+
+async def test_a_refused_name_is_retried_once_as_the_town_with_the_name_in_the_text(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    worker = pump(runtime, adapter)
+    await worker.deliver_pending()
+    add_event(runtime, "Hobbs Cafe", "said", "here", "I am a resident called here.")
+    fake.refused_names.add("mister x")
+    add_event(runtime, "Hobbs Cafe", "said", "Mister X", "Discord refuses my name today.")
+    assert await worker.deliver_pending() == 2
+    by_name = {m["author"]["username"]: m["content"] for m in fake.webhook_messages()}
+    assert by_name["here (resident)"] == "I am a resident called here."
+    assert by_name[runtime.town_name] == "**Mister X:** Discord refuses my name today."
+    assert not [d for d in deliveries(runtime) if d.status == "failed"]
