@@ -120,6 +120,8 @@ class DiscordAdapter:
         guild = self.guild.name if self.guild else "(not connected)"
         intent = "on" if self.message_content else "off (mentions and slash commands only)"
         line = f"Discord: guild {guild}, message_content intent {intent}"
+        if self.channels.problems:
+            line += "; " + "; ".join(self.channels.problems)
         if self.poster.problem:
             line += f"; posting PAUSED: {self.poster.problem}"
         return line

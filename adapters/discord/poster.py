@@ -16,6 +16,7 @@ same text, and posts only if it is surely absent. All posts share one server-wid
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import zlib
@@ -139,9 +140,13 @@ class WebhookPoster:
 
     async def _send(self, message: Outgoing) -> str:
         hook = self.channels.hook(message.area)
-        if hook is None:
+        channel = self.channels.text_channel(message.area)
+        if hook is None and channel is None:
             raise DeliveryError(f"no Discord channel for {message.area!r}", permanent=True)
         try:
+            if hook is None:
+                assert channel is not None
+                return await self._post_as_bot(message, channel)
             if found := await self._posted_before(message.key):
                 return found
             try:
@@ -196,6 +201,19 @@ class WebhookPoster:
                 where = self.channels.channel_id(message.area) or 0
                 self._remember_unsure(message.key, _Unsure(where, hook.id, content, started))
             raise
+        return str(sent.id)
+
+    async def _post_as_bot(self, message: Outgoing, channel: discord.TextChannel) -> str:
+        """Without a webhook of ours in the channel: the bot posts, the name in the text. The
+        outbox key's nonce makes Discord answer a repeat with the message it already has."""
+        text = message.text
+        if message.author:
+            text = f"**{discord.utils.escape_markdown(message.author)}:** {text}"
+        content = escape_mentions(text)
+        if len(content) > MAX_CHARS:
+            content = escape_mentions(text, compact=True)[:MAX_CHARS]
+        nonce = hashlib.sha256(message.key.encode()).hexdigest()[:25]
+        sent = await channel.send(content, nonce=nonce, allowed_mentions=NO_MENTIONS)
         return str(sent.id)
 
     def _remember_unsure(self, key: str, unsure: _Unsure) -> None:

@@ -251,6 +251,31 @@ class FakeDiscord:
             del self.webhooks[hook_id]
         await self.dispatch("CHANNEL_DELETE", channel)
 
+    def add_text_channel(self, name: str, parent_id: str | None = None, type_: int = 0) -> Json:
+        """A channel someone made by hand (before the bot starts)."""
+        return self._channel(name, type_, parent_id, None)
+
+    def add_foreign_webhooks(self, channel_id: str, count: int) -> None:
+        """Webhooks of other integrations in a channel (they count towards its 15)."""
+        for n in range(count):
+            hook_id = str(self.snowflake())
+            self.webhooks[hook_id] = {
+                "id": hook_id,
+                "type": 1,
+                "guild_id": str(self.guild_id),
+                "channel_id": channel_id,
+                "name": f"Other {n}",
+                "avatar": None,
+                "token": secrets.token_urlsafe(24),
+                "application_id": None,
+                "user": {
+                    "id": str(self.snowflake()),
+                    "username": "someone",
+                    "discriminator": "0",
+                    "avatar": None,
+                },
+            }
+
     def delete_webhook(self, hook_id: str) -> None:
         """As if someone deleted the webhook in the server settings."""
         del self.webhooks[hook_id]
@@ -428,10 +453,9 @@ class FakeDiscord:
         name = str(body["name"])
         if len(self.channels) >= CHANNELS_PER_GUILD:
             return _error(400, 30013, "Maximum number of guild channels reached (500)")
-        siblings = [
-            c for c in self.channels.values() if c.get("parent_id") == body.get("parent_id")
-        ]
-        if body.get("parent_id") and len(siblings) >= CHANNELS_PER_CATEGORY:
+        parent = str(body.get("parent_id") or "")
+        siblings = [c for c in self.channels.values() if (c.get("parent_id") or "") == parent]
+        if parent and len(siblings) >= CHANNELS_PER_CATEGORY:
             return _invalid(
                 "parent_id",
                 "CHANNEL_PARENT_MAX_CHANNELS",
@@ -499,7 +523,13 @@ class FakeDiscord:
         if refused := self._missing(VIEW_CHANNEL | SEND_MESSAGES):
             return refused
         body = await _body(request)
+        if body.get("enforce_nonce") and body.get("nonce"):  # a repeat gets the first message
+            for earlier in self.messages:
+                if earlier["channel_id"] == channel_id and earlier.get("nonce") == body["nonce"]:
+                    return _json(earlier)
         message = self._message(channel_id, body.get("content", ""), self.bot_user, body=body)
+        if body.get("nonce"):
+            message["nonce"] = body["nonce"]
         self.messages.append(message)
         await self.dispatch("MESSAGE_CREATE", self._as_received(message))
         return _json(message)
