@@ -143,18 +143,27 @@ class Inbound:
         return town
 
     async def _slash(self, interaction: discord.Interaction[TownClient], line: str) -> None:
-        # The town may think (an LLM call) before answering: acknowledge within 3 s first.
+        # The town may think (an LLM call) before answering: acknowledge within 3 s first,
+        # privately (most answers are private; the deferral's flags stay with its follow-ups).
         await interaction.response.defer(ephemeral=True, thinking=True)
         area = self.channels.area_of(interaction.channel_id or 0)
         reply = await self._run(_caller(interaction.user, area), line)
-        if not reply.private:
-            # the first follow-up would edit the ephemeral "thinking" message and stay
-            # ephemeral: remove it, so the follow-up is a new message everyone sees
-            await interaction.delete_original_response()
+        channel = interaction.channel
+        if not reply.private and isinstance(channel, discord.TextChannel):
+            try:  # a public answer: plain messages in the channel, which everyone sees
+                for part in answer_parts(
+                    f"/town {line} ({interaction.user.display_name}):\n{reply.text}"
+                ):
+                    await channel.send(part, allowed_mentions=NO_MENTIONS)
+            except discord.HTTPException:  # no Send Messages here: answer the caller at least
+                log.warning("Discord: no permission to answer /town in #%s", channel)
+            else:
+                await interaction.followup.send(
+                    "Answered in the channel.", ephemeral=True, allowed_mentions=NO_MENTIONS
+                )
+                return
         for part in answer_parts(reply.text):
-            await interaction.followup.send(
-                part, ephemeral=reply.private, allowed_mentions=NO_MENTIONS
-            )
+            await interaction.followup.send(part, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
 
 def _caller(user: discord.User | discord.Member, area: str | None) -> Caller:

@@ -98,6 +98,7 @@ class InteractionRecord:
     original_deleted: bool = False
     original_edited: bool = False
     followups: list[Json] = field(default_factory=list)  # messages created by follow-ups
+    created: float = 0.0  # on the fake's clock: 3 s to answer, 15 minutes for follow-ups
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -357,7 +358,7 @@ class FakeDiscord:
             "context": 0,
             "attachment_size_limit": 8 * 1024 * 1024,
         }
-        self.interactions[token] = InteractionRecord(payload)
+        self.interactions[token] = InteractionRecord(payload, created=self.clock())
         await self.dispatch("INTERACTION_CREATE", payload)
         return token
 
@@ -648,6 +649,8 @@ class FakeDiscord:
         record = self.interactions.get(token)
         if record is None:
             return _error(404, 10015, "Unknown Webhook")
+        if self.clock() - record.created > 15 * 60:
+            return _error(401, 50027, "Invalid Webhook Token")
         body = await _body(request)
         channel_id = record.payload["channel_id"]
         if record.original is not None and not (record.original_edited or record.original_deleted):
@@ -715,6 +718,8 @@ class FakeDiscord:
         if fault := self._fault("callback"):
             return fault
         record = self.interactions.get(request.match_info["token"])
+        if record is not None and self.clock() - record.created > 3.0:
+            return _error(404, 10062, "Unknown interaction")
         if record is None or record.callbacks:
             return _error(400, 40060, "Interaction has already been acknowledged.")
         body = await _body(request)
