@@ -20,6 +20,7 @@ from adapters.core.links import ChannelLinks
 from adapters.core.ports import Outgoing, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import TownClient
+from adapters.discord.errors import NETWORK_ERRORS
 from adapters.discord.inbound import PLATFORM, Inbound
 from adapters.discord.pacing import ServerBucket
 from adapters.discord.poster import (
@@ -29,6 +30,7 @@ from adapters.discord.poster import (
     WebhookPoster,
     webhook_name,
 )
+from adapters.discord.proxies import ProxyWatch
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -64,12 +66,15 @@ class DiscordAdapter:
         intents.guilds = True
         intents.guild_messages = True
         intents.message_content = message_content
-        self.client = TownClient(self._on_message, intents, guild_ready_timeout)
+        self.proxies = ProxyWatch(sleep=sleep)
+        self.client = TownClient(
+            self._on_message, intents, guild_ready_timeout, self.proxies.deleted
+        )
         links = ChannelLinks(store, town_id, PLATFORM)
         self.channels = LocationChannels(self.client, port, links, webhook_name(port.town_name))
         bucket = ServerBucket(clock=clock, sleep=sleep)  # the server-wide webhook bucket
         self.poster = WebhookPoster(self.channels, port, avatar_url, bucket)
-        self.inbound = Inbound(port, self.client, self.channels, links)
+        self.inbound = Inbound(port, self.client, self.channels, links, self.proxies)
         self._gateway: asyncio.Task[None] | None = None
 
     @property
@@ -80,7 +85,15 @@ class DiscordAdapter:
         await self.inbound.on_message(message)
 
     async def typing(self, area: str, author: str) -> None:
-        return None  # (not shown yet)
+        """The channel's typing indicator (Discord shows the bot typing, for about 10 s or
+        until the reply arrives); best effort."""
+        channel = self.channels.text_channel(area)
+        if channel is None:
+            return
+        try:
+            await channel.typing()
+        except (discord.HTTPException, *NETWORK_ERRORS) as exc:
+            log.debug("Discord: no typing indicator in %s: %r", area, exc)
 
     async def send(self, message: Outgoing) -> str:
         return await self.poster.send(message)
@@ -101,6 +114,7 @@ class DiscordAdapter:
             await self._wait_ready(self._gateway)
             guild = self._pick_guild()
             await self.channels.provision(guild)
+            await self.proxies.look(guild)
             await self.inbound.sync_commands(guild)
         except BaseException:
             await self.stop()

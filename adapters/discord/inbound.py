@@ -20,6 +20,7 @@ from adapters.core.ports import Caller, Reply, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS, TownClient
 from adapters.discord.poster import answer_parts
+from adapters.discord.proxies import ProxyWatch
 
 log = logging.getLogger(__name__)
 
@@ -33,22 +34,37 @@ class Inbound:
     """Members' messages and commands, handed to the town; the answers, back to them."""
 
     def __init__(
-        self, town: TownPort, client: TownClient, channels: LocationChannels, links: ChannelLinks
+        self,
+        town: TownPort,
+        client: TownClient,
+        channels: LocationChannels,
+        links: ChannelLinks,
+        proxies: ProxyWatch,
     ) -> None:
         self.town, self.client, self.channels, self.links = town, client, channels, links
+        self.proxies = proxies
 
     async def on_message(self, message: discord.Message) -> None:
         me, guild = self.client.user, self.channels.guild
-        if message.author.bot or message.webhook_id is not None or me is None:
-            return  # our webhooks, our replies, other bots
-        if guild is None or message.guild is None or message.guild.id != guild.id:
+        if guild is None or message.guild is None or message.guild.id != guild.id or me is None:
             return
         area = self.channels.area_of(message.channel.id)
+        if self.proxies.proxied(message):  # a member's words, reposted under a character's name
+            if area is not None and message.content.strip():
+                who = message.author
+                user_id = f"{who.id}:{who.display_name}"  # one proxy webhook, many characters
+                words = _readable(message, message.content)
+                await self.town.visitor_says(PLATFORM, user_id, who.display_name, area, words)
+            return
+        if message.author.bot or message.webhook_id is not None:
+            return  # our webhooks, our replies, other bots
         kind, text = self._read(message.content, me.id)
         if kind == "command":
             caller = _caller(message.author, area)
             await self._reply(message, await self._run(caller, text))
         elif area is not None and text.strip():
+            if await self.proxies.replaced(message):
+                return  # a proxy bot deleted it: its repost is heard instead
             words = _readable(message, text)
             author = message.author
             await self.town.visitor_says(PLATFORM, str(author.id), author.display_name, area, words)

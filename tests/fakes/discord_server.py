@@ -147,6 +147,7 @@ class FakeDiscord:
         self.dms: dict[str, str] = {}  # DM channel id -> the member's user id
         self.closed_dms: set[str] = set()  # user ids who take no direct messages (403 50007)
         self.reactions: list[tuple[str, str, str]] = []  # (channel id, message id, emoji)
+        self.typing: list[str] = []  # channel ids the bot showed typing in
         self.commands: list[Json] = []
         self.calls: list[Call] = []
         self.faults: dict[str, list[Fault]] = defaultdict(list)
@@ -177,12 +178,14 @@ class FakeDiscord:
         r.add_get(f"{API}/gateway", self._gateway_url)
         r.add_get(f"{API}/gateway/bot", self._gateway_url)
         r.add_get(f"{API}/guilds/{{guild}}/channels", self._list_channels)
+        r.add_get(f"{API}/guilds/{{guild}}/members/{{user}}", self._get_member)
         r.add_post(f"{API}/guilds/{{guild}}/channels", self._create_channel)
         r.add_delete(f"{API}/channels/{{channel}}", self._delete_channel)
         r.add_get(f"{API}/channels/{{channel}}/webhooks", self._list_webhooks)
         r.add_post(f"{API}/channels/{{channel}}/webhooks", self._create_webhook)
         r.add_post(f"{API}/channels/{{channel}}/messages", self._post_message)
         r.add_get(f"{API}/channels/{{channel}}/messages", self._history)
+        r.add_post(f"{API}/channels/{{channel}}/typing", self._typing)
         r.add_post(f"{API}/users/@me/channels", self._open_dm)
         r.add_put(
             f"{API}/channels/{{channel}}/messages/{{mid}}/reactions/{{emoji}}/@me", self._react
@@ -276,6 +279,33 @@ class FakeDiscord:
                     "avatar": None,
                 },
             }
+
+    def add_proxy_bot(self, app_id: int, name: str) -> Json:
+        """A proxy bot (PluralKit, Tupperbox) in the server; returns its webhook."""
+        user = self.add_member(name)
+        self.users.pop(user["id"])
+        member = self.members.pop(user["id"])
+        user.update(id=str(app_id), bot=True)
+        self.users[user["id"]] = user
+        self.members[user["id"]] = {**member, "user": user}
+        return {"application_id": str(app_id), "id": str(self.snowflake()), "user": user}
+
+    async def proxy_says(
+        self, proxy: Json, member: Json, channel_id: str, content: str, character: str
+    ) -> None:
+        """A member writes; the proxy deletes the message and reposts it under ``character``
+        through its webhook, as PluralKit does."""
+        original = await self.member_says(member, channel_id, content)
+        await self.dispatch(
+            "MESSAGE_DELETE",
+            {"id": original["id"], "channel_id": channel_id, "guild_id": str(self.guild_id)},
+        )
+        author = {"id": proxy["id"], "username": character, "discriminator": "0000", "bot": True}
+        author["avatar"] = None
+        repost = self._message(channel_id, content, author, webhook_id=proxy["id"])
+        repost["application_id"] = proxy["application_id"]
+        self.messages.append(repost)
+        await self.dispatch("MESSAGE_CREATE", self._as_received(repost))
 
     def delete_webhook(self, hook_id: str) -> None:
         """As if someone deleted the webhook in the server settings."""
@@ -441,6 +471,10 @@ class FakeDiscord:
         limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
         return _json({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
 
+    async def _get_member(self, request: web.Request) -> web.Response:
+        member = self.members.get(request.match_info["user"])
+        return _json(member) if member else _error(404, 10007, "Unknown Member")
+
     async def _list_channels(self, request: web.Request) -> web.Response:
         return _json(list(self.channels.values()))
 
@@ -560,6 +594,15 @@ class FakeDiscord:
         message["to"] = self.dms[channel_id]  # whom it went to, for the tests
         self.direct.append(message)
         return _json(message)
+
+    async def _typing(self, request: web.Request) -> web.Response:
+        channel_id = request.match_info["channel"]
+        if channel_id not in self.channels:
+            return _error(404, 10003, "Unknown Channel")
+        if refused := self._missing(VIEW_CHANNEL | SEND_MESSAGES):
+            return refused
+        self.typing.append(channel_id)
+        return web.Response(status=204)
 
     async def _history(self, request: web.Request) -> web.Response:
         channel_id = request.match_info["channel"]

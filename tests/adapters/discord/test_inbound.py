@@ -28,6 +28,7 @@ from tests.fakes.discord_server import (
     EPHEMERAL,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
+    SEND_MESSAGES,
     FakeDiscord,
 )
 
@@ -207,3 +208,45 @@ async def test_a_slash_command_answered_late_is_refused_like_discord(
     fake.clock.now += 5
     await until(lambda: fake.calls_of("POST", rf"/interactions/\d+/{token}/callback"))
     assert fake.interactions[token].callbacks == []
+
+
+async def test_a_proxied_message_is_heard_once_under_the_proxied_name(
+    runtime: Any, fake: FakeDiscord
+) -> None:
+    proxy = fake.add_proxy_bot(466378653216014359, "PluralKit")
+    bot = make_adapter(runtime, fake)
+    await bot.start()
+    try:
+        assert bot.proxies.present == ["PluralKit"]
+
+        async def until_deleted(seconds: float) -> None:  # the proxy's delay, as it happens
+            await until(lambda: bot.proxies._deleted)
+
+        bot.proxies.sleep = until_deleted
+        await morning(runtime)
+        alice = fake.add_member("Alice")
+        cafe = channel_of(runtime, "Hobbs Cafe")
+        await fake.proxy_says(proxy, alice, cafe, "Hello from Starling!", "Starling")
+
+        def heard() -> list[str]:
+            return [m.text for m in memories(runtime.store, "Klaus Mueller") if "Hello" in m.text]
+
+        await until(heard)
+        await until(lambda: bot.proxies._deleted)
+        await fake.member_says(alice, cafe, "!town time")  # a later message: the first is done
+        await until(lambda: fake.calls_of("POST", r"/channels/\d+/messages"))
+        assert heard() == ['Starling said: "Hello from Starling!"']
+        assert visitors(runtime) == {"Starling"}
+    finally:
+        await bot.stop()
+
+
+async def test_a_resident_composing_shows_typing_in_its_channel(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await adapter.typing("Hobbs Cafe", "Isabella Rodriguez")
+    assert fake.typing == [channel_of(runtime, "Hobbs Cafe")]
+    await adapter.typing("Nowhere", "Isabella Rodriguez")  # no channel: nothing, no error
+    fake.bot_permissions &= ~SEND_MESSAGES
+    await adapter.typing("Hobbs Cafe", "Isabella Rodriguez")  # refused: best effort
+    assert fake.typing == [channel_of(runtime, "Hobbs Cafe")]
