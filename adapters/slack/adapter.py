@@ -159,5 +159,7 @@ class SlackAdapter:
         self._port = int(self._runner.addresses[0][1])  # the real one when 0 was asked for
 
     async def _http_request(self, request: web.Request) -> web.Response:
+        if not request.headers.get("X-Slack-Request-Timestamp", "").isdigit():
+            return web.Response(status=401, text="invalid request")  # Bolt would answer 500
         response = await self.app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(response)
