@@ -51,7 +51,7 @@ def error_code(exc: SlackApiError) -> str:
 def delivery_error(exc: SlackApiError) -> DeliveryError:
     status, code = _status(exc), error_code(exc)
     if status == 429 or code in RATE_LIMITS:
-        return DeliveryError(f"Slack rate limit ({code})", retry_after=_retry_after(exc))
+        return DeliveryError(f"Slack rate limit ({code})", retry_after=retry_after(exc))
     if code == "missing_scope":
         needed = str(exc.response.get("needed") or "?")
         return DeliveryError(
@@ -91,7 +91,7 @@ def _status(exc: SlackApiError) -> int:
     return int(getattr(response, "status_code", None) or getattr(response, "status", 0) or 0)
 
 
-def _retry_after(exc: SlackApiError) -> float:
+def retry_after(exc: SlackApiError) -> float:
     headers = getattr(exc.response, "headers", None) or {}
     for key, value in headers.items():
         if str(key).lower() == "retry-after":
