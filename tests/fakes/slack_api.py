@@ -69,6 +69,7 @@ class FakeSlack:
     envelopes: list[dict[str, Any]] = field(default_factory=list)  # for the next websocket
     acks: list[dict[str, Any]] = field(default_factory=list)
     sockets: int = 0
+    live: list[web.WebSocketResponse] = field(default_factory=list)  # open Socket Mode links
     page_size: int = 2  # conversations.list pages are small, so paging is exercised
     faults: dict[str, deque[Fault]] = field(default_factory=dict)
     auth_error: str = ""  # set: every bot-token call answers this (a revoked token, ...)
@@ -95,6 +96,16 @@ class FakeSlack:
     ) -> None:
         fault = Fault(status, error, retry_after, stored, drop)
         self.faults.setdefault(method, deque()).append(fault)
+
+    async def send_envelope(self, envelope: dict[str, Any]) -> None:
+        """An envelope over every open Socket Mode link (a redelivery: ``retry_attempt`` > 0)."""
+        for ws in list(self.live):
+            if not ws.closed:
+                await ws.send_json(envelope)
+
+    async def disconnect(self, reason: str = "refresh_requested") -> None:
+        """Slack's notice that it will close the link; the client opens a new one."""
+        await self.send_envelope({"type": "disconnect", "reason": reason, "debug_info": {}})
 
     def add_user(
         self, user_id: str, name: str, *, admin: bool = False, owner: bool = False
@@ -318,13 +329,18 @@ def _app(fake: FakeSlack) -> web.Application:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         fake.sockets += 1
+        fake.live.append(ws)
         await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {"host": "x"}})
         while fake.envelopes:
             await ws.send_json(fake.envelopes.pop(0))
-        async for message in ws:
-            if message.type == WSMsgType.TEXT:
-                fake.acks.append(json.loads(message.data))
-                fake.news.set()
+        fake.news.set()
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    fake.acks.append(json.loads(message.data))
+                    fake.news.set()
+        finally:
+            fake.live.remove(ws)
         return ws
 
     app = web.Application()
