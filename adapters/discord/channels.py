@@ -114,9 +114,9 @@ class LocationChannels:
     ) -> discord.Webhook | None:
         try:
             return await self._find_or_make_webhook(channel)
-        except discord.NotFound:
-            raise  # the channel is gone
         except discord.HTTPException as exc:
+            if not isinstance(exc, discord.Forbidden) and exc.code != TOO_MANY_WEBHOOKS:
+                raise  # the channel is gone, the token revoked, Discord in trouble: not for good
             self._note(f"{area}: residents post as the bot, names in the text ({_why(exc)})")
             return None
 

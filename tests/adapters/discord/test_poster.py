@@ -238,3 +238,23 @@ async def test_a_refused_name_is_retried_once_as_the_town_with_the_name_in_the_t
     assert by_name["here (resident)"] == "I am a resident called here."
     assert by_name[runtime.town_name] == "**Mister X:** Discord refuses my name today."
     assert not [d for d in deliveries(runtime) if d.status == "failed"]
+
+
+async def test_a_token_revoked_mid_run_pauses_and_restored_loses_nothing(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    worker = pump(runtime, adapter)
+    await worker.deliver_pending()
+    fake.token_valid = False  # someone reset the bot token in the Developer Portal
+    fake.delete_webhook(links(runtime)["Hobbs Cafe"].extra["webhook_id"])  # needs the bot
+    texts = [f"Waiting line {n}." for n in range(4)]
+    for text in texts:
+        add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", text)
+    assert await worker.deliver_pending() == 0
+    assert "BOTTOWN_DISCORD_TOKEN" in worker.paused and "PAUSED" in adapter.status_line()
+    assert not [d for d in deliveries(runtime) if d.status == "failed"]
+    fake.token_valid = True  # the new token is set (and the bot restarted with it)
+    fake.clock.now += worker.credentials_retry_s
+    assert await worker.deliver_pending() == 4
+    assert [posted(fake, text) for text in texts] == [1] * 4
+    assert links(runtime)["Hobbs Cafe"].extra["webhook_id"] in fake.webhooks  # a webhook again
