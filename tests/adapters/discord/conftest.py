@@ -11,9 +11,7 @@ import yarl
 
 from adapters.discord.adapter import DiscordAdapter
 from tests.adapters.discord.support import make_adapter
-from tests.fakes.discord_server import (
-    FakeDiscord,
-)
+from tests.fakes.discord_server import FakeDiscord
 
 
 @pytest.fixture

@@ -14,9 +14,7 @@ from sqlmodel import select
 from adapters.core.delivery import OutboxPump
 from adapters.discord.adapter import DiscordAdapter
 from tests.factories import resident
-from tests.fakes.discord_server import (
-    FakeDiscord,
-)
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.platform import Clock, Sleeps
 from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
 from town.tick.state import ResidentState

@@ -8,13 +8,13 @@ from sqlmodel import select
 
 from adapters.discord.adapter import DiscordAdapter
 from tests.adapters.discord.support import AREAS, add_event, links, make_adapter, pump
-from tests.fakes.discord_server import (
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.discord_wire import (
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
     INTENT_MESSAGE_CONTENT,
     MANAGE_CHANNELS,
     MANAGE_WEBHOOKS,
-    FakeDiscord,
 )
 from town.store.models import ChannelLink
 

@@ -24,13 +24,8 @@ from tests.adapters.discord.support import (
     visitors,
 )
 from tests.factories import memories
-from tests.fakes.discord_server import (
-    EPHEMERAL,
-    INTENT_GUILD_MESSAGES,
-    INTENT_GUILDS,
-    SEND_MESSAGES,
-    FakeDiscord,
-)
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.discord_wire import EPHEMERAL, INTENT_GUILD_MESSAGES, INTENT_GUILDS, SEND_MESSAGES
 
 
 async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhook(

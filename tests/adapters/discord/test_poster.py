@@ -24,10 +24,8 @@ from tests.adapters.discord.support import (
     make_adapter,
     pump,
 )
-from tests.fakes.discord_server import (
-    FakeDiscord,
-    _pinged,
-)
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.discord_wire import pinged
 
 
 async def test_webhook_429_is_retried_and_delivered_exactly_once(
@@ -107,7 +105,7 @@ async def test_generated_mentions_are_escaped_and_names_sanitised(
     for message in posted:
         assert_no_mentions(message)
         assert len(message["content"]) <= 2000
-        assert _pinged(message["content"], None) == []  # inert even if mentions were allowed
+        assert pinged(message["content"], None) == []  # inert even if mentions were allowed
         assert not re.search(r"@(everyone|here)|<@&?\d+>|<#\d+>", message["content"])
     party = posted[0]
     assert f"@{ZWSP}everyone" in party["content"] and "party!" in party["content"]
@@ -124,8 +122,8 @@ def test_text_rules() -> None:
         f"@{ZWSP}everyone <@{ZWSP}123> <@!{ZWSP}4> <@&{ZWSP}5> <#{ZWSP}6>"
     )
     compact = escape_mentions("@here <@123> <#6>", compact=True)
-    assert len(compact) == len("@here <@123> <#6>") and _pinged(compact, None) == []
-    assert _pinged("@here <@123456789012345678>", None) == ["@here", "user:123456789012345678"]
+    assert len(compact) == len("@here <@123> <#6>") and pinged(compact, None) == []
+    assert pinged("@here <@123456789012345678>", None) == ["@here", "user:123456789012345678"]
     assert (
         channel_name("Hobbs Cafe") == "hobbs-cafe" and channel_name("Mrs. Moore's") == "mrs-moores"
     )
