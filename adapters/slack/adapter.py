@@ -93,7 +93,7 @@ class SlackAdapter:
         self._runner: web.AppRunner | None = None
 
     async def typing(self, area: str, author: str) -> None:
-        return None  # (not shown yet)
+        return None  # Slack shows no typing indicator for a bot: the reply itself arrives
 
     async def send(self, message: Outgoing) -> str:
         return await self.poster.send(message)
