@@ -146,6 +146,14 @@ def test_http_errors_map_to_delivery_errors(
     response = SimpleNamespace(status=status, reason="x", headers=headers)
     error = delivery_error(discord.HTTPException(response, {"message": "no", "code": 1}))  # type: ignore[arg-type]
     assert error.retry_after == retry_after and error.permanent is permanent
+    assert not error.credentials
+
+
+def test_a_rejected_token_and_a_lost_permission_are_credentials_problems() -> None:
+    for status, code in ((401, 0), (403, 50013), (403, 50001)):
+        response = SimpleNamespace(status=status, reason="x", headers={})
+        error = delivery_error(discord.HTTPException(response, {"message": "no", "code": code}))  # type: ignore[arg-type]
+        assert error.credentials and not error.permanent
 
 
 async def test_send_to_an_unknown_area_is_permanent(runtime: Any, fake: FakeDiscord) -> None:
