@@ -20,6 +20,10 @@ For each pending event (an outbox row with no delivery row for this platform yet
    at its limit is left for a later round, its events still pending and in order; while it
    waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
    long message wait inside a round, so one busy channel never holds up the others.
+7. A credentials problem (a revoked token, a missing scope or permission: ``DeliveryError``
+   with ``credentials``) pauses delivery to that platform: the claim is released, the events
+   stay pending, the log says what to fix, and every ``credentials_retry_s`` one channel tries
+   again; the first post that goes through resumes delivery everywhere.
 """
 
 from __future__ import annotations
@@ -80,11 +84,14 @@ class OutboxPump:
     max_backoff_s: float = 30.0
     digest_after: int = DIGEST_AFTER
     channel_per_minute: int = 0  # posts per channel per minute; 0: no limit
+    credentials_retry_s: float = 60.0  # while paused on a credentials problem, try this often
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     stats: PumpStats = field(default_factory=PumpStats)
+    paused: str = ""  # the credentials problem delivery waits on ("" while it flows)
     _last_post: dict[str, float] = field(default_factory=dict)
     _rate: ChannelRate = field(init=False)
+    _probe_at: float = 0.0  # while paused: when one channel may try again
 
     def __post_init__(self) -> None:
         self._rate = ChannelRate(self.channel_per_minute, clock=self.clock)
@@ -114,9 +121,18 @@ class OutboxPump:
         return count
 
     async def deliver_pending(self) -> int:
-        """One round: everything pending now, channels concurrently. Returns events delivered."""
+        """One round: everything pending now, channels concurrently. Returns events delivered.
+        While paused on a credentials problem, a round is one channel's try, at most every
+        ``credentials_retry_s``; if it goes through, the other channels follow at once."""
+        if self.paused and self.clock() < self._probe_at:
+            return 0
         by_area = await asyncio.to_thread(self._pending)
         before = self.stats.events
+        if self.paused and by_area:
+            first = next(iter(by_area))
+            await self._channel(first, by_area.pop(first))
+            if self.paused:
+                return self.stats.events - before
         await asyncio.gather(*(self._channel(area, items) for area, items in by_area.items()))
         return self.stats.events - before
 
@@ -169,6 +185,8 @@ class OutboxPump:
         return by_area
 
     async def _channel(self, area: str, items: list[Pending]) -> None:
+        if self.paused and self.clock() < self._probe_at:
+            return  # another channel found the credentials broken this round
         if self._rate.room(area) == 0:
             self.stats.deferred += 1
             return  # at the channel's rate: everything waits, in order, for a later round
@@ -180,6 +198,8 @@ class OutboxPump:
             if self._rate.room(area) == 0:
                 self.stats.deferred += 1
                 return  # the rest waits for a later round (or a digest), still in order
+            if self.paused and self.clock() < self._probe_at:
+                return  # a credentials problem: the rest waits, in order
             message = Outgoing(item.key, area, item.author, item.text, item.emoji)
             if not await self._post([item], message, "sent"):
                 return  # keep the channel's order: the rest waits for the next round
@@ -203,7 +223,9 @@ class OutboxPump:
             piece = Outgoing(key, message.area, message.author, part, message.emoji)
             result = await self._send_with_retry(piece)
             if isinstance(result, DeliveryError):
-                if result.permanent or posted:
+                if result.credentials and not posted:
+                    await asyncio.to_thread(self._release, ids)  # it waits for the fix
+                elif result.permanent or posted:
                     # a part already went out, or retrying cannot help: record, never repost
                     await asyncio.to_thread(
                         self._finish, ids, "failed", ",".join(posted), str(result)
@@ -222,9 +244,15 @@ class OutboxPump:
         for attempt in range(self.max_attempts):
             await self._pace(message.area)
             try:
-                return await self.platform.send(message)
+                message_id = await self.platform.send(message)
             except DeliveryError as exc:
                 error = exc
+            else:
+                self._resume()
+                return message_id
+            if error.credentials:
+                self._pause(error)
+                break
             if error.permanent:
                 break
             self.stats.retries += 1
@@ -242,6 +270,23 @@ class OutboxPump:
             )
             await self.sleep(wait)
         return error
+
+    def _pause(self, error: DeliveryError) -> None:
+        if not self.paused:
+            log.error(
+                "%s: delivery paused, the events wait: %s. Delivery resumes by itself once "
+                "a post goes through (tried every %.0f s).",
+                self.platform.name,
+                error,
+                self.credentials_retry_s,
+            )
+        self.paused = str(error)
+        self._probe_at = self.clock() + self.credentials_retry_s
+
+    def _resume(self) -> None:
+        if self.paused:
+            log.warning("%s: delivery resumed (%s is fixed)", self.platform.name, self.paused)
+            self.paused = ""
 
     async def _pace(self, area: str) -> None:
         """Wait for the platform's interval and the channel's rate (only the later parts of a

@@ -95,15 +95,24 @@ class TownPort(Protocol):
 
 
 class DeliveryError(Exception):
-    """A send that did not happen. ``retry_after`` is set when the platform said when to retry
-    (a 429); ``permanent`` when retrying cannot help (the message is recorded as failed)."""
+    """A send that did not happen, or may not have. ``retry_after`` is set when the platform
+    said when to retry (a 429); ``permanent`` when retrying this message cannot help (it is
+    recorded as failed); ``credentials`` when no message can go out until an admin fixes a
+    token, a scope or a permission (delivery to the platform pauses, the events wait). The
+    message says what to fix."""
 
     def __init__(
-        self, message: str, *, retry_after: float | None = None, permanent: bool = False
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        permanent: bool = False,
+        credentials: bool = False,
     ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.permanent = permanent
+        self.credentials = credentials
 
 
 class Platform(Protocol):
@@ -114,7 +123,10 @@ class Platform(Protocol):
     min_interval_s: float  # at least this long between two messages in one channel
 
     async def send(self, message: Outgoing) -> str:
-        """Post one message; returns the platform's id for it. Raises ``DeliveryError``."""
+        """Post one message; returns the platform's id for it. Raises ``DeliveryError``.
+        The pump may send a message again after a failure that left it unsure whether the post
+        was stored (a 5xx, a dropped connection): the adapter looks for the earlier post first,
+        and returns its id if it is there, so a retry never doubles a message."""
         ...
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Awaitable, Callable
 
 import discord
 
@@ -18,7 +20,9 @@ from adapters.core.links import ChannelLinks
 from adapters.core.ports import Outgoing, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import TownClient
+from adapters.discord.errors import NETWORK_ERRORS
 from adapters.discord.inbound import PLATFORM, Inbound
+from adapters.discord.pacing import ServerBucket
 from adapters.discord.poster import (
     DEFAULT_AVATAR,
     MAX_CHARS,
@@ -26,6 +30,7 @@ from adapters.discord.poster import (
     WebhookPoster,
     webhook_name,
 )
+from adapters.discord.proxies import ProxyWatch
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,8 @@ class DiscordAdapter:
         avatar_url: str | None = DEFAULT_AVATAR,
         guild_ready_timeout: float = 2.0,
         connect_timeout: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.port = port
         self.guild_id, self.message_content = guild_id, message_content
@@ -59,11 +66,15 @@ class DiscordAdapter:
         intents.guilds = True
         intents.guild_messages = True
         intents.message_content = message_content
-        self.client = TownClient(self._on_message, intents, guild_ready_timeout)
+        self.proxies = ProxyWatch(sleep=sleep)
+        self.client = TownClient(
+            self._on_message, intents, guild_ready_timeout, self.proxies.deleted
+        )
         links = ChannelLinks(store, town_id, PLATFORM)
         self.channels = LocationChannels(self.client, port, links, webhook_name(port.town_name))
-        self.poster = WebhookPoster(self.channels, port, avatar_url)
-        self.inbound = Inbound(port, self.client, self.channels, links)
+        bucket = ServerBucket(clock=clock, sleep=sleep)  # the server-wide webhook bucket
+        self.poster = WebhookPoster(self.channels, port, avatar_url, bucket)
+        self.inbound = Inbound(port, self.client, self.channels, links, self.proxies)
         self._gateway: asyncio.Task[None] | None = None
 
     @property
@@ -74,7 +85,15 @@ class DiscordAdapter:
         await self.inbound.on_message(message)
 
     async def typing(self, area: str, author: str) -> None:
-        return None  # (not shown yet)
+        """The channel's typing indicator (Discord shows the bot typing, for about 10 s or
+        until the reply arrives); best effort."""
+        channel = self.channels.text_channel(area)
+        if channel is None:
+            return
+        try:
+            await channel.typing()
+        except (discord.HTTPException, *NETWORK_ERRORS) as exc:
+            log.debug("Discord: no typing indicator in %s: %r", area, exc)
 
     async def send(self, message: Outgoing) -> str:
         return await self.poster.send(message)
@@ -95,6 +114,7 @@ class DiscordAdapter:
             await self._wait_ready(self._gateway)
             guild = self._pick_guild()
             await self.channels.provision(guild)
+            await self.proxies.look(guild)
             await self.inbound.sync_commands(guild)
         except BaseException:
             await self.stop()
@@ -103,6 +123,7 @@ class DiscordAdapter:
         log.info("Discord: the town lives in %r (message_content intent %s)", self.guild, intent)
 
     async def stop(self) -> None:
+        await self.poster.close()
         await self.client.close()
         if self._gateway is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -112,7 +133,12 @@ class DiscordAdapter:
     def status_line(self) -> str:
         guild = self.guild.name if self.guild else "(not connected)"
         intent = "on" if self.message_content else "off (mentions and slash commands only)"
-        return f"Discord: guild {guild}, message_content intent {intent}"
+        line = f"Discord: guild {guild}, message_content intent {intent}"
+        if self.channels.problems:
+            line += "; " + "; ".join(self.channels.problems)
+        if self.poster.problem:
+            line += f"; posting PAUSED: {self.poster.problem}"
+        return line
 
     async def _wait_ready(self, gateway: asyncio.Task[None]) -> None:
         ready = asyncio.create_task(self.client.wait_until_ready())

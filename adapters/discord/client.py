@@ -21,9 +21,10 @@ class TownClient(discord.Client):
         on_message: Callable[[discord.Message], Awaitable[None]],
         intents: discord.Intents,
         ready: float,
+        on_delete: Callable[[int], None] = lambda message_id: None,
     ) -> None:
         super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, guild_ready_timeout=ready)
-        self._handle = on_message
+        self._handle, self._deleted = on_message, on_delete
         self.tree: app_commands.CommandTree[TownClient] = app_commands.CommandTree(self)
 
     async def on_message(self, message: discord.Message) -> None:
@@ -31,3 +32,6 @@ class TownClient(discord.Client):
             await self._handle(message)
         except Exception:  # one bad message must not disturb the others
             log.exception("a Discord message in #%s could not be handled", message.channel)
+
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        self._deleted(payload.message_id)

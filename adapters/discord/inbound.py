@@ -20,6 +20,7 @@ from adapters.core.ports import Caller, Reply, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS, TownClient
 from adapters.discord.poster import answer_parts
+from adapters.discord.proxies import ProxyWatch
 
 log = logging.getLogger(__name__)
 
@@ -33,22 +34,37 @@ class Inbound:
     """Members' messages and commands, handed to the town; the answers, back to them."""
 
     def __init__(
-        self, town: TownPort, client: TownClient, channels: LocationChannels, links: ChannelLinks
+        self,
+        town: TownPort,
+        client: TownClient,
+        channels: LocationChannels,
+        links: ChannelLinks,
+        proxies: ProxyWatch,
     ) -> None:
         self.town, self.client, self.channels, self.links = town, client, channels, links
+        self.proxies = proxies
 
     async def on_message(self, message: discord.Message) -> None:
         me, guild = self.client.user, self.channels.guild
-        if message.author.bot or message.webhook_id is not None or me is None:
-            return  # our webhooks, our replies, other bots
-        if guild is None or message.guild is None or message.guild.id != guild.id:
+        if guild is None or message.guild is None or message.guild.id != guild.id or me is None:
             return
         area = self.channels.area_of(message.channel.id)
+        if self.proxies.proxied(message):  # a member's words, reposted under a character's name
+            if area is not None and message.content.strip():
+                who = message.author
+                user_id = f"{who.id}:{who.display_name}"  # one proxy webhook, many characters
+                words = _readable(message, message.content)
+                await self.town.visitor_says(PLATFORM, user_id, who.display_name, area, words)
+            return
+        if message.author.bot or message.webhook_id is not None:
+            return  # our webhooks, our replies, other bots
         kind, text = self._read(message.content, me.id)
         if kind == "command":
             caller = _caller(message.author, area)
             await self._reply(message, await self._run(caller, text))
         elif area is not None and text.strip():
+            if await self.proxies.replaced(message):
+                return  # a proxy bot deleted it: its repost is heard instead
             words = _readable(message, text)
             author = message.author
             await self.town.visitor_says(PLATFORM, str(author.id), author.display_name, area, words)
@@ -143,18 +159,27 @@ class Inbound:
         return town
 
     async def _slash(self, interaction: discord.Interaction[TownClient], line: str) -> None:
-        # The town may think (an LLM call) before answering: acknowledge within 3 s first.
+        # The town may think (an LLM call) before answering: acknowledge within 3 s first,
+        # privately (most answers are private; the deferral's flags stay with its follow-ups).
         await interaction.response.defer(ephemeral=True, thinking=True)
         area = self.channels.area_of(interaction.channel_id or 0)
         reply = await self._run(_caller(interaction.user, area), line)
-        if not reply.private:
-            # the first follow-up would edit the ephemeral "thinking" message and stay
-            # ephemeral: remove it, so the follow-up is a new message everyone sees
-            await interaction.delete_original_response()
+        channel = interaction.channel
+        if not reply.private and isinstance(channel, discord.TextChannel):
+            try:  # a public answer: plain messages in the channel, which everyone sees
+                for part in answer_parts(
+                    f"/town {line} ({interaction.user.display_name}):\n{reply.text}"
+                ):
+                    await channel.send(part, allowed_mentions=NO_MENTIONS)
+            except discord.HTTPException:  # no Send Messages here: answer the caller at least
+                log.warning("Discord: no permission to answer /town in #%s", channel)
+            else:
+                await interaction.followup.send(
+                    "Answered in the channel.", ephemeral=True, allowed_mentions=NO_MENTIONS
+                )
+                return
         for part in answer_parts(reply.text):
-            await interaction.followup.send(
-                part, ephemeral=reply.private, allowed_mentions=NO_MENTIONS
-            )
+            await interaction.followup.send(part, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
 
 def _caller(user: discord.User | discord.Member, area: str | None) -> Caller:

@@ -93,7 +93,7 @@ class SlackAdapter:
         self._runner: web.AppRunner | None = None
 
     async def typing(self, area: str, author: str) -> None:
-        return None  # (not shown yet)
+        return None  # Slack shows no typing indicator for a bot: the reply itself arrives
 
     async def send(self, message: Outgoing) -> str:
         return await self.poster.send(message)
@@ -121,6 +121,8 @@ class SlackAdapter:
     def status_line(self) -> str:
         where = f"workspace {self._team}" if self._team else "not connected"
         channels = f"{self.channels.count()} location channels"
+        if self.poster.problem:
+            channels += f"; posting PAUSED: {self.poster.problem}"
         if self._mode == "socket":
             return f"Slack: Socket Mode, {where}, {channels}"
         return f"Slack: HTTP events on {self._host}:{self._port}{EVENTS_PATH}, {where}, {channels}"
@@ -157,5 +159,7 @@ class SlackAdapter:
         self._port = int(self._runner.addresses[0][1])  # the real one when 0 was asked for
 
     async def _http_request(self, request: web.Request) -> web.Response:
+        if not request.headers.get("X-Slack-Request-Timestamp", "").isdigit():
+            return web.Response(status=401, text="invalid request")  # Bolt would answer 500
         response = await self.app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(response)

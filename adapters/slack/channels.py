@@ -1,9 +1,16 @@
 """The town's Slack channels: one public channel per location, the stored one while it lives,
-else one found by name, else a new one; joined if needed, and remembered in the store."""
+else one found by name, else a new one; joined if needed, and remembered in the store.
+
+Stored channels are checked one by one (``conversations.info``, Slack's tier 3); the whole list
+of public channels (``conversations.list``, tier 2: about 20 pages a minute) is read only when a
+location has no live channel yet, and a rate limit on it is waited out patiently, page by page.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -12,17 +19,27 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.core.links import ChannelLinks
 from adapters.core.ports import TownPort
 from adapters.core.text import channel_about
-from adapters.slack.errors import ProvisionError, error_code
+from adapters.slack.errors import RATE_LIMITS, ProvisionError, error_code, retry_after
 from adapters.slack.text import channel_name, numbered
 
 log = logging.getLogger(__name__)
+
+LIST_TRIES = 12  # rate-limited answers waited out for one page of the channel list
 
 
 class LocationChannels:
     """Each location's channel id in one workspace: found or made, remembered, repaired."""
 
-    def __init__(self, client: AsyncWebClient, town: TownPort, links: ChannelLinks) -> None:
-        self.client, self.town, self.links = client, town, links
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        town: TownPort,
+        links: ChannelLinks,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.client, self.town, self.links, self.sleep = client, town, links, sleep
+        # the channel list pages, without the SDK's two quick retries: we wait them out here
+        self._lister = AsyncWebClient(token=client.token, base_url=client.base_url)
         self._channels: dict[str, str] = {}  # area -> channel id
         self._areas: dict[str, str] = {}  # channel id -> area
 
@@ -40,11 +57,28 @@ class LocationChannels:
         return channel
 
     async def provision(self) -> None:
-        listing = await self._list_channels()
         links = self.links.load()
+        listing: list[dict[str, Any]] | None = None
         for area in self.town.areas():
             link = links.get(area)
+            stored = await self._stored(link.channel_id) if link else None
+            if stored is not None:
+                await self._provision_area(area, [stored], stored["id"])
+                continue
+            if listing is None:
+                listing = await self._list_channels()
             await self._provision_area(area, listing, link.channel_id if link else None)
+
+    async def _stored(self, channel_id: str) -> dict[str, Any] | None:
+        """The stored channel if it still lives (not archived), else None."""
+        try:
+            info = await self.client.conversations_info(channel=channel_id)
+        except SlackApiError as exc:
+            if error_code(exc) in ("channel_not_found", "missing_scope"):
+                return None
+            raise
+        channel = dict(info.get("channel") or {})
+        return None if channel.get("is_archived") or not channel.get("id") else channel
 
     async def repair(self, area: str, code: str) -> None:
         """After Slack answered ``code`` for the channel of ``area``: join it again, or find or
@@ -108,10 +142,24 @@ class LocationChannels:
         channels: list[dict[str, Any]] = []
         cursor: str | None = None
         while True:
-            page = await self.client.conversations_list(
-                types="public_channel", exclude_archived=False, limit=200, cursor=cursor
-            )
+            page = await self._list_page(cursor)
             channels.extend(dict(c) for c in page.get("channels") or [])
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
                 return channels
+
+    async def _list_page(self, cursor: str | None) -> Any:
+        for _ in range(LIST_TRIES - 1):
+            try:
+                return await self._lister.conversations_list(
+                    types="public_channel", exclude_archived=False, limit=200, cursor=cursor
+                )
+            except SlackApiError as exc:
+                if exc.response.status_code != 429 and error_code(exc) not in RATE_LIMITS:
+                    raise
+                wait = retry_after(exc)
+                log.info("Slack: the channel list is rate-limited; reading on in %.0f s", wait)
+                await self.sleep(wait)
+        return await self._lister.conversations_list(
+            types="public_channel", exclude_archived=False, limit=200, cursor=cursor
+        )

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
 SEEN_EVENTS = 1000  # event ids remembered, so a redelivered event is not heard twice
+# a member's own words: a plain message, one with a file, a thread reply also sent to the channel
+HEARD_SUBTYPES = (None, "file_share", "thread_broadcast")
 
 
 class Inbound:
@@ -67,6 +69,14 @@ class Inbound:
         self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond
     ) -> None:
         await ack()
+        # a signed request replayed within Slack's 5-minute window passes the signature check:
+        # each command's trigger_id runs once
+        if not self._first_time({"event_id": command.get("trigger_id")}):
+            log.warning(
+                "Slack: a /town request came again (trigger %s); not run twice",
+                command.get("trigger_id"),
+            )
+            return
         self._hand_off(lambda: self._slash_command(command, respond))
 
     async def idle(self) -> None:
@@ -87,7 +97,7 @@ class Inbound:
         user = event.get("user")
         if not user or user == self.bot_user_id or event.get("bot_id") or event.get("app_id"):
             return False
-        return mention or event.get("subtype") is None
+        return mention or event.get("subtype") in HEARD_SUBTYPES
 
     def _first_time(self, body: dict[str, Any]) -> bool:
         """False for an event Slack delivers again (a retry after a slow ack, a reconnect)."""

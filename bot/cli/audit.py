@@ -15,6 +15,7 @@ from typing import Annotated, TextIO
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from sqlmodel import select
 
 from bot.cli.common import guarded, out, settings_and_logging
@@ -169,9 +170,9 @@ def write_table(found: list[AuditRow], sink: Console, caption: str, with_town: b
             row.direction,
             row.kind,
             row.platform,
-            row.channel,
-            row.who,
-            row.text,
+            Text(row.channel),  # people's words and names: never read as rich markup
+            Text(row.who),
+            Text(row.text),
         )
     sink.print(table)
     return len(found)

@@ -11,6 +11,7 @@ from typing import TypeVar
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from bot.runtime.logs import setup_logging
 from bot.runtime.settings import Settings, SettingsError, load_settings
@@ -45,7 +46,8 @@ def clear_errors() -> Iterator[None]:
         yield
     except CLEAR_ERRORS as exc:
         message = exc.args[0] if isinstance(exc, LookupError) and exc.args else str(exc)
-        err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+        line = Text.assemble(("error:", "red"), " ", message)  # the message may quote input
+        err.print(line, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from bot.cli.common import guarded, out, settings_and_logging
 from bot.runtime.settings import Settings
@@ -79,7 +80,10 @@ def remember(
     def run() -> None:
         settings = settings_and_logging()
         memory = asyncio.run(add_memory(settings, town, resident, text, kind, importance))
-        out.print(f"remembered #{memory.id} (importance {memory.importance}): {memory.text}")
+        out.print(
+            f"remembered #{memory.id} (importance {memory.importance}): {memory.text}",
+            markup=False,
+        )
 
     guarded(run)
 
@@ -123,7 +127,7 @@ def recall(
                 f"{r.recency:.2f}",
                 f"{r.importance:.2f}",
                 f"{r.relevance:.2f}",
-                r.memory.text,
+                Text(r.memory.text),
             )
         out.print(table)
 

@@ -9,6 +9,7 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from adapters.core.ports import Caller, Reply
 from bot.cli.common import (
@@ -147,7 +148,7 @@ def whisper(
     name = _on_town(
         town, lambda engine: admin.whisper(engine, resident, text, by="shell", platform="cli")
     )
-    out.print(f"{name} hears an inner voice.")
+    out.print(f"{name} hears an inner voice.", markup=False)
 
 
 def set_state(
@@ -159,7 +160,7 @@ def set_state(
     path = _on_town(
         town, lambda engine: admin.set_object(engine, target, state, by="shell", platform="cli")
     )
-    out.print(f"{path} is now {state}")
+    out.print(f"{path} is now {state}", markup=False)
 
 
 def say(
@@ -172,9 +173,9 @@ def say(
     """Speak as a visitor at a location; residents there hear it and may answer."""
     result = _on_town(town, lambda engine: visitor.say(engine, location, as_name, text, role=role))
     heard = ", ".join(result.heard_by) or "nobody (the place is empty)"
-    out.print(f"at {result.area}, heard by: {heard}")
-    for event in result.replies:
-        out.print(f"[bold]{event.resident}:[/bold] {event.text}")
+    out.print(f"at {result.area}, heard by: {heard}", markup=False)
+    for event in result.replies:  # people's words: never read as rich markup
+        out.print(Text.assemble((f"{event.resident}:", "bold"), " ", event.text))
 
 
 def command(
@@ -256,7 +257,7 @@ def run(
                 "Ctrl-C stops it; everything is saved."
             )
             for adapter in runtime.adapters:
-                out.print("  " + adapter.status_line(), highlight=False)
+                out.print("  " + adapter.status_line(), highlight=False, markup=False)
 
         try:
             asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
@@ -272,13 +273,13 @@ FOLLOWS = "A running town follows within a second."
 def pause(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
     """Stop a town's clock (stored: it stays paused across restarts until resumed)."""
     clock = _on_town(town, lambda engine: admin.set_paused(engine, True))
-    out.print(f"{town}: the clock stops at {clock:%A %H:%M}. {FOLLOWS}")
+    out.print(f"{town}: the clock stops at {clock:%A %H:%M}. {FOLLOWS}", markup=False)
 
 
 def resume(town: Annotated[str, typer.Option(help="Town name.")] = "smallville") -> None:
     """Start a paused town's clock again; the pause does not count as missed time."""
     clock = _on_town(town, lambda engine: admin.set_paused(engine, False))
-    out.print(f"{town}: the clock runs again from {clock:%A %H:%M}. {FOLLOWS}")
+    out.print(f"{town}: the clock runs again from {clock:%A %H:%M}. {FOLLOWS}", markup=False)
 
 
 def speed(
@@ -306,7 +307,7 @@ def speed(
     chosen, every = guarded(parse)
     stored, interval = _on_town(town, lambda engine: admin.set_speed(engine, chosen, every))
     pace = "the default interval" if interval is None else f"every {interval:g} real seconds"
-    out.print(f"{town}: a tick is {stored} game minute(s), {pace}. {FOLLOWS}")
+    out.print(f"{town}: a tick is {stored} game minute(s), {pace}. {FOLLOWS}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -85,7 +85,7 @@ def worker(
         try:
             asyncio.run(run_worker(settings, the_worker))
         except WorkerNameTaken as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err.print(f"error: {exc}", style="red", highlight=False, soft_wrap=True, markup=False)
             raise typer.Exit(2) from None
 
     guarded(run)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -152,6 +152,29 @@ class Settings(BaseSettings):
         toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
         return (init_settings, env_settings, toml)
 
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, url: str | None) -> str | None:
+        """A URL SQLAlchemy can open with an installed driver (never echoed: it may hold a
+        password)."""
+        if url is None:
+            return url
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+        hint = "e.g. postgresql+psycopg://user:password@host/db or sqlite:///path/bottown.db"
+        if url.startswith("postgres://"):
+            raise ValueError(f"postgres:// is spelled postgresql:// here; {hint}")
+        try:
+            dialect = make_url(url).get_dialect()
+        except (ArgumentError, NoSuchModuleError):
+            raise ValueError(f"not a database URL SQLAlchemy knows; {hint}") from None
+        try:
+            dialect.import_dbapi()
+        except ImportError as exc:
+            raise ValueError(f"its driver is not installed ({exc.name}); {hint}") from None
+        return url
+
     @model_validator(mode="after")
     def _check_brain(self) -> Settings:
         if self.brain == "llm" and not (self.llm_base_url or self.llm_api_key):
@@ -200,8 +223,11 @@ def load_settings(**overrides: object) -> Settings:
                 reason = "unknown key: check its spelling"
                 if key in REMOVED_KEYS:
                     reason = f"unknown key: it was removed ({REMOVED_KEYS[key]}); delete it"
-            lines.append(f"  {key}: {reason}")
-        raise SettingsError("invalid settings" + where + ":\n" + "\n".join(lines)) from None
+            lines.append(f"{key}: {reason}")
+        if len(lines) == 1:  # one red line
+            raise SettingsError(f"invalid settings{where}: {lines[0]}") from None
+        body = "\n".join(f"  {line}" for line in lines)
+        raise SettingsError("invalid settings" + where + ":\n" + body) from None
     except Exception as exc:  # a TOML syntax error, for one
         if isinstance(exc, SettingsError):
             raise

@@ -4,7 +4,12 @@ Socket Mode websocket, speaking Slack's wire format and recording everything it 
 Web API: ``POST /api/<method>`` with a form or JSON body (or query parameters), the bot token in
 ``Authorization: Bearer``, answers ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}`` as
 Slack does. ``fail(method, ...)`` queues a fault for the next call of a method: a status (429 with
-``Retry-After``, 500) or an API error code. Socket Mode: ``apps.connections.open`` (app-level
+``Retry-After``, 500) or an API error code (``rate_limited``, ``fatal_error``, ...), and with
+``stored`` the call takes effect first (a post stored, then a 5xx or, with ``drop``, the
+connection closed without an answer). ``auth_error`` answers every bot-token call with a
+credentials error (``token_revoked``, ``missing_scope`` with the scope ``needed``), as a revoked
+token or a scope taken away does. ``conversations.history`` returns a channel's messages, their
+metadata only with ``include_all_metadata``. Socket Mode: ``apps.connections.open`` (app-level
 token) hands out ``ws://127.0.0.1:<port>/link``; the websocket says hello, sends every queued
 envelope and records the acks it gets back.
 """
@@ -46,6 +51,8 @@ class Fault:
     status: int = 200
     error: str = ""
     retry_after: int | None = None
+    stored: bool = False  # the call takes effect before the fault is answered
+    drop: bool = False  # the connection closes instead of an answer
 
 
 @dataclass
@@ -62,8 +69,11 @@ class FakeSlack:
     envelopes: list[dict[str, Any]] = field(default_factory=list)  # for the next websocket
     acks: list[dict[str, Any]] = field(default_factory=list)
     sockets: int = 0
+    live: list[web.WebSocketResponse] = field(default_factory=list)  # open Socket Mode links
     page_size: int = 2  # conversations.list pages are small, so paging is exercised
     faults: dict[str, deque[Fault]] = field(default_factory=dict)
+    auth_error: str = ""  # set: every bot-token call answers this (a revoked token, ...)
+    needed_scope: str = "chat:write"  # named by a missing_scope answer
     news: asyncio.Event = field(default_factory=asyncio.Event)  # set on every request or ack
     _seq: int = 0
 
@@ -75,9 +85,27 @@ class FakeSlack:
         return f"{self.base}/respond/{name}"
 
     def fail(
-        self, method: str, *, status: int = 200, error: str = "", retry_after: int | None = None
+        self,
+        method: str,
+        *,
+        status: int = 200,
+        error: str = "",
+        retry_after: int | None = None,
+        stored: bool = False,
+        drop: bool = False,
     ) -> None:
-        self.faults.setdefault(method, deque()).append(Fault(status, error, retry_after))
+        fault = Fault(status, error, retry_after, stored, drop)
+        self.faults.setdefault(method, deque()).append(fault)
+
+    async def send_envelope(self, envelope: dict[str, Any]) -> None:
+        """An envelope over every open Socket Mode link (a redelivery: ``retry_attempt`` > 0)."""
+        for ws in list(self.live):
+            if not ws.closed:
+                await ws.send_json(envelope)
+
+    async def disconnect(self, reason: str = "refresh_requested") -> None:
+        """Slack's notice that it will close the link; the client opens a new one."""
+        await self.send_envelope({"type": "disconnect", "reason": reason, "debug_info": {}})
 
     def add_user(
         self, user_id: str, name: str, *, admin: bool = False, owner: bool = False
@@ -138,8 +166,8 @@ class FakeSlack:
         return channel
 
     def _next_ts(self) -> str:
-        self._seq += 1
-        return f"{1700000000 + self._seq}.{self._seq:06d}"
+        self._seq += 1  # Slack's ts: the time it was stored, unique in the channel
+        return f"{int(time.time())}.{self._seq:06d}"
 
     def answer(self, method: str, p: dict[str, Any], token: str) -> dict[str, Any]:
         if method == "apps.connections.open":
@@ -148,6 +176,10 @@ class FakeSlack:
             return {"ok": True, "url": self.base.replace("http://", "ws://") + "/link"}
         if token != BOT_TOKEN:
             return {"ok": False, "error": "invalid_auth"}
+        if self.auth_error == "missing_scope":
+            return {"ok": False, "error": "missing_scope", "needed": self.needed_scope}
+        if self.auth_error:
+            return {"ok": False, "error": self.auth_error}
         if method == "auth.test":
             return {
                 "ok": True,
@@ -170,6 +202,8 @@ class FakeSlack:
             return {"ok": False, "error": "channel_not_found"}
         if method == "conversations.info":
             return {"ok": True, "channel": channel}
+        if method == "conversations.history":
+            return self._history(channel, p)
         if method == "conversations.join":
             if channel["is_archived"]:
                 return {"ok": False, "error": "is_archived"}
@@ -198,6 +232,34 @@ class FakeSlack:
         more = start + self.page_size < len(everything)
         next_cursor = str(start + self.page_size) if more else ""
         return {"ok": True, "channels": page, "response_metadata": {"next_cursor": next_cursor}}
+
+    def _history(self, channel: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+        """Newest first, from ``oldest`` on; metadata only when asked for (as Slack does)."""
+        if not channel["is_member"]:
+            return {"ok": False, "error": "not_in_channel"}
+        oldest = float(p.get("oldest") or 0)
+        found = [
+            m for m in self.messages if m["channel"] == channel["id"] and float(m["ts"]) > oldest
+        ]
+        found.reverse()
+        start = int(p.get("cursor") or 0)
+        size = min(int(p.get("limit") or 100), 999)
+        page = []
+        for m in found[start : start + size]:
+            shown = {k: v for k, v in m.items() if k not in ("metadata", "channel")}
+            metadata = m.get("metadata")
+            if isinstance(metadata, str):
+                metadata = json.loads(metadata)
+            if metadata and _truthy(p.get("include_all_metadata")):
+                shown["metadata"] = metadata
+            page.append(shown)
+        more = start + size < len(found)
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + size) if more else ""},
+        }
 
     def _create(self, p: dict[str, Any]) -> dict[str, Any]:
         name = str(p.get("name", ""))
@@ -246,6 +308,12 @@ def _app(fake: FakeSlack) -> web.Application:
         queued = fake.faults.get(method)
         if queued:
             fault = queued.popleft()
+            if fault.stored:
+                fake.answer(method, params, token)
+            if fault.drop:
+                assert request.transport is not None
+                request.transport.close()  # no answer: the client sees the connection end
+                return web.Response(status=500)
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
             if fault.status >= 500:
                 return web.Response(status=fault.status, text="upstream trouble", headers=headers)
@@ -261,13 +329,18 @@ def _app(fake: FakeSlack) -> web.Application:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         fake.sockets += 1
+        fake.live.append(ws)
         await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {"host": "x"}})
         while fake.envelopes:
             await ws.send_json(fake.envelopes.pop(0))
-        async for message in ws:
-            if message.type == WSMsgType.TEXT:
-                fake.acks.append(json.loads(message.data))
-                fake.news.set()
+        fake.news.set()
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    fake.acks.append(json.loads(message.data))
+                    fake.news.set()
+        finally:
+            fake.live.remove(ws)
         return ws
 
     app = web.Application()

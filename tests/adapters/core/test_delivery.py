@@ -10,7 +10,7 @@ from sqlmodel import select
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import DeliveryError, Outgoing
 from tests.factories import town_with_events
-from tests.fakes.platform import FakePlatform, Sleeps
+from tests.fakes.platform import Clock, FakePlatform, Sleeps
 from town.store.db import Store
 from town.store.models import Delivery
 
@@ -131,3 +131,25 @@ async def test_pacing_keeps_a_channel_below_its_rate(store: Store) -> None:
     platform = FakePlatform(min_interval_s=1.0)
     await OutboxPump(store, town_id, platform, sleep=sleeps).deliver_pending()
     assert len(platform.sent) == 2 and sleeps.waits and 0.9 < max(sleeps.waits) <= 1.0
+
+
+async def test_a_revoked_token_pauses_delivery_and_loses_nothing(store: Store) -> None:
+    events = [("said", area, f"{area} {i}") for area in ("Cafe", "Park") for i in range(3)]
+    town_id = town_with_events(store, events)
+    revoked = DeliveryError("token revoked: set a new token", credentials=True)
+    platform, clock = FakePlatform(broken=revoked), Clock()
+    pump = OutboxPump(store, town_id, platform, sleep=Sleeps(), clock=clock)
+    assert await pump.deliver_pending() == 0
+    assert pump.paused == "token revoked: set a new token"
+    assert platform.tries == 2  # each channel tried once, not retried; nothing marked failed
+    assert statuses(store) == []
+    clock.now += 30
+    assert await pump.deliver_pending() == 0 and platform.tries == 2  # waits before a probe
+    clock.now += 31
+    assert await pump.deliver_pending() == 0 and platform.tries == 3  # one probe, still broken
+    platform.broken = None  # the admin set a new token
+    clock.now += 61
+    assert await pump.deliver_pending() == 6 and pump.paused == ""
+    assert sorted(m.text for m in platform.sent) == sorted(text for _, _, text in events)
+    assert [m.text for m in platform.sent if m.area == "Cafe"] == ["Cafe 0", "Cafe 1", "Cafe 2"]
+    assert statuses(store) == ["sent"] * 6

@@ -11,9 +11,7 @@ import yarl
 
 from adapters.discord.adapter import DiscordAdapter
 from tests.adapters.discord.support import make_adapter
-from tests.fakes.discord_server import (
-    FakeDiscord,
-)
+from tests.fakes.discord_server import FakeDiscord
 
 
 @pytest.fixture
@@ -29,7 +27,7 @@ async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
 
 @pytest.fixture
 async def adapter(runtime: Any, fake: FakeDiscord) -> AsyncIterator[DiscordAdapter]:
-    bot = make_adapter(runtime)
+    bot = make_adapter(runtime, fake)
     await bot.start()
     runtime.adapters.append(bot)
     yield bot

@@ -14,10 +14,8 @@ from sqlmodel import select
 from adapters.core.delivery import OutboxPump
 from adapters.discord.adapter import DiscordAdapter
 from tests.factories import resident
-from tests.fakes.discord_server import (
-    FakeDiscord,
-)
-from tests.fakes.platform import Sleeps
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.platform import Clock, Sleeps
 from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
 from town.tick.state import ResidentState
 
@@ -39,7 +37,10 @@ async def until(check: Callable[[], Any], within: float = 30.0) -> Any:
     return result
 
 
-def make_adapter(runtime: Any, **options: Any) -> DiscordAdapter:
+def make_adapter(runtime: Any, fake: FakeDiscord | None = None, **options: Any) -> DiscordAdapter:
+    """The adapter; given the fake, its pacing runs on the fake's clock (sleeps move it)."""
+    if fake is not None:
+        options.update(clock=fake.clock, sleep=Sleeps(fake.clock))
     return DiscordAdapter(
         runtime,
         runtime.store,
@@ -61,7 +62,10 @@ def channel_of(runtime: Any, area: str) -> str:
 
 
 def pump(runtime: Any, bot: DiscordAdapter, sleep: Sleeps | None = None) -> OutboxPump:
-    return OutboxPump(runtime.store, runtime.town_id, bot, sleep=sleep or Sleeps())
+    """A pump on the adapter's clock: its sleeps move the fake's time too."""
+    clock = bot.poster.bucket.clock
+    time = clock if isinstance(clock, Clock) else None
+    return OutboxPump(runtime.store, runtime.town_id, bot, sleep=sleep or Sleeps(time), clock=clock)
 
 
 def add_event(runtime: Any, area: str, kind: str, resident: str, text: str) -> str:

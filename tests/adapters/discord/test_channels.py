@@ -8,11 +8,13 @@ from sqlmodel import select
 
 from adapters.discord.adapter import DiscordAdapter
 from tests.adapters.discord.support import AREAS, add_event, links, make_adapter, pump
-from tests.fakes.discord_server import (
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.discord_wire import (
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
     INTENT_MESSAGE_CONTENT,
-    FakeDiscord,
+    MANAGE_CHANNELS,
+    MANAGE_WEBHOOKS,
 )
 from town.store.models import ChannelLink
 
@@ -87,3 +89,81 @@ async def test_unknown_webhook_and_deleted_channel_are_made_again(
             assert len(fake.calls_of("POST", rf"/webhooks/{link.extra['webhook_id']}/.+")) == 1
     assert len(fake.calls_of("POST", r"/channels/\d+/webhooks")) == 3 + 2
     assert len(fake.calls_of("POST", r"/guilds/\d+/channels")) == 4 + 1
+
+
+async def started(runtime: Any, fake: FakeDiscord) -> DiscordAdapter:
+    bot = make_adapter(runtime, fake)
+    await bot.start()  # never raises for a missing permission or a full server
+    runtime.adapters.append(bot)
+    return bot
+
+
+async def test_without_manage_channels_the_town_starts_and_says_what_to_grant(
+    runtime: Any, fake: FakeDiscord
+) -> None:
+    fake.bot_permissions &= ~(MANAGE_CHANNELS | MANAGE_WEBHOOKS)
+    bot = await started(runtime, fake)
+    try:
+        status = bot.status_line()
+        assert "the bot lacks Manage Channels" in status and "Manage Webhooks" in status
+        assert "Hobbs Cafe has no channel" in status
+        assert not fake.calls_of("POST", r"/guilds/\d+/channels")
+        add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "Nobody hears me.")
+        await pump(runtime, bot).deliver_pending()  # no channel: recorded, nothing raised
+    finally:
+        await bot.stop()
+
+
+async def test_without_manage_webhooks_residents_post_as_the_bot_with_their_names(
+    runtime: Any, fake: FakeDiscord
+) -> None:
+    category = fake.add_text_channel(runtime.town_name, type_=4)
+    for name in AREAS.values():
+        fake.add_text_channel(name, category["id"])
+    fake.bot_permissions &= ~MANAGE_WEBHOOKS
+    bot = await started(runtime, fake)
+    try:
+        assert "Manage Webhooks (meanwhile residents post as the bot" in bot.status_line()
+        add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "I speak through the bot.")
+        worker = pump(runtime, bot)
+        assert await worker.deliver_pending() >= 1
+        [line] = [m for m in fake.messages if "through the bot" in m["content"]]
+        assert line["author"]["id"] == str(fake.app_id) and line["nonce"]
+        assert line["content"] == "**Klaus Mueller:** I speak through the bot."
+        assert line["channel_id"] == fake.channel_named("hobbs-cafe")["id"]
+    finally:
+        await bot.stop()
+
+
+async def test_a_channel_at_fifteen_webhooks_and_a_full_category_and_server(
+    runtime: Any, fake: FakeDiscord
+) -> None:
+    category = fake.add_text_channel(runtime.town_name, type_=4)
+    cafe = fake.add_text_channel("hobbs-cafe", category["id"])
+    fake.add_foreign_webhooks(cafe["id"], 15)
+    for n in range(49):  # the category holds 50 with the cafe
+        fake.add_text_channel(f"filler-{n}", category["id"])
+    bot = await started(runtime, fake)
+    try:
+        assert "Hobbs Cafe: residents post as the bot" in bot.status_line()
+        assert "15 webhooks" in bot.status_line()
+        second = fake.channel_named(f"{runtime.town_name} 2", type_=4)
+        assert fake.channel_named("mueller-home")["parent_id"] == second["id"]
+        add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "Busy channel, still here.")
+        add_event(runtime, "Mueller home", "said", "Maria Lopez", "New room, same me.")
+        assert await pump(runtime, bot).deliver_pending() == 2
+        assert "**Klaus Mueller:** Busy channel, still here." in [
+            m["content"] for m in fake.messages
+        ]
+    finally:
+        await bot.stop()
+
+
+async def test_a_server_at_500_channels_still_starts(runtime: Any, fake: FakeDiscord) -> None:
+    for n in range(500):
+        fake.add_text_channel(f"other-{n}")
+    bot = await started(runtime, fake)
+    try:
+        assert "500 channels" in bot.status_line()
+    finally:
+        await bot.stop()

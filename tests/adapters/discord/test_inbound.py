@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from adapters.core.ports import Caller, Reply
 from adapters.discord.adapter import DiscordAdapter
 from tests.adapters.discord.support import (
     add_event,
@@ -21,12 +24,8 @@ from tests.adapters.discord.support import (
     visitors,
 )
 from tests.factories import memories
-from tests.fakes.discord_server import (
-    EPHEMERAL,
-    INTENT_GUILD_MESSAGES,
-    INTENT_GUILDS,
-    FakeDiscord,
-)
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.discord_wire import EPHEMERAL, INTENT_GUILD_MESSAGES, INTENT_GUILDS, SEND_MESSAGES
 
 
 async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhook(
@@ -154,7 +153,7 @@ async def test_admin_command_is_refused_to_members_and_works_for_admins(
 
 
 async def test_slash_command_defers_then_follows_up(
-    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await morning(runtime)
     cafe = channel_of(runtime, "Hobbs Cafe")
@@ -178,11 +177,71 @@ async def test_slash_command_defers_then_follows_up(
     assert refused.followups[0]["content"] == "Only admins may use pause."
     assert refused.followups[0]["flags"] & EPHEMERAL and not paused(runtime)
 
-    token = await fake.slash(mayor, cafe, "town", line("pause"))
-    public = fake.interactions[token]
-    await until(lambda: public.followups)
-    assert public.original_deleted and paused(runtime)
-    message = public.followups[0]
-    assert message["content"].startswith("The clock stops") and not message["flags"] & EPHEMERAL
-    assert message in fake.messages  # everyone in the channel sees it
+    async def public(caller: Caller, text: str) -> Reply:  # a command everyone sees
+        return Reply(f"You said {text} @everyone")
+
+    monkeypatch.setattr(runtime, "command", public)
+    token = await fake.slash(mayor, cafe, "town", line("hello"))
+    shown = fake.interactions[token]
+    await until(lambda: shown.followups)
+    assert not shown.original_deleted  # no delete-then-follow-up
+    assert shown.followups[0]["content"] == "Answered in the channel."
+    assert shown.followups[0]["flags"] & EPHEMERAL
+    [message] = [m for m in bot_messages(fake) if "You said hello" in m["content"]]
+    assert message["content"].startswith("/town hello (Mayor):")
+    assert message["channel_id"] == cafe and not message["flags"] & EPHEMERAL
     assert_no_mentions(message)
+
+
+async def test_a_slash_command_answered_late_is_refused_like_discord(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    alice = fake.add_member("Alice")
+    fake.clock.now -= 5  # the interaction was created 5 s ago: too late to answer
+    token = await fake.slash(alice, cafe, "town", [{"name": "line", "type": 3, "value": "time"}])
+    fake.clock.now += 5
+    await until(lambda: fake.calls_of("POST", rf"/interactions/\d+/{token}/callback"))
+    assert fake.interactions[token].callbacks == []
+
+
+async def test_a_proxied_message_is_heard_once_under_the_proxied_name(
+    runtime: Any, fake: FakeDiscord
+) -> None:
+    proxy = fake.add_proxy_bot(466378653216014359, "PluralKit")
+    bot = make_adapter(runtime, fake)
+    await bot.start()
+    try:
+        assert bot.proxies.present == ["PluralKit"]
+
+        async def until_deleted(seconds: float) -> None:  # the proxy's delay, as it happens
+            await until(lambda: bot.proxies._deleted)
+
+        bot.proxies.sleep = until_deleted
+        await morning(runtime)
+        alice = fake.add_member("Alice")
+        cafe = channel_of(runtime, "Hobbs Cafe")
+        await fake.proxy_says(proxy, alice, cafe, "Hello from Starling!", "Starling")
+
+        def heard() -> list[str]:
+            return [m.text for m in memories(runtime.store, "Klaus Mueller") if "Hello" in m.text]
+
+        await until(heard)
+        await until(lambda: bot.proxies._deleted)
+        await fake.member_says(alice, cafe, "!town time")  # a later message: the first is done
+        await until(lambda: fake.calls_of("POST", r"/channels/\d+/messages"))
+        assert heard() == ['Starling said: "Hello from Starling!"']
+        assert visitors(runtime) == {"Starling"}
+    finally:
+        await bot.stop()
+
+
+async def test_a_resident_composing_shows_typing_in_its_channel(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await adapter.typing("Hobbs Cafe", "Isabella Rodriguez")
+    assert fake.typing == [channel_of(runtime, "Hobbs Cafe")]
+    await adapter.typing("Nowhere", "Isabella Rodriguez")  # no channel: nothing, no error
+    fake.bot_permissions &= ~SEND_MESSAGES
+    await adapter.typing("Hobbs Cafe", "Isabella Rodriguez")  # refused: best effort
+    assert fake.typing == [channel_of(runtime, "Hobbs Cafe")]

@@ -132,7 +132,7 @@ def slash(text: str, user: str, channel: str, fake: FakeSlack, name: str) -> str
             "text": text,
             "api_app_id": "A0TOWN",
             "response_url": fake.response_url(name),
-            "trigger_id": "1.2.3",
+            "trigger_id": f"{next(_event_ids)}.2.3",  # unique per command, as Slack's
         }
     )
 

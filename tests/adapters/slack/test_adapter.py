@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.run import TownRuntime, build_adapter
-from tests.adapters.slack.support import heard_by, make_adapter, message, occupied
+from tests.adapters.slack.support import heard_by, heard_count, make_adapter, message, occupied
 from tests.fakes.slack_api import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -97,3 +97,34 @@ def test_the_manifest_asks_for_what_the_adapter_uses() -> None:
     }
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/town"]
     assert manifest["settings"]["socket_mode_enabled"] is True
+
+
+async def test_a_disconnect_notice_and_a_redelivery_are_heard_once(
+    runtime: TownRuntime, slack: FakeSlack
+) -> None:
+    adapter = make_adapter(runtime, slack, mode="socket")
+    await adapter.start()
+    try:
+        _, channel, here = await occupied(runtime, slack)
+        payload = message(channel, "said just before the refresh")
+        envelope = {
+            "envelope_id": "env-a",
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": 0,
+            "retry_reason": "",
+            "payload": payload,
+        }
+        await wait_for(slack, lambda: slack.live)
+        await slack.send_envelope(envelope)
+        await wait_for(slack, lambda: slack.acks)
+        await slack.disconnect()  # Slack refreshes the link: the SDK opens a new one
+        await wait_for(slack, lambda: slack.sockets == 2 and slack.live)
+        again = {**envelope, "envelope_id": "env-b", "retry_attempt": 1, "retry_reason": "timeout"}
+        await slack.send_envelope(again)
+        await wait_for(slack, lambda: len(slack.acks) == 2)
+        await adapter.idle()
+        assert heard_by(runtime, "said just before the refresh") == here
+        assert heard_count(runtime, "said just before the refresh") == len(here)
+    finally:
+        await adapter.stop()

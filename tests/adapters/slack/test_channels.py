@@ -86,3 +86,29 @@ async def test_a_lost_channel_is_provisioned_again(
     [rebuilt] = [m for m in slack.messages if m["text"] == "Rebuilt."]
     assert rebuilt["channel"] == slack.channel_id(f"{name}-2") == links(runtime)[area] != renamed
     assert outbox.stats.retries == 0  # each repaired inside one send
+
+
+async def test_channel_discovery_waits_out_tier_2_limits_and_reads_stored_ids_first(
+    runtime: TownRuntime, slack: FakeSlack
+) -> None:
+    for n in range(6):
+        slack.add_channel(f"other-{n}")
+    for _ in range(5):  # a large workspace: the list is rate-limited page after page
+        slack.fail("conversations.list", status=429, retry_after=20)
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    first = make_adapter(runtime, slack)
+    first.channels.sleep = no_wait
+    await first.start()
+    await first.stop()
+    assert waits == [20.0] * 5 and len(links(runtime)) == 3
+
+    listed = len(slack.called("conversations.list"))
+    second = make_adapter(runtime, slack)
+    await second.start()  # every location has a live stored channel: no listing at all
+    await second.stop()
+    assert len(slack.called("conversations.list")) == listed
+    assert len(slack.called("conversations.info")) == 3

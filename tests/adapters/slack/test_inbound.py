@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 
+import aiohttp
 from sqlmodel import select
 
 from adapters.slack.adapter import SlackAdapter
@@ -20,6 +22,7 @@ from tests.adapters.slack.support import (
     occupied,
     post,
     post_for_body,
+    signed,
     slash,
     visitors,
     whereabouts,
@@ -150,3 +153,33 @@ async def test_url_verification_and_a_huge_message(
     with runtime.store.session() as s:
         longest = max(len(m.text) for m in s.exec(select(Memory)).all())
     assert longest < 2200
+
+
+async def test_a_message_with_a_file_and_a_thread_reply_sent_to_the_channel_are_heard(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    _, cafe, here = await occupied(runtime, slack)
+    files = [{"id": "F1", "name": "menu.png"}]
+    assert await post(adapter, message(cafe, "see the menu", subtype="file_share", files=files))
+    reply = message(cafe, "and to all of you", subtype="thread_broadcast", thread_ts="1.000001")
+    assert await post(adapter, reply) == 200
+    assert heard_by(runtime, "see the menu") == here
+    assert heard_by(runtime, "and to all of you") == here
+
+
+async def test_a_malformed_timestamp_is_401_and_a_replayed_command_runs_once(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    _, cafe, _ = await occupied(runtime, slack)
+    body = json.dumps(message(cafe, "odd stamp"))
+    headers = {"Content-Type": "application/json", **signed(body)}
+    headers["X-Slack-Request-Timestamp"] = "yesterday"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(adapter.events_url, data=body, headers=headers) as response,
+    ):
+        assert response.status == 401
+    speed = slash("speed 7", ADMIN, cafe, slack, "replayed")
+    assert await post(adapter, speed, form=True) == 200
+    assert await post(adapter, speed, form=True) == 200  # the same signed request, again
+    assert len(slack.responses) == 1

@@ -19,7 +19,7 @@ from tests.adapters.slack.support import (
 from tests.fakes.slack_api import (
     FakeSlack,
 )
-from town.store.models import OutboxEvent
+from town.store.models import Delivery, OutboxEvent
 
 
 async def test_a_residents_reply_goes_out_under_its_name(
@@ -117,3 +117,108 @@ async def test_an_unknown_error_is_permanent(
     await pump(runtime, adapter, []).deliver_pending()
     row = delivery_of(runtime, "Too long.")
     assert row.status == "failed" and "msg_too_long" in row.error
+
+
+def posts_of(slack: FakeSlack, key: str) -> int:
+    """How many posts carry the outbox event written with the tick key ``key``."""
+    return sum(1 for _, k, _ in slack.outbox_posts() if k.split(":")[1] == key)
+
+
+async def test_a_rate_limited_answer_with_200_is_waited_out_not_given_up(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    sleeps: list[float] = []
+    slack.fail("chat.postMessage", error="rate_limited", retry_after=4)
+    say_in_outbox(runtime, "Hobbs Cafe", "Klaus Mueller", "Easy now.", "easy")
+    await pump(runtime, adapter, sleeps).deliver_pending()
+    assert 4.0 in sleeps and posts_of(slack, "easy") == 1
+    assert delivery_of(runtime, "Easy now.").status == "sent"
+
+
+async def test_a_post_stored_before_a_failure_is_found_and_never_posted_twice(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    outbox = pump(runtime, adapter, [])
+    await outbox.deliver_pending()
+    faults = [
+        {"error": "fatal_error"},
+        {"error": "internal_error"},
+        {"status": 500},
+        {"status": 503},
+        {"drop": True},
+    ]
+    for n, fault in enumerate(faults):
+        slack.fail("chat.postMessage", stored=True, **fault)  # type: ignore[arg-type]
+        say_in_outbox(runtime, "Hobbs Cafe", "Klaus Mueller", f"Only once {n}.", f"once-{n}")
+        await outbox.deliver_pending()
+        assert posts_of(slack, f"once-{n}") == 1, fault
+        row = delivery_of(runtime, f"Only once {n}.")
+        assert row.status == "sent" and row.message_id == slack.outbox_posts()[-1][2]
+    lookups = slack.called("conversations.history")
+    assert len(lookups) == len(faults) and all(
+        c.params["include_all_metadata"] in ("1", "true", True) for c in lookups
+    )
+
+
+async def test_a_failure_before_the_post_was_stored_posts_it_after_looking(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    slack.fail("chat.postMessage", error="fatal_error")  # not stored
+    say_in_outbox(runtime, "Hobbs Cafe", "Klaus Mueller", "Try again.", "again")
+    await pump(runtime, adapter, []).deliver_pending()
+    assert posts_of(slack, "again") == 1 and len(slack.called("conversations.history")) == 1
+
+
+async def test_a_delivery_run_with_one_failure_in_five_posts_each_event_once(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    outbox = pump(runtime, adapter, [])
+    await outbox.deliver_pending()
+    kinds = [{"error": "fatal_error"}, {"status": 502}, {"drop": True}, {"error": "internal_error"}]
+    keys = [f"run-{n}" for n in range(20)]
+    for n, key in enumerate(keys):
+        area = ("Hobbs Cafe", "Mueller home", "Rodriguez home")[n % 3]  # no digests
+        say_in_outbox(runtime, area, "Klaus Mueller", f"Line {n}.", key)
+    for kind in kinds:  # 4 of 20 first tries store the post, then fail
+        slack.fail("chat.postMessage", stored=True, **kind)  # type: ignore[arg-type]
+    while await outbox.deliver_pending():
+        pass
+    assert {key: posts_of(slack, key) for key in keys} == {key: 1 for key in keys}
+    assert outbox.stats.retries == 4
+
+
+async def test_a_token_revoked_mid_run_pauses_and_restored_loses_nothing(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    now = [1000.0]
+    outbox = pump(runtime, adapter, [])
+    outbox.clock = lambda: now[0]
+    await outbox.deliver_pending()
+    say_in_outbox(runtime, "Hobbs Cafe", "Klaus Mueller", "Before.", "before")
+    await outbox.deliver_pending()
+    slack.auth_error = "token_revoked"
+    keys = [f"waiting-{n}" for n in range(5)]
+    for n, key in enumerate(keys):
+        say_in_outbox(runtime, "Hobbs Cafe", "Klaus Mueller", f"Waiting {n}.", key)
+    assert await outbox.deliver_pending() == 0
+    assert "token_revoked" in outbox.paused and "BOTTOWN_SLACK_BOT_TOKEN" in outbox.paused
+    assert "PAUSED" in adapter.status_line() and "reinstall" in adapter.status_line()
+    with runtime.store.session() as s:
+        assert not s.exec(select(Delivery).where(Delivery.status == "failed")).all()
+    slack.auth_error = ""  # a new token, as the admin fixed it
+    now[0] += outbox.credentials_retry_s
+    assert await outbox.deliver_pending() == 5
+    assert [posts_of(slack, key) for key in ["before", *keys]] == [1] * 6
+    assert outbox.paused == "" and "PAUSED" not in adapter.status_line()
+
+
+async def test_a_missing_scope_says_which_one(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    outbox = pump(runtime, adapter, [])
+    await outbox.deliver_pending()
+    slack.auth_error, slack.needed_scope = "missing_scope", "chat:write.customize"
+    say_in_outbox(runtime, "Hobbs Cafe", "Klaus Mueller", "Scoped.", "scoped")
+    await outbox.deliver_pending()
+    assert "chat:write.customize" in outbox.paused and "reinstall" in outbox.paused
+    assert posts_of(slack, "scoped") == 0

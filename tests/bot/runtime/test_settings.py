@@ -73,3 +73,29 @@ def test_a_removed_key_is_named_and_said_to_be_removed() -> None:
     Path("bottown.toml").write_text('event_loop = "uvloop"\n')
     with pytest.raises(SettingsError, match=r"event_loop: unknown key: it was removed \("):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("notaurl", "not a database URL"),
+        ("postgres://town:hunter2@db/town", "spelled postgresql://"),
+        ("mysql://town:hunter2@db/town", "driver is not installed (MySQLdb)"),
+        ("nosuchdb://x", "not a database URL"),
+    ],
+)
+def test_a_malformed_database_url_is_one_clear_line_without_its_password(
+    monkeypatch: pytest.MonkeyPatch, url: str, why: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from bot.cli.main import app
+
+    monkeypatch.setenv("BOTTOWN_DATABASE_URL", url)
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    assert "database_url" in str(raised.value) and why in str(raised.value)
+    result = CliRunner().invoke(app, ["migrate"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "hunter2" not in result.output
+    assert result.output.startswith("error: invalid settings")

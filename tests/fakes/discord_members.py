@@ -1,0 +1,81 @@
+"""What members (and other bots) do in the fake Discord's guild: join, write, and have a proxy
+bot (PluralKit, Tupperbox) repost their words under a character's name."""
+
+from __future__ import annotations
+
+from tests.fakes.discord_guild import Guild
+from tests.fakes.discord_wire import Json, now
+
+
+class Members(Guild):
+    def add_member(self, name: str, *, admin: bool = False) -> Json:
+        user_id = str(self.snowflake())
+        user = {
+            "id": user_id,
+            "username": name.lower(),
+            "discriminator": "0",
+            "global_name": name,
+            "avatar": None,
+        }
+        self.users[user_id] = user
+        self.members[user_id] = {
+            "user": user,
+            "nick": None,
+            "roles": [str(self.admin_role_id)] if admin else [],
+            "joined_at": now(),
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+        }
+        return user
+
+    async def member_says(
+        self, user: Json, channel_id: str, content: str, *, mention_bot: bool = False
+    ) -> Json:
+        """A member writes in a channel: MESSAGE_CREATE as Discord would send it to the bot."""
+        member = {k: v for k, v in self.members[user["id"]].items() if k != "user"}
+        mentions = [self.bot_user] if mention_bot else []
+        if mention_bot:
+            content = f"<@{self.app_id}> {content}"
+        message = self._message(channel_id, content, user, member=member, mentions=mentions)
+        await self.dispatch("MESSAGE_CREATE", self._as_received(message))
+        return message
+
+    async def other_bot_says(self, channel_id: str, content: str) -> Json:
+        """Another bot (not ours) writes in a channel."""
+        robot = {
+            "id": str(self.snowflake()),
+            "username": "robot",
+            "discriminator": "0",
+            "bot": True,
+        }
+        message = self._message(channel_id, content, robot)
+        await self.dispatch("MESSAGE_CREATE", self._as_received(message))
+        return message
+
+    def add_proxy_bot(self, app_id: int, name: str) -> Json:
+        """A proxy bot (PluralKit, Tupperbox) in the server; returns its webhook."""
+        user = self.add_member(name)
+        self.users.pop(user["id"])
+        member = self.members.pop(user["id"])
+        user.update(id=str(app_id), bot=True)
+        self.users[user["id"]] = user
+        self.members[user["id"]] = {**member, "user": user}
+        return {"application_id": str(app_id), "id": str(self.snowflake()), "user": user}
+
+    async def proxy_says(
+        self, proxy: Json, member: Json, channel_id: str, content: str, character: str
+    ) -> None:
+        """A member writes; the proxy deletes the message and reposts it under ``character``
+        through its webhook, as PluralKit does."""
+        original = await self.member_says(member, channel_id, content)
+        await self.dispatch(
+            "MESSAGE_DELETE",
+            {"id": original["id"], "channel_id": channel_id, "guild_id": str(self.guild_id)},
+        )
+        author = {"id": proxy["id"], "username": character, "discriminator": "0000", "bot": True}
+        author["avatar"] = None
+        repost = self._message(channel_id, content, author, webhook_id=proxy["id"])
+        repost["application_id"] = proxy["application_id"]
+        self.messages.append(repost)
+        await self.dispatch("MESSAGE_CREATE", self._as_received(repost))
