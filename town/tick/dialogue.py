@@ -19,11 +19,14 @@ from town.world.places import World
 
 MAX_TURNS = 8
 TALK_KINDS = ("seed", "observation", "chat", "reflection", "directive")  # what one talks about
+# what a resident may bring up besides the listener: news it holds (recalled beside the listener)
+NEWS_QUERY = "news worth sharing: an upcoming event or party, an election, what a visitor said"
 
 
 async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
     """Two residents at one place start talking: a conversation row, and what each recalls of
-    the other (retrieval only, no LLM call). The first words come on the next tick."""
+    the other and the news it holds (retrieval only, no LLM call), a private memory left out
+    unless the other may hear it. The first words come on the next tick."""
     talk = Conversation(
         town_id=tick.world.town_id,
         location=first.location,
@@ -36,13 +39,22 @@ async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
     pairs = ((first, second), (second, first))
     recalled = await asyncio.gather(
         *(
-            tick.stream(me).recall(tick.session, other.name, tick.now, k=4, kinds=TALK_KINDS)
+            tick.stream(me).recall_each(
+                tick.session, [other.name, NEWS_QUERY], tick.now, k=[6, 3], kinds=TALK_KINDS
+            )
             for me, other in pairs
         )
     )
-    for (me, other), found in zip(pairs, recalled, strict=True):
-        state = tick.state(me)
-        state.talk, state.talk_memories = talk.id, [r.memory.text for r in found]
+    everyone = list(tick.residents)
+    for (me, other), (about, news) in zip(pairs, recalled, strict=True):
+        spec, state = tick.specs[me.name], tick.state(me)
+        told = [
+            r.memory.text
+            for r in about
+            if not r.memory.private or spec.may_confide(r.memory.text, other.name, everyone)
+        ][:4]
+        told += [r.memory.text for r in news if not r.memory.private and r.memory.text not in told]
+        state.talk, state.talk_memories = talk.id, told[:6]
         state.noticed = {}
         me.action, me.emoji = f"talking with {other.name}", "💬"
     return talk

@@ -272,13 +272,14 @@ def test_a_conversation_mentions_memories_and_ends_after_a_few_turns() -> None:
             ended = True
             break
     assert ended and 3 <= len(history) <= 6
-    assert "research paper on gentrification" in history[0]["text"]
-    assert "your Valentine's Day party" in history[1]["text"] or "party" in history[1]["text"]
+    said = " ".join(h["text"] for h in history)
+    assert "party" in history[0]["text"] and "research paper on gentrification" in said
+    assert '"' not in said and len({h["text"] for h in history}) == len(history)
 
 
-def test_utter_passes_on_a_directive() -> None:
+def test_utter_acts_on_a_directive_without_quoting_it() -> None:
     result = think(UTTER, sample(UTTER, directive="You are going to run for mayor"))
-    assert "I am going to run for mayor" in result.text
+    assert "run for mayor" not in result.text and result.text
 
 
 def test_reflection_questions_and_insights_cite_real_statements() -> None:

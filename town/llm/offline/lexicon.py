@@ -28,3 +28,14 @@ ALARM_WORDS: frozenset[str] = frozenset(_LISTS["alarm_words"])  # salient enough
 GREETINGS: frozenset[str] = frozenset(_LISTS["greetings"])
 AI_WORDS: frozenset[str] = frozenset(_LISTS["ai_words"])
 STOPWORDS: frozenset[str] = frozenset(_LISTS["stopwords"])
+# How residents talk: sentence plans per task (lists of phrasings, or one phrasing).
+TALK: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        key: tuple(value) if isinstance(value, list) else (value,)
+        for key, value in _LISTS["talk"].items()
+    }
+)
+NEWS_WORDS: frozenset[str] = frozenset(TALK["news_words"])
+PLAN_WORDS: frozenset[str] = frozenset(TALK["plan_words"])
+DOING_WORDS: frozenset[str] = frozenset(TALK["doing_words"])
+HUMAN_WORDS: frozenset[str] = frozenset(TALK["human_words"])
