@@ -9,7 +9,8 @@ import re
 
 from town.llm import schemas as s
 from town.llm.checks import clock, minutes
-from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_WORDS, PLACE_HINTS
+from town.llm.offline.events import with_event
+from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_ONLY, HOME_WORDS, PLACE_HINTS
 from town.llm.offline.steps import action_steps, gerund
 from town.llm.offline.text import (
     content_words,
@@ -132,7 +133,7 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
         homely = bool(set(words(rest)) & HOME_ACTIVITY)
         place = _place_in(rest, inputs.places) or (home if homely else work)
         entries.append((None if at is None else (at - wake) % DAY, gerund(rest), place))
-    if not entries or entries[0][0] not in (None, 0):
+    if not entries or entries[0][0] not in (None, 0) or entries[0][2] != home:
         entries.insert(0, (0, "waking up and getting ready", home))
     if not {"sleep", "sleeping", "bed"} & set(words(entries[-1][1])):
         entries.append((None, "sleeping", home))
@@ -167,7 +168,8 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
 
 
 def plan_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
-    return _routine_day(inputs) if inputs.routine else _default_day(inputs)
+    planned = _routine_day(inputs) if inputs.routine else _default_day(inputs)
+    return s.PlanDayResult(chunks=with_event(inputs, planned.chunks))
 
 
 def _action_lengths(total: int, rng: random.Random) -> list[int]:
@@ -176,7 +178,7 @@ def _action_lengths(total: int, rng: random.Random) -> list[int]:
     units, rest = divmod(total, 5)
     parts: list[int] = []
     while units > 0:
-        take = min(units, rng.choice((1, 2, 3)))
+        take = min(units, rng.choice((2, 3, 4)))  # 10-20 minutes: a tick or two each
         parts.append(take * 5)
         units -= take
     smallest = min(range(len(parts)), key=lambda i: parts[i])
@@ -196,6 +198,9 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
     else:
         lengths = _action_lengths(chunk.duration_min, stable_rng("decompose", inputs))
         texts = action_steps(chunk.description, len(lengths))
+        if not _is_home(chunk.location, inputs.resident):  # no shower at the cafe
+            texts = [chunk.description if _home_only(t) else t for t in texts]
+        lengths, texts = _merged(lengths, texts)
     actions = inputs.granularity != "hour"  # (an action carries its emoji, as a model's would)
     items, offset = [], 0
     for length, text in zip(lengths, texts, strict=True):
@@ -210,6 +215,21 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
         )
         offset += length
     return s.DecomposeResult(items=items)
+
+
+def _home_only(action: str) -> bool:
+    return any(step in action for step in HOME_ONLY)
+
+
+def _merged(lengths: list[int], texts: list[str]) -> tuple[list[int], list[str]]:
+    """Steps that say the same thing back to back, as one longer step."""
+    out: list[tuple[int, str]] = []
+    for length, text in zip(lengths, texts, strict=True):
+        if out and out[-1][1] == text:
+            out[-1] = (out[-1][0] + length, text)
+        else:
+            out.append((length, text))
+    return [n for n, _ in out], [t for _, t in out]
 
 
 def _terms(activity: str) -> set[str]:

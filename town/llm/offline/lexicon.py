@@ -23,6 +23,7 @@ STATE_CHANGES: tuple[tuple[tuple[str, ...], str], ...] = tuple(
 )
 HOME_ACTIVITY: frozenset[str] = frozenset(_LISTS["home_activity"])
 PLACE_WORDS: frozenset[str] = frozenset(_LISTS["place_words"])
+HOME_ONLY: tuple[str, ...] = tuple(_LISTS["home_only"])  # steps done only at home
 HOME_WORDS: frozenset[str] = frozenset(_LISTS["home_words"])
 ALARM_WORDS: frozenset[str] = frozenset(_LISTS["alarm_words"])  # salient enough to react to
 GREETINGS: frozenset[str] = frozenset(_LISTS["greetings"])

@@ -162,6 +162,8 @@ def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str
         told = tell(memory, inputs.speaker, inputs.listener)
         if told is None or told.lower() in said or not told.startswith(("you ", "I ")):
             continue
+        if re.match(r"^(?:you are|I am) \w+ing\b", told) and len(told.split()) <= 6:
+            continue  # what someone was just doing ("you are waking up"): no topic
         return _say(rng, "about_you" if told.startswith("you") else "about_me", told=told)
     if not said:
         return _say(rng, "place", place=inputs.location.split(":")[0])
