@@ -133,7 +133,7 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
         homely = bool(set(words(rest)) & HOME_ACTIVITY)
         place = _place_in(rest, inputs.places) or (home if homely else work)
         entries.append((None if at is None else (at - wake) % DAY, gerund(rest), place))
-    if not entries or entries[0][0] not in (None, 0) or entries[0][2] != home:
+    if not entries or entries[0][0] not in (None, 0):
         entries.insert(0, (0, "waking up and getting ready", home))
     if not {"sleep", "sleeping", "bed"} & set(words(entries[-1][1])):
         entries.append((None, "sleeping", home))
@@ -153,6 +153,7 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
         items.insert(
             longest + 1, (middle, text if text.startswith("still ") else f"still {text}", place)
         )
+    items = _meals_in_time(items, wake)
     ends = [item[0] for item in items[1:]] + [DAY]
     return s.PlanDayResult(
         chunks=[
@@ -167,6 +168,30 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
     )
 
 
+_MEALS = {"breakfast": (7 * 60, 10 * 60), "lunch": (12 * 60, 14 * 60), "dinner": (18 * 60, 20 * 60)}
+MEAL_MIN = 60  # a meal's longest chunk: what follows it starts earlier
+
+
+def _meals_in_time(items: list[tuple[int, str, str]], wake: int) -> list[tuple[int, str, str]]:
+    """Meals at meal times (moved into their hours when the neighbours allow) and an hour long
+    at most (the next chunk starts earlier); times are minutes after waking."""
+    out = list(items)
+    for index, (start, text, place) in enumerate(out):
+        meal = next((m for m in _MEALS if m in words(text)), None)
+        if meal is None or index == 0:
+            continue
+        low, high = ((t - wake) % DAY for t in _MEALS[meal])
+        if low > high:  # (woken after that meal's hours)
+            continue
+        before = out[index - 1][0]
+        after = out[index + 1][0] if index + 1 < len(out) else DAY
+        moved = min(max(start, low, before + 5), high, after - 5)
+        out[index] = (moved if before < moved < after else start, text, place)
+        if index + 1 < len(out) and after - out[index][0] > MEAL_MIN:
+            out[index + 1] = (out[index][0] + MEAL_MIN, *out[index + 1][1:])
+    return out
+
+
 def plan_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
     planned = _routine_day(inputs) if inputs.routine else _default_day(inputs)
     return s.PlanDayResult(chunks=with_event(inputs, planned.chunks))
@@ -175,14 +200,13 @@ def plan_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
 def _action_lengths(total: int, rng: random.Random) -> list[int]:
     if total < 10:
         return [total]
-    units, rest = divmod(total, 5)
+    units, rest = divmod(total, 10)  # 10 or 20 minutes: on the ticks of a 10-minute town
     parts: list[int] = []
     while units > 0:
-        take = min(units, rng.choice((2, 3, 4)))  # 10-20 minutes: a tick or two each
-        parts.append(take * 5)
+        take = min(units, rng.choice((1, 2)))
+        parts.append(take * 10)
         units -= take
-    smallest = min(range(len(parts)), key=lambda i: parts[i])
-    parts[smallest] += rest
+    parts[-1] += rest
     return parts
 
 

@@ -85,6 +85,8 @@ def tell(memory: str, speaker: str, listener: str) -> str | None:
         told = f"{before}you{after}"
     if re.search(rf"\b{re.escape(first_name(speaker))}\b", told):
         return None
+    if told.startswith(("I ", "you ")) and re.search(r"\b(?:and|but) \w+s\b", told):
+        return None  # "I like coffee and knows": a second verb left unagreed
     return told
 
 
@@ -95,7 +97,7 @@ def news_in(memory: str, speaker: str) -> tuple[str, str] | None:
     if said:
         who, what = said.group("who"), said.group("what")
         for part in re.split(r"(?<=[.!?])\s+", what):
-            if set(words(part)) & NEWS_WORDS and "?" not in part:
+            if set(words(part)) & NEWS_WORDS and "?" not in part and len(part.split()) >= 6:
                 clause = re.sub(
                     r"^(?:have you heard|did you hear the news|guess what|by the way)"
                     r"\W*",

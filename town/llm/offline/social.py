@@ -48,6 +48,14 @@ _WILL = re.compile(
 )
 
 
+def intent(directive: str) -> str:
+    """What an inner voice urges, as a bare verb phrase in the resident's words ("You should
+    tell Isabella about your research" -> "tell Isabella about my research"), or ''."""
+    said = _DIRECTIVE.sub("", directive).strip(' "').rstrip(" .!")
+    verb = _WILL.sub("", second_to_first(said))
+    return "" if re.match(r"^(?:i|my|me|you|your)\b", verb, re.IGNORECASE) else verb
+
+
 def acting_on(directive: str) -> str:
     """The action an inner voice prompts, in the resident's own words: "You should visit the
     park" -> "visiting the park"; what cannot be read as an action becomes "mulling something

@@ -202,6 +202,10 @@ def action_steps(description: str, count: int) -> list[str]:
         opening = ()
     if later and not description.endswith(", then wrapping up"):
         closing = ()
+    if (
+        later and len(main) == 1 and main[0] != "sleeping"
+    ):  # an hour more of one thing: with a pause, not thrice in a row
+        main = (main[0], "taking a short break", main[0])
     opening = opening[: max(0, count - 1)]
     closing = closing[: max(0, count - len(opening) - 1)]
     middle = count - len(opening) - len(closing)

@@ -23,6 +23,7 @@ from town.llm.offline.lexicon import (
     TALK,
 )
 from town.llm.offline.retell import is_directive, is_quote, news_in, tell
+from town.llm.offline.social import intent
 from town.llm.offline.text import first_name, first_person, overlap, sentence, stable_rng, words
 
 _AI_QUESTION = re.compile(r"\b(?:are|r)\s+(?:you|u)\b(.*)", re.IGNORECASE)
@@ -156,8 +157,19 @@ def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str
         if "party" in words(news[0]) and news[1] == inputs.speaker:
             line += " " + _say(rng, "invite")
         return line
-    if inputs.directive and "mind" not in said:
-        return _say(rng, "on_mind", name=name)
+    if inputs.directive:  # acted on: what it points at is brought up, in the speaker's words
+        about = re.sub(rf"\b{re.escape(name)}\b", "", inputs.directive)
+        ranked = sorted(((overlap(m, about), m) for m in inputs.memories), reverse=True)
+        for score, memory in ranked:
+            told = tell(memory, inputs.speaker, inputs.listener)
+            if score > 0 and told and told.lower() not in said:
+                return _say(rng, "about_you" if told.startswith("you") else "about_me", told=told)
+        urged = intent(inputs.directive)
+        urged = re.sub(rf"\b{re.escape(inputs.listener)}\b|\b{re.escape(name)}\b", "you", urged)
+        if urged and urged.split()[0].lower() in {"tell", "ask", "invite", "talk"}:
+            return sentence(f"I wanted to {urged[0].lower()}{urged[1:]}")
+        if "mind" not in said:
+            return _say(rng, "on_mind", name=name)
     for memory in inputs.memories:
         told = tell(memory, inputs.speaker, inputs.listener)
         if told is None or told.lower() in said or not told.startswith(("you ", "I ")):
