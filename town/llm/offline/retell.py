@@ -124,5 +124,5 @@ def news_in(memory: str, speaker: str) -> tuple[str, str] | None:
             return None
         mine = re.sub(r"\b(?:his|her)\b", "my", mine)
         return mine.replace("I am ", "I'm ", 1), speaker
-    name = re.match(r"[A-Z][\w'-]*(?: [A-Z][\w'-]*)*", main)
-    return main, name.group(0) if name else ""
+    name = re.match(r"[A-Z][\w'-]* [A-Z][\w'-]*", main)  # news is about someone, by name
+    return (main, name.group(0)) if name else None

@@ -74,7 +74,7 @@ def _plans_told(memories: list[str]) -> str | None:
 def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
     """What the speaker is up to, from its status or its plans."""
     for text in [summary, *memories]:
-        if text.startswith(speaker) and (found := _STATUS.search(text)):
+        if text.startswith(speaker) and not is_quote(text) and (found := _STATUS.search(text)):
             return f"{found['what']} at {found['where']}".strip()
     plans = plans_in(memories)
     return f"{plans[0][1]} at {plans[0][2]}" if plans else None
@@ -82,7 +82,7 @@ def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
 
 def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) -> str:
     asked = set(words(question))
-    if re.match(r"\W*how\b", question, re.IGNORECASE) and asked & {"you", "going", "doing"}:
+    if re.search(r"\bhow\b", question, re.IGNORECASE) and asked & {"you", "going", "doing"}:
         return _say(rng, "how_are_you")
     if asked & (PLAN_WORDS | DOING_WORDS):
         told = _plans_told(inputs.memories)
