@@ -274,7 +274,7 @@ def test_a_conversation_mentions_memories_and_ends_after_a_few_turns() -> None:
             break
     assert ended and 3 <= len(history) <= 6
     said = " ".join(h["text"] for h in history)
-    assert "party" in history[0]["text"] and "research paper on gentrification" in said
+    assert "party" in history[0]["text"] and "count me in" in history[1]["text"]  # news, a reply
     assert '"' not in said and len({h["text"] for h in history}) == len(history)
 
 

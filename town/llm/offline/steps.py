@@ -115,7 +115,7 @@ _STEPS: tuple[tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str,
     ),
 )
 _DEFAULT_STEPS = (
-    ("getting ready to start",),
+    (),
     ("{desc}", "taking a short break", "{desc}"),
     ("finishing up",),
 )

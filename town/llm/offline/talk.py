@@ -32,7 +32,7 @@ _PLAN = re.compile(
     r"plans to be (?P<what>.+?) at (?P<where>[^:]+?)(?:: [^:]+?)* from (?P<at>\d\d:\d\d)"
 )
 _STATUS = re.compile(r"\bis (?:now )?(?P<what>[a-z][^.]*?) at (?P<where>[A-Z][^.:]*)")
-MAX_LINES = 3  # a speaker's lines in one conversation before it takes its leave
+MAX_LINES = 2  # a speaker's lines in one conversation before the next one takes its leave
 
 
 def _say(rng: random.Random, plan: str, **slots: str) -> str:
@@ -102,6 +102,14 @@ def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) 
     return _say(rng, "unsure", name=name)
 
 
+def _shares_news(text: str) -> bool:
+    """Does this line tell news (not just react to it)?"""
+    return any(
+        part.startswith(tuple(p.split("{")[0].strip() for p in TALK["news"]))
+        for part in re.split(r"(?<=[.!?])\s+", text)
+    ) or "planning" in words(text)
+
+
 def _news(inputs: s.UtterInput, said: str) -> tuple[str, str] | None:
     """News the speaker holds that this conversation has not brought up yet."""
     for memory in inputs.memories:
@@ -127,18 +135,18 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
     parts: list[str] = []
     if last is None and not history:
         parts.append(_say(rng, "greet", name=name))
+    elif last is not None and set(words(last.text)) & NEWS_WORDS and _shares_news(last.text):
+        party = "party" in words(last.text)
+        parts.append(_unsaid(rng, "party_reply" if party else "news_reply", history))
     elif last is not None and (question := _question(last.text)):
         parts.append(
             honest(question, inputs.speaker)
             if asks_if_ai(question)
             else _answer(inputs, question, rng, name)
         )
-    elif last is not None and set(words(last.text)) & NEWS_WORDS:
-        party = "party" in words(last.text)
-        parts.append(_say(rng, "party_reply" if party else "news_reply"))
     elif last is not None:
         parts.append(_say(rng, "ack", name=name))
-    if len(mine) >= MAX_LINES or len(history) >= 5:
+    if len(mine) >= MAX_LINES or len(history) >= 4:
         parts.append(_unsaid(rng, "close", history, name=name))
         return s.UtterResult(text=" ".join(parts), end=True)
     parts.append(_move(inputs, rng, name, said))
@@ -174,8 +182,10 @@ def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str
         told = tell(memory, inputs.speaker, inputs.listener)
         if told is None or told.lower() in said or not told.startswith(("you ", "I ")):
             continue
-        if re.match(r"^(?:you are|I am) \w+ing\b", told) and len(told.split()) <= 6:
+        if re.match(r"^(?:you are|I am) \w+ing\b", told) and len(told.split()) <= 8:
             continue  # what someone was just doing ("you are waking up"): no topic
+        if set(words(told)) & NEWS_WORDS:
+            continue  # news is shared as news, once
         return _say(rng, "about_you" if told.startswith("you") else "about_me", told=told)
     if not said:
         return _say(rng, "place", place=inputs.location.split(":")[0])
