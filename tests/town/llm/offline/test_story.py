@@ -116,9 +116,13 @@ def test_home_routines_happen_at_home(run: list[dict[str, Any]], town: TownSpec)
 
 
 def test_no_action_is_repeated_more_than_twice_in_a_row(run: list[dict[str, Any]]) -> None:
+    """(Going back to what one was doing after a reaction or a talk is no repeat.)"""
     last: dict[str, tuple[str, int]] = {}
     loops = []
     for event in run:
+        if event["kind"] in ("reacted", "conversation"):
+            for who in event.get("participants") or [event["resident"]]:
+                last.pop(who, None)
         if event["kind"] != "action":
             continue
         text, count = last.get(event["resident"], ("", 0))
