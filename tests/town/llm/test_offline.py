@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import string
 from typing import Any
 
@@ -367,3 +368,105 @@ def test_templates_are_plain_string_templates() -> None:
         assert isinstance(task.prompt, string.Template)
         assert task.prompt.is_valid()
         assert "properties" in task.json_schema()
+
+
+# -- Talk that answers what was asked --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Are you a real person?", "No, I'm an AI character"),
+        ("Are you an AI?", "Yes, I'm an AI character"),
+        ("are u a bot or a human?", "No, I'm an AI character"),
+    ],
+)
+def test_asked_whether_human_a_resident_says_it_is_an_ai(question: str, answer: str) -> None:
+    said = think(INTERVIEW, sample(INTERVIEW, question=question)).answer
+    assert said.startswith(answer)
+    talk = s.UtterInput(
+        speaker="Isabella Rodriguez",
+        listener="Alice",
+        speaker_summary="",
+        relationship="",
+        history=[s.Utterance(speaker="Alice", text=f"Hi! {question}")],
+        location="Hobbs Cafe",
+    )
+    assert think(UTTER, talk).text.startswith(answer)
+
+
+def test_asked_about_today_a_resident_tells_its_plans() -> None:
+    plans = [
+        "Isabella Rodriguez plans to be opening Hobbs Cafe at Hobbs Cafe from 08:00 for 60 "
+        "minutes on Tuesday February 14, 2023",
+        "Isabella Rodriguez plans to be hosting the Valentine's Day party at Hobbs Cafe from "
+        "17:00 for 120 minutes on Tuesday February 14, 2023",
+    ]
+    inputs = sample(INTERVIEW, question="What are you up to today?", memories=plans)
+    answer = think(INTERVIEW, inputs).answer
+    assert answer.startswith("Today I'm opening Hobbs Cafe at Hobbs Cafe from 08:00, then")
+    assert "hosting the Valentine's Day party" in answer
+
+
+def test_news_is_retold_without_quotes_and_in_the_right_person() -> None:
+    heard = (
+        "Isabella Rodriguez said: \"Have you heard? I'm planning a Valentine's Day party at "
+        'Hobbs Cafe on February 14 from 5 pm to 7 pm. Would you like to come?"'
+    )
+    talk = s.UtterInput(
+        speaker="Klaus Mueller",
+        listener="Maria Lopez",
+        speaker_summary="",
+        relationship="",
+        memories=[heard],
+        location="Hobbs Cafe",
+    )
+    text = think(UTTER, talk).text
+    assert "Isabella is planning a Valentine's Day party at Hobbs Cafe" in text
+    assert '"' not in text and not re.search(r"\b(?:Hey|Hi|hello) I\b", text)
+
+
+def test_a_line_is_never_said_twice_in_one_talk() -> None:
+    history: list[s.Utterance] = []
+    for turn in range(8):
+        speaker, listener = ("Klaus Mueller", "Maria Lopez")[:: 1 if turn % 2 == 0 else -1]
+        reply = think(
+            UTTER,
+            s.UtterInput(
+                speaker=speaker,
+                listener=listener,
+                speaker_summary="",
+                relationship="",
+                history=history,
+                location="Hobbs Cafe",
+            ),
+        )
+        history.append(s.Utterance(speaker=speaker, text=reply.text))
+        if reply.end:
+            break
+    texts = [u.text for u in history]
+    assert len(texts) == len(set(texts)) and history[-1] and len(texts) <= 6
+
+
+def test_an_event_heard_of_goes_into_the_day_plan() -> None:
+    heard = (
+        "Klaus Mueller said: \"Guess what: Isabella is planning a Valentine's Day party at Hobbs "
+        'Cafe on February 14 from 5 pm to 7 pm."'
+    )
+    inputs = sample(PLAN_DAY, date="Tuesday February 14, 2023", yesterday=heard)
+    chunks = think(PLAN_DAY, inputs).chunks
+    party = [c for c in chunks if "party" in c.description]
+    assert [(c.start, c.duration_min, c.location) for c in party] == [("17:00", 120, "Hobbs Cafe")]
+    assert party[0].description == "going to the Valentine's Day party"
+    assert 5 <= len(chunks) <= 8
+    other_day = think(PLAN_DAY, inputs.model_copy(update={"date": "Monday February 13, 2023"}))
+    assert not any("party" in c.description for c in other_day.chunks)
+
+
+def test_an_inner_voice_is_acted_on_not_quoted() -> None:
+    react = think(
+        REACT, sample(REACT, observation="Inner voice: You should invite Klaus to the party")
+    )
+    assert react.reaction == "inviting Klaus to the party"
+    mood = think(REACT, sample(REACT, observation="Inner voice: you are in love with Maria"))
+    assert "love" not in mood.reaction
