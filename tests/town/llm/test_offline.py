@@ -470,3 +470,15 @@ def test_an_inner_voice_is_acted_on_not_quoted() -> None:
     assert react.reaction == "inviting Klaus to the party"
     mood = think(REACT, sample(REACT, observation="Inner voice: you are in love with Maria"))
     assert "love" not in mood.reaction
+
+
+def test_asked_about_a_person_a_resident_says_whether_it_knows_them() -> None:
+    memories = ["John Lin thinks Sam Moore is a kind and warm-hearted man"]
+    known = sample(INTERVIEW, question="Do you know Sam Moore?", memories=memories)
+    assert think(INTERVIEW, known).answer == (
+        "Yes, I know Sam Moore. I think Sam Moore is a kind and warm-hearted man."
+    )
+    stranger = known.model_copy(update={"question": "Do you know Carmen Ortiz?"})
+    assert think(INTERVIEW, stranger).answer == "I don't think I know Carmen Ortiz."
+    mayor = known.model_copy(update={"question": "Do you know who is running for mayor?"})
+    assert "know who" not in think(INTERVIEW, mayor).answer

@@ -75,10 +75,10 @@ def tell(memory: str, speaker: str, listener: str) -> str | None:
             return None
     told = re.sub(r"\b(?:his|her)\b", own, told, count=1)
     for form in (listener, first_name(listener)):
-        place = told.find(form)
-        if place < 0:
+        found = re.search(rf"\b{re.escape(form)}\b", told) if form[:1].isupper() else None
+        if found is None:
             continue
-        before, after = told[:place], told[place + len(form) :]
+        before, after = told[: found.start()], told[found.end() :]
         if _TIES.search(before) or after.startswith((",", "'s", "’s")):
             return None  # "my wife you", "you's": better left unsaid
         after = re.sub(r"^ (is|was|has)\b", lambda m: " " + _YOU[m.group(1)], after)

@@ -24,7 +24,15 @@ from town.llm.offline.lexicon import (
 )
 from town.llm.offline.retell import is_directive, is_quote, news_in, tell
 from town.llm.offline.social import intent
-from town.llm.offline.text import first_name, first_person, overlap, sentence, stable_rng, words
+from town.llm.offline.text import (
+    first_name,
+    first_person,
+    mentions,
+    overlap,
+    sentence,
+    stable_rng,
+    words,
+)
 
 _AI_QUESTION = re.compile(r"\b(?:are|r)\s+(?:you|u)\b(.*)", re.IGNORECASE)
 _GOODBYE = frozenset({"bye", "goodbye", "later", "farewell", "night"})
@@ -32,6 +40,9 @@ _PLAN = re.compile(
     r"plans to be (?P<what>.+?) at (?P<where>[^:]+?)(?:: [^:]+?)* from (?P<at>\d\d:\d\d)"
 )
 _STATUS = re.compile(r"\bis (?:now )?(?P<what>[a-z][^.]*?) at (?P<where>[A-Z][^.:]*)")
+_KNOW_PERSON = re.compile(
+    r"\W*(?:[Dd]o|[Dd]id) you know (?P<who>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)*)\s*\??\s*$"
+)
 MAX_LINES = 2  # a speaker's lines in one conversation before the next one takes its leave
 
 
@@ -202,6 +213,19 @@ def _unsaid(
     return rng.choice(fresh or options)
 
 
+def _about_person(who: str, resident: str, listener: str, memories: list[str]) -> str:
+    """ "Do you know Mei Lin?": what the resident remembers of that person, or that it does not
+    know them."""
+    about = [m for m in memories if mentions(m, who)]
+    for memory in about:
+        told = tell(memory, resident, listener)
+        if told and mentions(told, who):
+            return f"Yes, I know {who}. {sentence(told)}"
+    if about:
+        return f"Yes, I know {who}; we have talked."
+    return f"I don't think I know {who}."
+
+
 def interview(inputs: s.InterviewInput) -> s.InterviewResult:
     question, resident = inputs.question, inputs.resident
     if asks_if_ai(question):
@@ -214,12 +238,17 @@ def interview(inputs: s.InterviewInput) -> s.InterviewResult:
     if asked & (PLAN_WORDS | DOING_WORDS) and (told := _plans_told(memories)):
         return s.InterviewResult(answer=told)
     listener = inputs.asker or "someone"
+    person = _KNOW_PERSON.match(question)
+    if person:
+        return s.InterviewResult(answer=_about_person(person["who"], resident, listener, memories))
     ranked = sorted(((overlap(m, question), -i, m) for i, m in enumerate(memories)), reverse=True)
     answers: list[str] = []
     for score, _i, memory in ranked:
         if score <= 0 or len(answers) == 2:
             break
         news = news_in(memory, resident)
+        if news is not None and not overlap(news[0], question):
+            continue  # other news than what was asked about
         told = tell(memory, resident, listener) if news is None else news[0]
         if told and not is_quote(told) and sentence(told) not in answers:
             answers.append(sentence(told))
