@@ -13,7 +13,7 @@ import asyncio
 from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
 from town.llm.tasks import RATE_IMPORTANCE, UTTER
 from town.memory.stream import NewMemory
-from town.store.models import Conversation, Resident
+from town.store.models import Conversation, PlanItem, Resident
 from town.tick.turn import Tick
 from town.world.places import World
 
@@ -86,7 +86,7 @@ async def step(tick: Tick, talk: Conversation) -> None:
         UtterInput(
             speaker=speaker.name,
             listener=listener.name,
-            speaker_summary=speaker.summary,
+            speaker_summary=_with_status(tick, speaker),
             relationship=" ".join(state.talk_memories[:3]),
             memories=state.talk_memories,
             history=history,
@@ -105,6 +105,18 @@ async def step(tick: Tick, talk: Conversation) -> None:
     if (reply.end and turn >= 1) or turn + 1 >= MAX_TURNS:
         talk.ended = tick.now
     tick.session.add(talk)
+
+
+def _with_status(tick: Tick, speaker: Resident) -> str:
+    """The summary description and the speaker's status (what it was doing before the talk),
+    as in the paper's dialogue prompt."""
+    item = (
+        tick.session.get(PlanItem, tick.state(speaker).item) if tick.state(speaker).item else None
+    )
+    if item is None:
+        return speaker.summary
+    where = World.area_of(item.location)
+    return f"{speaker.summary} Right now {speaker.name} is {item.description} at {where}."
 
 
 def _still_together(tick: Tick, first: Resident, second: Resident) -> bool:

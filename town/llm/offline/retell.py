@@ -45,7 +45,7 @@ def _verb(word: str, table: dict[str, str]) -> str:
         return table[lowered]
     if lowered.endswith("ies") and len(lowered) > 4:
         return word[:-3] + "y"
-    if lowered.endswith(("ches", "shes", "sses", "xes")):
+    if lowered.endswith(("ches", "shes", "sses", "xes", "oes")):
         return word[:-2]
     if lowered.endswith("s") and not lowered.endswith("ss") and len(lowered) > 3:
         return word[:-1]

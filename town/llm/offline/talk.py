@@ -39,7 +39,6 @@ _GOODBYE = frozenset({"bye", "goodbye", "later", "farewell", "night"})
 _PLAN = re.compile(
     r"plans to be (?P<what>.+?) at (?P<where>[^:]+?)(?:: [^:]+?)* from (?P<at>\d\d:\d\d)"
 )
-_STATUS = re.compile(r"\bis (?:now )?(?P<what>[a-z][^.]*?) at (?P<where>[A-Z][^.:]*)")
 _KNOW_PERSON = re.compile(
     r"\W*(?:[Dd]o|[Dd]id) you know (?P<who>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)*)\s*\??\s*$"
 )
@@ -83,23 +82,26 @@ def _plans_told(memories: list[str]) -> str | None:
 
 
 def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
-    """What the speaker is up to, from its status or its plans."""
-    for text in [summary, *memories]:
-        if text.startswith(speaker) and not is_quote(text) and (found := _STATUS.search(text)):
-            return f"{found['what']} at {found['where']}".strip()
+    """What the speaker is up to: its status ("Right now <name> is ..."), or its plans."""
+    found = re.search(rf"Right now {re.escape(speaker)} is (?P<what>[^.]+)\.", summary)
+    if found:
+        return found["what"]
     plans = plans_in(memories)
     return f"{plans[0][1]} at {plans[0][2]}" if plans else None
 
 
 def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) -> str:
     asked = set(words(question))
+    doing = _doing(inputs.speaker, inputs.speaker_summary, inputs.memories)
+    if re.search(r"\b(?:how|what) about you\b", question, re.IGNORECASE):
+        fine = _say(rng, "how_are_you")
+        return f"{fine} {_say(rng, 'doing', doing=doing)}" if doing else fine
     if re.search(r"\bhow\b", question, re.IGNORECASE) and asked & {"you", "going", "doing"}:
         return _say(rng, "how_are_you")
     if asked & (PLAN_WORDS | DOING_WORDS):
         told = _plans_told(inputs.memories)
         if asked & PLAN_WORDS and told:
             return told
-        doing = _doing(inputs.speaker, inputs.speaker_summary, inputs.memories)
         if doing:
             return _say(rng, "doing", doing=doing)
     best = max(((overlap(m, question), -i, m) for i, m in enumerate(inputs.memories)), default=None)
