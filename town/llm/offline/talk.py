@@ -68,7 +68,11 @@ def _question(text: str) -> str:
 
 def plans_in(memories: list[str]) -> list[tuple[str, str, str]]:
     """(start, what, where) of the day-plan memories among these, in time order."""
-    found = {(m["at"], m["what"], m["where"]) for text in memories if (m := _PLAN.search(text))}
+    found = {
+        (m["at"], m["what"], m["where"].split(" at ")[-1])
+        for text in memories
+        if (m := _PLAN.search(text))
+    }
     return sorted(found)
 
 
@@ -104,6 +108,10 @@ def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) 
             return told
         if doing:
             return _say(rng, "doing", doing=doing)
+        own = [t for m in inputs.memories if (t := tell(m, inputs.speaker, inputs.listener))]
+        mine = [t for t in own if t.startswith("I ") and not set(words(t)) & NEWS_WORDS]
+        if mine:
+            return f"Oh, the usual. {sentence(mine[0])}"
     best = max(((overlap(m, question), -i, m) for i, m in enumerate(inputs.memories)), default=None)
     if best and best[0] > 0:
         told = tell(best[2], inputs.speaker, inputs.listener)
@@ -127,8 +135,10 @@ def _news(inputs: s.UtterInput, said: str) -> tuple[str, str] | None:
     """News the speaker holds that this conversation has not brought up yet."""
     for memory in inputs.memories:
         found = news_in(memory, inputs.speaker)
-        if found is None or found[1] == inputs.listener:
+        if found is None or inputs.listener in (found[1], found[0].split(" is ")[0]):
             continue
+        if found[0].startswith(first_name(inputs.speaker) + " "):
+            continue  # one's own news is told from one's own memory, in the first person
         if not set(words(found[0])) & NEWS_WORDS:
             continue
         key = next(w for w in words(found[0]) if w in NEWS_WORDS)
@@ -162,7 +172,7 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
     if len(mine) >= MAX_LINES or len(history) >= 4:
         parts.append(_unsaid(rng, "close", history, name=name))
         return s.UtterResult(text=" ".join(parts), end=True)
-    parts.append(_move(inputs, rng, name, said))
+    parts.append(_move(inputs, rng, name, f"{said} {' '.join(parts).lower()}"))
     text = " ".join(p for p in parts if p)
     if any(text == u.text for u in history):
         text = f"{parts[0]} {_unsaid(rng, 'ask_back', history, name=name)}"
@@ -200,7 +210,7 @@ def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str
         if set(words(told)) & NEWS_WORDS:
             continue  # news is shared as news, once
         return _say(rng, "about_you" if told.startswith("you") else "about_me", told=told)
-    if not said:
+    if not inputs.history:
         return _say(rng, "place", place=inputs.location.split(":")[0])
     return _unsaid(rng, "ask_back", [], name=name, avoid=said)
 
