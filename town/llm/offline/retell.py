@@ -74,6 +74,7 @@ def tell(memory: str, speaker: str, listener: str) -> str | None:
         if told is None:
             return None
     told = re.sub(r"\b(?:his|her)\b", own, told, count=1)
+    told = re.sub(r"^I and ([A-Z][\w'-]*(?: [A-Z][\w'-]*)*) ", r"\1 and I ", told)
     for form in (listener, first_name(listener)):
         found = re.search(rf"\b{re.escape(form)}\b", told) if form[:1].isupper() else None
         if found is None:

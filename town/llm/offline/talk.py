@@ -135,8 +135,10 @@ def _news(inputs: s.UtterInput, said: str) -> tuple[str, str] | None:
     """News the speaker holds that this conversation has not brought up yet."""
     for memory in inputs.memories:
         found = news_in(memory, inputs.speaker)
-        if found is None or inputs.listener in (found[1], found[0].split(" is ")[0]):
+        if found is None or found[1] == inputs.listener:
             continue
+        if found[0].startswith((inputs.listener, first_name(inputs.listener) + " ")):
+            continue  # no one is told their own news
         if found[0].startswith(first_name(inputs.speaker) + " "):
             continue  # one's own news is told from one's own memory, in the first person
         if not set(words(found[0])) & NEWS_WORDS:
