@@ -110,13 +110,13 @@ async def step(tick: Tick, talk: Conversation) -> None:
 def _with_status(tick: Tick, speaker: Resident) -> str:
     """The summary description and the speaker's status (what it was doing before the talk),
     as in the paper's dialogue prompt."""
-    item = (
-        tick.session.get(PlanItem, tick.state(speaker).item) if tick.state(speaker).item else None
-    )
+    doing = tick.state(speaker).item
+    item = tick.session.get(PlanItem, doing) if doing else None
     if item is None:
         return speaker.summary
-    where = World.area_of(item.location)
-    return f"{speaker.summary} Right now {speaker.name} is {item.description} at {where}."
+    area = World.area_of(item.location)
+    where = "" if " at " in item.description or area in item.description else f" at {area}"
+    return f"{speaker.summary} Right now {speaker.name} is {item.description}{where}."
 
 
 def _still_together(tick: Tick, first: Resident, second: Resident) -> bool:
