@@ -482,3 +482,19 @@ def test_asked_about_a_person_a_resident_says_whether_it_knows_them() -> None:
     assert think(INTERVIEW, stranger).answer == "I don't think I know Carmen Ortiz."
     mayor = known.model_copy(update={"question": "Do you know who is running for mayor?"})
     assert "know who" not in think(INTERVIEW, mayor).answer
+
+
+def test_at_the_party_the_party_is_what_one_talks_about() -> None:
+    talk = s.UtterInput(
+        speaker="Klaus Mueller",
+        listener="Maria Lopez",
+        speaker_summary="Right now Klaus Mueller is going to the Valentine's Day party.",
+        relationship="",
+        memories=[
+            "Klaus Mueller said: \"Guess what: Isabella is planning a Valentine's Day party "
+            'at Hobbs Cafe on February 14 from 5 pm to 7 pm."'
+        ],
+        location="Hobbs Cafe",
+    )
+    text = think(UTTER, talk).text
+    assert "party" in text and "planning" not in text

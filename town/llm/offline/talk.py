@@ -184,6 +184,11 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
 def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str:
     """The speaker's own move: news, an inner voice acted on, a memory of the listener, a
     question back."""
+    doing = _doing(inputs.speaker, inputs.speaker_summary, []) or ""
+    if "party" in words(doing):  # at the party: it is what one talks about
+        if "party" not in said:
+            return _say(rng, "at_event")
+        said += " party"  # (its news is old now)
     news = _news(inputs, said)
     if news is not None:
         line = _say(rng, "news", news=news[0])
