@@ -453,7 +453,9 @@ def test_an_event_heard_of_goes_into_the_day_plan() -> None:
         "Klaus Mueller said: \"Guess what: Isabella is planning a Valentine's Day party at Hobbs "
         'Cafe on February 14 from 5 pm to 7 pm."'
     )
-    inputs = sample(PLAN_DAY, date="Tuesday February 14, 2023", yesterday=heard)
+    inputs = sample(
+        PLAN_DAY, resident="Maria Lopez", date="Tuesday February 14, 2023", yesterday=heard
+    )
     chunks = think(PLAN_DAY, inputs).chunks
     party = [c for c in chunks if "party" in c.description]
     assert [(c.start, c.duration_min, c.location) for c in party] == [("17:00", 120, "Hobbs Cafe")]
@@ -498,3 +500,40 @@ def test_at_the_party_the_party_is_what_one_talks_about() -> None:
     )
     text = think(UTTER, talk).text
     assert "party" in text and "planning" not in text
+
+
+@pytest.mark.parametrize(
+    ("resident", "heard", "doing"),
+    [
+        (
+            "Isabella Rodriguez",
+            'Klaus Mueller said: "Guess what: Isabella is planning a {p}."',
+            "hosting",
+        ),
+        (
+            "Isabella Rodriguez",
+            'Isabella Rodriguez said: "By the way, I\'m planning a {p}."',
+            "hosting",
+        ),
+        (
+            "Klaus Mueller",
+            'Isabella Rodriguez said: "By the way, I\'m planning a {p}."',
+            "going to",
+        ),
+        (
+            "Klaus Mueller",
+            'Maria Lopez said: "Guess what: Isabella is planning a {p}."',
+            "going to",
+        ),
+    ],
+)
+def test_the_host_plans_to_host_and_the_guests_to_go(resident: str, heard: str, doing: str) -> None:
+    party = "Valentine's Day party at Hobbs Cafe on February 14 from 5 pm to 7 pm"
+    inputs = sample(
+        PLAN_DAY,
+        resident=resident,
+        date="Tuesday February 14, 2023",
+        yesterday=heard.format(p=party),
+    )
+    chunks = think(PLAN_DAY, inputs).chunks
+    assert f"{doing} the Valentine's Day party" in [c.description for c in chunks]

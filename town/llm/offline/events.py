@@ -21,6 +21,7 @@ _EVENT = re.compile(
     r" at (?P<where>[A-Z][\w' ]*?[\w']) on (?P<month>[A-Z][a-z]+) (?P<day>\d{1,2})"
     r" from (?P<start>\d{1,2}(?::\d\d)?\s*[ap]m) to (?P<end>\d{1,2}(?::\d\d)?\s*[ap]m)"
 )
+_GIVING = r"(?:planning|hosting|throwing|organi[sz]ing|giving)"
 _HOURS = re.compile(r"(\d{1,2})(?::(\d\d))?\s*([ap])m")
 
 
@@ -29,6 +30,15 @@ def _minute(spoken: str) -> int:
     assert found is not None
     hour = int(found.group(1)) % 12 + (12 if found.group(3) == "p" else 0)
     return hour * 60 + int(found.group(2) or 0)
+
+
+def _hosts(before: str, resident: str, own: bool) -> bool:
+    """Does the text before an event's name say the resident is the one giving it ("Isabella
+    is planning a ...", or "I'm planning a ..." in the resident's own words)?"""
+    who = rf"(?:{re.escape(resident)}|{re.escape(first_name(resident))}) is"
+    if own:
+        who = rf"(?:{who}|I'm|I am)"
+    return bool(re.search(rf"\b{who} {_GIVING} (?:a|an|the|her|his|my) $", before))
 
 
 def event_today(inputs: s.PlanDayInput) -> tuple[str, str, int, int] | None:
@@ -40,11 +50,7 @@ def event_today(inputs: s.PlanDayInput) -> tuple[str, str, int, int] | None:
             if f"{found['month']} {found['day']}," not in inputs.date + ",":
                 continue
             what, where = found["what"], found["where"]
-            before = text[: found.start()]
-            sentence = re.split(r"[.!?\"]\s*", before)[-1]
-            host = sentence.startswith((inputs.resident, first_name(inputs.resident))) or (
-                own and sentence.startswith("I")
-            )
+            host = _hosts(text[: found.start()], inputs.resident, own)
             doing = f"hosting the {what}" if host else f"going to the {what}"
             start, end = _minute(found["start"]), _minute(found["end"])
             if end > start:
