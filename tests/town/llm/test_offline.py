@@ -537,3 +537,30 @@ def test_the_host_plans_to_host_and_the_guests_to_go(resident: str, heard: str, 
     )
     chunks = think(PLAN_DAY, inputs).chunks
     assert f"{doing} the Valentine's Day party" in [c.description for c in chunks]
+
+
+def test_told_of_ones_own_news_one_owns_it() -> None:
+    told = "Guess what: Isabella is planning a Valentine's Day party at Hobbs Cafe."
+    talk = s.UtterInput(
+        speaker="Isabella Rodriguez",
+        listener="Adam Smith",
+        speaker_summary="",
+        relationship="",
+        history=[s.Utterance(speaker="Adam Smith", text=f"Hi Isabella! {told}")],
+        location="Hobbs Cafe",
+    )
+    text = think(UTTER, talk).text
+    assert "I'll try to come" not in text and "count me in" not in text
+    assert any(line in text for line in ("that's me", "you've heard", "I'd love for you"))
+
+
+def test_a_summary_holding_ones_own_words_makes_one_the_host() -> None:
+    summary = (
+        'This is Isabella Rodriguez. Isabella Rodriguez said: "Oh, hello Adam! By the way, '
+        "I'm planning a Valentine's Day party at Hobbs Cafe on February 14 from 5 pm to 7 pm.\""
+    )
+    inputs = sample(
+        PLAN_DAY, resident="Isabella Rodriguez", date="Tuesday February 14, 2023", summary=summary
+    )
+    descriptions = [c.description for c in think(PLAN_DAY, inputs).chunks]
+    assert "hosting the Valentine's Day party" in descriptions

@@ -45,12 +45,14 @@ def event_today(inputs: s.PlanDayInput) -> tuple[str, str, int, int] | None:
     """(what the resident will be doing, where, start, end in minutes of the day) of the first
     event on the plan's date that its inputs tell of; None if there is none."""
     for text in [inputs.summary, *inputs.yesterday.splitlines()]:
-        own = text.startswith(f"{inputs.resident} said")
         for found in _EVENT.finditer(text):
             if f"{found['month']} {found['day']}," not in inputs.date + ",":
                 continue
             what, where = found["what"], found["where"]
-            host = _hosts(text[: found.start()], inputs.resident, own)
+            before = text[: found.start()]
+            # (inside what the resident said itself, "I'm planning" is the resident giving it)
+            own = re.search(rf'{re.escape(inputs.resident)} said[^"]*: "[^"]*$', before)
+            host = _hosts(before, inputs.resident, own is not None)
             doing = f"hosting the {what}" if host else f"going to the {what}"
             start, end = _minute(found["start"]), _minute(found["end"])
             if end > start:

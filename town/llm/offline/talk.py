@@ -162,7 +162,9 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
         parts.append(_say(rng, "greet", name=name))
     elif last is not None and set(words(last.text)) & NEWS_WORDS and _shares_news(last.text):
         party = "party" in words(last.text)
-        parts.append(_unsaid(rng, "party_reply" if party else "news_reply", history))
+        mine_told = re.search(rf"\b{re.escape(first_name(inputs.speaker))} is\b", last.text)
+        plan = "own_news" if mine_told else "party_reply" if party else "news_reply"
+        parts.append(_unsaid(rng, plan, history))
     elif last is not None and (question := _question(last.text)):
         parts.append(
             honest(question, inputs.speaker)
