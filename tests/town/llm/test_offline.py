@@ -564,3 +564,25 @@ def test_a_summary_holding_ones_own_words_makes_one_the_host() -> None:
     )
     descriptions = [c.description for c in think(PLAN_DAY, inputs).chunks]
     assert "hosting the Valentine's Day party" in descriptions
+
+
+def test_a_long_chunk_says_goodbye_only_in_its_last_hour() -> None:
+    chunk = {
+        "start": "17:00",
+        "duration_min": 120,
+        "location": "Hobbs Cafe",
+        "description": "going to the Valentine's Day party",
+    }
+    hours = think(DECOMPOSE, sample(DECOMPOSE, chunk=chunk, granularity="hour")).items
+    steps = [
+        [
+            a.description
+            for a in think(
+                DECOMPOSE, sample(DECOMPOSE, chunk=h.model_dump(), granularity="action")
+            ).items
+        ]
+        for h in hours
+    ]
+    assert len(steps) == 2
+    assert steps[0][0] == "greeting the other guests" and "saying goodbye" not in steps[0][-1]
+    assert steps[1][-1] == "saying goodbye to everyone" and "greeting" not in steps[1][0]

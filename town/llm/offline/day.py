@@ -11,7 +11,7 @@ from town.llm import schemas as s
 from town.llm.checks import clock, minutes
 from town.llm.offline.events import with_event
 from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_ONLY, HOME_WORDS, PLACE_HINTS
-from town.llm.offline.steps import action_steps, gerund
+from town.llm.offline.steps import FIRST_OF_MANY, action_steps, gerund
 from town.llm.offline.text import (
     content_words,
     emoji_for,
@@ -217,7 +217,8 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
         count = max(1, math.ceil(chunk.duration_min / 60))
         lengths = [min(60, chunk.duration_min - 60 * i) for i in range(count)]
         texts = [chunk.description, *(f"still {chunk.description}" for _ in range(count - 1))]
-        if count > 1:
+        if count > 1:  # (the first hour's actions end without closing steps: more follows)
+            texts[0] = f"{chunk.description}{FIRST_OF_MANY}"
             texts[-1] = f"{chunk.description}, then wrapping up"
     else:
         lengths = _action_lengths(chunk.duration_min, stable_rng("decompose", inputs))

@@ -114,6 +114,7 @@ _STEPS: tuple[tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str,
         ("drinking some water",),
     ),
 )
+FIRST_OF_MANY = ", for a while"  # an hour item's mark: more hours of it follow
 _DEFAULT_STEPS = (
     (),
     ("{desc}", "taking a short break", "{desc}"),
@@ -197,7 +198,10 @@ def action_steps(description: str, count: int) -> list[str]:
     # an hour item after the first ("still ...") goes on without the opening steps; one before
     # the last ("..., then wrapping up" is the last) without the closing ones
     core = description.removeprefix("still ").removesuffix(", then wrapping up")
+    core = core.removesuffix(FIRST_OF_MANY)
     later = description.startswith("still ")
+    if description.endswith(FIRST_OF_MANY):
+        closing = ()
     if later or description.endswith(", then wrapping up"):
         opening = ()
     if later and not description.endswith(", then wrapping up"):

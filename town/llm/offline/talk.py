@@ -163,7 +163,16 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
     elif last is not None and set(words(last.text)) & NEWS_WORDS and _shares_news(last.text):
         party = "party" in words(last.text)
         mine_told = re.search(rf"\b{re.escape(first_name(inputs.speaker))} is\b", last.text)
-        plan = "own_news" if mine_told else "party_reply" if party else "news_reply"
+        here = "party" in words(_doing(inputs.speaker, inputs.speaker_summary, []) or "")
+        plan = (
+            "own_news"
+            if mine_told
+            else "at_event"
+            if party and here
+            else "party_reply"
+            if party
+            else "news_reply"
+        )
         parts.append(_unsaid(rng, plan, history))
     elif last is not None and (question := _question(last.text)):
         parts.append(
