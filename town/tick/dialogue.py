@@ -116,7 +116,12 @@ def _with_status(tick: Tick, speaker: Resident) -> str:
         return speaker.summary
     area = World.area_of(item.location)
     where = "" if " at " in item.description or area in item.description else f" at {area}"
-    return f"{speaker.summary} Right now {speaker.name} is {item.description}{where}."
+    status = f"{speaker.summary} Right now {speaker.name} is {item.description}{where}."
+    hour = tick.session.get(PlanItem, item.parent_id) if item.parent_id else None
+    chunk = tick.session.get(PlanItem, hour.parent_id) if hour and hour.parent_id else None
+    if chunk is not None and chunk.description != item.description:
+        status += f" This part of the day {speaker.name} is {chunk.description}."
+    return status
 
 
 def _still_together(tick: Tick, first: Resident, second: Resident) -> bool:

@@ -94,6 +94,15 @@ def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
     return f"{plans[0][1]} at {plans[0][2]}" if plans else None
 
 
+def _at_party(inputs: s.UtterInput) -> bool:
+    """Is the speaker at a party now (its status or this part of its day says so)?"""
+    speaker = re.escape(inputs.speaker)
+    found = re.findall(
+        rf"(?:Right now|This part of the day) {speaker} is ([^.]+)\.", inputs.speaker_summary
+    )
+    return any("party" in words(f) for f in found)
+
+
 def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) -> str:
     asked = set(words(question))
     doing = _doing(inputs.speaker, inputs.speaker_summary, inputs.memories)
@@ -115,7 +124,7 @@ def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) 
     best = max(((overlap(m, question), -i, m) for i, m in enumerate(inputs.memories)), default=None)
     if best and best[0] > 0:
         told = tell(best[2], inputs.speaker, inputs.listener)
-        if told:
+        if told and told.startswith("I "):  # (asked about oneself)
             return sentence(told)
         news = news_in(best[2], inputs.speaker)
         if news:
@@ -163,7 +172,7 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
     elif last is not None and set(words(last.text)) & NEWS_WORDS and _shares_news(last.text):
         party = "party" in words(last.text)
         mine_told = re.search(rf"\b{re.escape(first_name(inputs.speaker))} is\b", last.text)
-        here = "party" in words(_doing(inputs.speaker, inputs.speaker_summary, []) or "")
+        here = _at_party(inputs)
         plan = (
             "own_news"
             if mine_told
@@ -195,8 +204,7 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
 def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str:
     """The speaker's own move: news, an inner voice acted on, a memory of the listener, a
     question back."""
-    doing = _doing(inputs.speaker, inputs.speaker_summary, []) or ""
-    if "party" in words(doing):  # at the party: it is what one talks about
+    if _at_party(inputs):  # at the party: it is what one talks about
         if "party" not in said:
             return _say(rng, "at_event")
         said += " party"  # (its news is old now)
