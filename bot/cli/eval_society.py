@@ -56,6 +56,7 @@ def society(
         if run is not None and not run.is_file():
             raise LookupError(f"no run file {str(run)!r}: give the replay written by simulate")
         opened = asyncio.run(open_town(settings, town))
+        label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain"
         try:
             scenario = opened.engine.spec.scenario
             events = None
@@ -91,12 +92,12 @@ def society(
             pictures: list[Path] = []
             try:
                 pictures = [
-                    plot_diffusion(result, target / "diffusion.png"),
+                    plot_diffusion(result, target / "diffusion.png", label),
                     plot_graphs(result, target / "relationships.png"),
                 ]
             except (OSError, ValueError) as error:  # the figures are kept even if a plot fails
                 err.print(f"[yellow]warning:[/yellow] could not draw the plots: {error}")
-            print_result(result)
+            print_result(result, label)
             for path in [*files, *pictures]:
                 out.print(f"wrote {path}", highlight=False)
         finally:
@@ -105,9 +106,12 @@ def society(
     guarded(go)
 
 
-def print_result(result: SocietyResult) -> None:
+def print_result(result: SocietyResult, brain: str = "") -> None:
+    """The measures of the run (its ``brain`` named) beside the paper's (gpt-3.5-turbo)."""
     n = len(result.residents)
-    table = Table("measure", "start", "end", "paper", title=f"Society measures: {result.town}")
+    title = f"Society measures: {result.town}" + (f" ({brain})" if brain else "")
+    end = f"end: {brain}" if brain else "end"
+    table = Table("measure", "start", end, "paper (gpt-3.5-turbo)", title=title)
     for d in result.diffusion:
         paper = PAPER_DIFFUSION.get(d.fact)
         table.add_row(

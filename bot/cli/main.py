@@ -131,8 +131,9 @@ def demo(
         float, typer.Option(min=0.5, max=48, help="With --headless: game hours to run.")
     ] = 5.0,
     tick_seconds: Annotated[
-        float, typer.Option(min=0.1, help="Real seconds between ticks while served.")
-    ] = 4.0,
+        float | None,
+        typer.Option(min=0.1, help="Real seconds between ticks while served (default: settings)."),
+    ] = None,
     port: Annotated[int | None, typer.Option(help="Port of the page (default: settings).")] = None,
 ) -> None:
     """Smallville afresh: served in the browser (make demo), or a morning headless."""

@@ -1,7 +1,9 @@
 """``bottown demo``: Smallville in the browser (``make demo``), or a morning headless.
 
-By default the demo town wakes up (a short headless warm-up from 07:00) and is then served by
-the local web adapter, a tick every few seconds, until Ctrl-C. With ``--headless`` a whole
+By default the demo town lives headless from the scenario's start (Monday 07:00) to the
+setting ``demo_start`` (Tuesday 09:00: the party's news has begun to spread) and is then served
+by the local web adapter, a tick every ``demo_tick_seconds`` (4 s), until Ctrl-C: the
+Valentine's Day party at Hobbs Cafe (17:00) comes about 3 minutes later. With ``--headless`` a whole
 morning runs in the terminal, shown as the chat channels would show it.
 
 The demo town lives in its own folder (``<data_dir>/demo``), started afresh on every run: 25
@@ -13,7 +15,7 @@ offline brain and says so; with one, every thought goes through the LLM gateway.
 from __future__ import annotations
 
 import shutil
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from rich.console import Console
 
@@ -25,6 +27,7 @@ from town.inputs.visitor import say
 from town.memory.vectors import ChromaIndex
 from town.outbox.events import TownEvent
 from town.tick.engine import TickReport
+from town.world.gametime import parse_game_time
 
 SHOWN = {"said", "reacted", "reflected", "object", "conversation"}
 QUESTIONS = ("What are you planning for Valentine's Day?", "Are you an AI?")
@@ -44,29 +47,50 @@ def _fresh(settings: Settings, out: Console) -> Settings:
     return settings.model_copy(update={"data_dir": folder, "database_url": None})
 
 
-async def serve_demo(
-    settings: Settings, out: Console, warmup_hours: float = 1.0, tick_seconds: float = 4.0
-) -> None:
-    """Wake the demo town headless, then serve it in the browser until cancelled."""
-    demo_settings = _fresh(settings, out).model_copy(update={"tick_seconds": tick_seconds})
-    opened = await open_town(demo_settings, "demo", persona="smallville", create=True)
-    start = opened.town.clock
-    out.print(
-        f"waking 25 residents: {start:%H:%M} to {start + timedelta(hours=warmup_hours):%H:%M}"
+async def serve_demo(settings: Settings, out: Console, tick_seconds: float | None = None) -> None:
+    """Run the demo town headless to ``demo_start``, then serve it in the browser until
+    cancelled, a tick every ``tick_seconds`` (default: ``demo_tick_seconds``)."""
+    pace = tick_seconds or settings.demo_tick_seconds
+    demo_settings = await warm_demo(
+        _fresh(settings, out).model_copy(update={"tick_seconds": pace}), out
     )
-    replay = demo_settings.data_dir / "replay.jsonl"
-    await simulate(opened, start + timedelta(hours=warmup_hours), replay)
-    opened.services.close()
-    ChromaIndex.release_all()
 
     def ready(runtime: TownRuntime) -> None:
+        town = runtime.opened.town
         out.print(f"[bold green]The town is alive: open {_url(runtime)}[/bold green]")
         out.print(
-            f"a tick ({runtime.opened.town.minutes_per_tick} game minutes) every "
-            f"{tick_seconds:g} s; write in a place's channel as a visitor, or /help. Ctrl-C stops."
+            f"a tick ({town.minutes_per_tick} game minutes) every {pace:g} s; write in a "
+            "place's channel as a visitor, or /help. Ctrl-C stops."
         )
+        party = next(iter(runtime.opened.engine.spec.scenario.events), None)
+        if party is not None:
+            wait = minutes_to(party.starts_at, town.clock, town.minutes_per_tick, pace)
+            out.print(
+                f"{party.name} at {party.location}, {party.starts_at:%a %H:%M}: "
+                f"in about {wait:.0f} minutes"
+            )
 
     await serve(demo_settings, ["web"], town="demo", persona="smallville", ready=ready)
+
+
+async def warm_demo(demo_settings: Settings, out: Console) -> Settings:
+    """Found the demo town and run it headless from the scenario's start to ``demo_start``
+    (at least one hour, for the residents to wake); its replay goes to the demo folder."""
+    opened = await open_town(demo_settings, "demo", persona="smallville", create=True)
+    start = opened.town.clock
+    until = max(parse_game_time(demo_settings.demo_start), start + timedelta(hours=1))
+    out.print(f"the town lives headless from {start:%a %H:%M} to {until:%a %H:%M}...")
+    await simulate(opened, until, demo_settings.data_dir / "replay.jsonl")
+    opened.services.close()
+    ChromaIndex.release_all()
+    return demo_settings
+
+
+def minutes_to(at: datetime, now: datetime, minutes_per_tick: int, tick_seconds: float) -> float:
+    """Real minutes until game time ``at``, a tick of ``minutes_per_tick`` every
+    ``tick_seconds``."""
+    ticks = max(0.0, (at - now).total_seconds() / 60 / minutes_per_tick)
+    return ticks * tick_seconds / 60
 
 
 def _url(runtime: TownRuntime) -> str:

@@ -19,6 +19,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from town.world.gametime import parse_game_time
+
 CONFIG_ENV = "BOTTOWN_CONFIG"
 DEFAULT_CONFIG_FILE = "bottown.toml"
 REMOVED_KEYS = {"event_loop": "bottown runs on asyncio's own event loop"}
@@ -80,6 +82,14 @@ class Settings(BaseSettings):
     town: str = Field("smallville", description="The town `bottown run` serves.")
     tick_seconds: float = Field(
         10.0, gt=0, le=3600, description="Real seconds between two ticks while a town runs."
+    )
+    demo_start: str = Field(
+        "2023-02-14 09:00",
+        description="Game time the served demo (make demo) opens at; the town runs headless "
+        "from the scenario's start to it first (the party is at 17:00 that day).",
+    )
+    demo_tick_seconds: float = Field(
+        4.0, gt=0, le=3600, description="Real seconds between two ticks of the served demo."
     )
     missed_time: Literal["jump", "catch-up"] = Field(
         "jump",
@@ -179,6 +189,11 @@ class Settings(BaseSettings):
     def _check_brain(self) -> Settings:
         if self.brain == "llm" and not (self.llm_base_url or self.llm_api_key):
             raise ValueError("brain = 'llm' needs llm_base_url or llm_api_key")
+        return self
+
+    @model_validator(mode="after")
+    def _check_demo_start(self) -> Settings:
+        parse_game_time(self.demo_start)  # a clear error for a start that is no game time
         return self
 
     @property

@@ -43,7 +43,8 @@ async def interview(
             InterviewInput(
                 resident=row.name,
                 summary=row.summary,
-                memories=[r.memory.text for r in found],
+                # a private memory is never told to someone asking (a visitor, an admin)
+                memories=[r.memory.text for r in found if not (asker and r.memory.private)],
                 question=words,
                 asker=clean_text(asker, 200) or None,
             ),

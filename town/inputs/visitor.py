@@ -130,7 +130,9 @@ async def _reply(tick: Tick, resident: Resident, visitor: str, words: str) -> To
             listener=visitor,
             speaker_summary=resident.summary,
             relationship="",
-            memories=[r.memory.text for r in found if words not in r.memory.text],
+            memories=[
+                r.memory.text for r in found if words not in r.memory.text and not r.memory.private
+            ],
             history=[Utterance(speaker=visitor, text=words)],
             location=resident.location,
         ),

@@ -48,6 +48,8 @@ class NewMemory:
     # What is embedded instead of the text, when given: a plan's steps without their clock
     # times, say. A vector computed again after a lost index write is of the text.
     gist: str = ""
+    # a feeling or a secret (a seed phrase marked private): never volunteered to others
+    private: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,7 @@ class MemoryStream:
             last_access=at,
             importance=importance,
             cites=[int(c) for c in item.cites],
+            private=item.private,
         )
 
     # -- reading -------------------------------------------------------------------------------

@@ -13,17 +13,20 @@ import asyncio
 from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
 from town.llm.tasks import RATE_IMPORTANCE, UTTER
 from town.memory.stream import NewMemory
-from town.store.models import Conversation, Resident
+from town.store.models import Conversation, PlanItem, Resident
 from town.tick.turn import Tick
 from town.world.places import World
 
 MAX_TURNS = 8
 TALK_KINDS = ("seed", "observation", "chat", "reflection", "directive")  # what one talks about
+# what a resident may bring up besides the listener: news it holds (recalled beside the listener)
+NEWS_QUERY = "news worth sharing: an upcoming event or party, an election, what a visitor said"
 
 
 async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
     """Two residents at one place start talking: a conversation row, and what each recalls of
-    the other (retrieval only, no LLM call). The first words come on the next tick."""
+    the other and the news it holds (retrieval only, no LLM call), a private memory left out
+    unless the other may hear it. The first words come on the next tick."""
     talk = Conversation(
         town_id=tick.world.town_id,
         location=first.location,
@@ -36,13 +39,22 @@ async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
     pairs = ((first, second), (second, first))
     recalled = await asyncio.gather(
         *(
-            tick.stream(me).recall(tick.session, other.name, tick.now, k=4, kinds=TALK_KINDS)
+            tick.stream(me).recall_each(
+                tick.session, [other.name, NEWS_QUERY], tick.now, k=[6, 3], kinds=TALK_KINDS
+            )
             for me, other in pairs
         )
     )
-    for (me, other), found in zip(pairs, recalled, strict=True):
-        state = tick.state(me)
-        state.talk, state.talk_memories = talk.id, [r.memory.text for r in found]
+    everyone = list(tick.residents)
+    for (me, other), (about, news) in zip(pairs, recalled, strict=True):
+        spec, state = tick.specs[me.name], tick.state(me)
+        told = [
+            r.memory.text
+            for r in about
+            if not r.memory.private or spec.may_confide(r.memory.text, other.name, everyone)
+        ][:4]
+        told += [r.memory.text for r in news if not r.memory.private and r.memory.text not in told]
+        state.talk, state.talk_memories = talk.id, told[:6]
         state.noticed = {}
         me.action, me.emoji = f"talking with {other.name}", "💬"
     return talk
@@ -74,7 +86,7 @@ async def step(tick: Tick, talk: Conversation) -> None:
         UtterInput(
             speaker=speaker.name,
             listener=listener.name,
-            speaker_summary=speaker.summary,
+            speaker_summary=_with_status(tick, speaker),
             relationship=" ".join(state.talk_memories[:3]),
             memories=state.talk_memories,
             history=history,
@@ -93,6 +105,23 @@ async def step(tick: Tick, talk: Conversation) -> None:
     if (reply.end and turn >= 1) or turn + 1 >= MAX_TURNS:
         talk.ended = tick.now
     tick.session.add(talk)
+
+
+def _with_status(tick: Tick, speaker: Resident) -> str:
+    """The summary description and the speaker's status (what it was doing before the talk),
+    as in the paper's dialogue prompt."""
+    doing = tick.state(speaker).item
+    item = tick.session.get(PlanItem, doing) if doing else None
+    if item is None:
+        return speaker.summary
+    area = World.area_of(item.location)
+    where = "" if " at " in item.description or area in item.description else f" at {area}"
+    status = f"{speaker.summary} Right now {speaker.name} is {item.description}{where}."
+    hour = tick.session.get(PlanItem, item.parent_id) if item.parent_id else None
+    chunk = tick.session.get(PlanItem, hour.parent_id) if hour and hour.parent_id else None
+    if chunk is not None and chunk.description != item.description:
+        status += f" This part of the day {speaker.name} is {chunk.description}."
+    return status
 
 
 def _still_together(tick: Tick, first: Resident, second: Resident) -> bool:

@@ -165,6 +165,8 @@ async def _follow_plan(
     target = tick.world.resolve(item.location, resident.location)
     if target != resident.location and _may_enter(tick, resident, spec, target):
         _move(tick, resident, target, state)
+    if item.description == resident.action:
+        return  # the same action goes on (the plan's next item says it again): no news
     resident.action, resident.emoji = item.description, item.emoji or "🙂"
     tick.emit(
         "action",

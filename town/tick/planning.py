@@ -35,6 +35,9 @@ PLAN_IMPORTANCE = 5  # plan memories are not rated by the LLM: they are the resi
 # A decomposition's gist keeps its first steps: the later ones mostly say the first again ("still
 # ...", "finishing up"), and the cost of an embedding grows with its length.
 GIST_WORDS = 12
+# what a day plan takes in besides the summary and yesterday: news of the day's happenings
+HEARD_QUERY = "what is happening on {day}: a party, an event, an invitation"
+HEARD_KINDS = ("seed", "chat", "observation", "directive")
 
 
 def _end(item: PlanItem) -> datetime:
@@ -59,12 +62,16 @@ async def plan_day(
     tick: Tick, resident: Resident, spec: ResidentSpec, state: ResidentState
 ) -> list[PlanItem]:
     today = tick.now.date()
+    heard = await tick.stream(resident).recall(
+        tick.session, HEARD_QUERY.format(day=spoken_day(today)), tick.now, k=3, kinds=HEARD_KINDS
+    )
     result = await tick.brain.run(
         PLAN_DAY,
         s.PlanDayInput(
             resident=resident.name,
             summary=resident.summary,
-            yesterday=state.yesterday,
+            # yesterday, and what the resident has heard of today's happenings (a line each)
+            yesterday="\n".join([state.yesterday, *(r.memory.text for r in heard)]).strip(),
             date=spoken_day(today),
             wake_time=hhmm(min(tick.now, at_clock(today, spec.wake_time))),
             routine=list(spec.routine),

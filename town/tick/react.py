@@ -11,6 +11,7 @@ from town.llm.schemas import EmojiInput, ObjectStateInput, RateImportanceInput, 
 from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT
 from town.memory.stream import NewMemory
 from town.store.models import Resident
+from town.tick.dialogue import NEWS_QUERY
 from town.tick.perceive import Observation
 from town.tick.planning import replan_from_now
 from town.tick.state import ResidentState
@@ -97,7 +98,7 @@ async def react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     state.noticed = {}
     name, stream = resident.name, tick.stream(resident)
     if obs.key.startswith("@"):  # a talk may begin: what each then recalls, embedded meanwhile
-        stream.warm([obs.key[1:], name])
+        stream.warm([obs.key[1:], name, NEWS_QUERY])
     about, context = await stream.recall_each(
         tick.session, _react_queries(name, obs), tick.now, k=[5, 3]
     )

@@ -36,8 +36,9 @@ async def found_town(
     """Create the town: places, objects, residents asleep at home, and their seed memories (with
     the summary queries of those who wake in its first hour, embedded ahead).
 
-    Each resident's seed paragraph gives one memory per phrase (scenario facts included); their
-    importance is rated in one call per resident, all residents at once.
+    Each resident's seed paragraph gives one memory per phrase (scenario facts included), and
+    its private paragraph one private memory per phrase; their importance is rated in one call
+    per resident, all residents at once.
     """
     if session.exec(select(Town).where(Town.name == name)).first() is not None:
         raise TownExists(f"a town named {name!r} exists already")
@@ -64,7 +65,7 @@ async def found_town(
             session.add(Location(town_id=town.id, path=f"{area.name}: {sub.name}"))
     for place, obj in spec.objects():
         session.add(WorldObject(town_id=town.id, location=place, name=obj.name, state=obj.state))
-    residents: list[tuple[Resident, ResidentSpec, ResidentState, list[str]]] = []
+    residents: list[tuple[Resident, ResidentSpec, ResidentState, list[tuple[str, bool]]]] = []
     for person in spec.residents:
         state = ResidentState(known=dict.fromkeys(person.known_places, clock.isoformat()))
         row = Resident(
@@ -77,13 +78,16 @@ async def found_town(
             state=state.model_dump(mode="json"),
         )
         session.add(row)
-        residents.append((row, person, state, person.seed_phrases(spec.scenario)))
+        phrases = [(p, False) for p in person.seed_phrases(spec.scenario)]
+        residents.append(
+            (row, person, state, phrases + [(p, True) for p in person.private_phrases()])
+        )
     session.flush()
     rated = await asyncio.gather(
         *(
             brain.run(
                 RATE_IMPORTANCE,
-                RateImportanceInput(resident=row.name, observations=phrases),
+                RateImportanceInput(resident=row.name, observations=[p for p, _ in phrases]),
                 resident=row.name,
             )
             for row, _, _, phrases in residents
@@ -93,8 +97,10 @@ async def found_town(
         assert row.id is not None
         padded = list(scores.scores) + [5] * (len(phrases) - len(scores.scores))
         stream = streams(row.id)
-        await stream.record(
-            session, [NewMemory("seed", p, n) for p, n in zip(phrases, padded, strict=False)], clock
-        )
+        seeds = [
+            NewMemory("seed", p, n, private=private)
+            for (p, private), n in zip(phrases, padded, strict=False)
+        ]
+        await stream.record(session, seeds, clock)
         warm_before_waking(stream, row, person, state, clock)
     return town

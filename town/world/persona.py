@@ -6,7 +6,9 @@ A town is a folder, `personas/<name>/`, holding three files:
 - `town.toml`: the areas (one chat channel each, later), their sub-areas and the objects in them,
   each object with a state in words; opening hours, capacities and free-text rules;
 - `residents.toml`: who lives there, each seeded by one paragraph whose semicolon-separated phrases
-  become the first memories;
+  become the first memories, and optionally a `private` paragraph of the same form: feelings and
+  secrets, remembered as private memories (never volunteered to anyone but the person a phrase
+  names or a close friend, see ``ResidentSpec.may_confide``);
 - `scenario.toml`: the start time, the tick length, the facts that single residents know at the
   start (with the question that later checks how far each spread) and timed events.
 
@@ -29,6 +31,12 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 SEPARATOR = ": "
 TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE = "town.toml", "residents.toml", "scenario.toml"
 MIN_SEED_PHRASES = 3
+# Words of a seed phrase that make the person it names a close friend (see ``close_friends``).
+CLOSE_TIES = re.compile(
+    r"\b(?:close friends?|best friends?|married|wife|husband|partner|son|daughter|mother|father"
+    r"|sister|brother)\b",
+    re.IGNORECASE,
+)
 
 
 class PersonaError(ValueError):
@@ -185,6 +193,7 @@ class ResidentSpec(Spec):
     traits: list[Text] = Field(min_length=3, max_length=5)
     occupation: Text
     paragraph: Annotated[Text, AfterValidator(_enough_phrases)]
+    private: MaybeText = ""
     home: Text
     workplace: MaybeText = ""
     known_places: list[Text] = Field(min_length=1)
@@ -201,6 +210,22 @@ class ResidentSpec(Spec):
         """One string per seed memory: the paragraph's phrases, then the scenario's facts."""
         facts = scenario.facts_for(self.name) if scenario else []
         return [*split_phrases(self.paragraph), *(fact.phrase for fact in facts)]
+
+    def private_phrases(self) -> list[str]:
+        """One string per private seed memory (a feeling, a secret): the `private` paragraph."""
+        return split_phrases(self.private)
+
+    def close_friends(self, residents: list[str]) -> list[str]:
+        """Those of ``residents`` that a seed phrase names as family or a close friend."""
+        ties = [p for p in split_phrases(self.paragraph) if CLOSE_TIES.search(p)]
+        return [r for r in residents if r != self.name and any(r in p for p in ties)]
+
+    def may_confide(self, phrase: str, listener: str, residents: list[str] | None = None) -> bool:
+        """May this resident tell ``listener`` a private ``phrase``? Only its subject (named in
+        it, full name) or a close friend may hear it."""
+        if not listener or listener == self.name:
+            return bool(listener)
+        return listener in phrase or listener in self.close_friends(residents or [listener])
 
 
 class Fact(Spec):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import string
 from typing import Any
 
@@ -199,7 +200,8 @@ def test_decompose_fills_the_chunk(granularity: str, duration: int) -> None:
     else:  # each action carries its emoji, as a model's answer would
         assert all(i.emoji == think(EMOJI, s.EmojiInput(action=i.description)).emoji for i in items)
         if duration >= 10:
-            assert all(5 <= i.duration_min <= 19 for i in items)
+            assert all(i.duration_min >= 10 for i in items)  # a tick or more each
+            assert all(a.description != b.description for a, b in itertools.pairwise(items))
             assert "making coffee" in items[0].description
             assert items[0].emoji == "☕"
 
@@ -272,13 +274,14 @@ def test_a_conversation_mentions_memories_and_ends_after_a_few_turns() -> None:
             ended = True
             break
     assert ended and 3 <= len(history) <= 6
-    assert "research paper on gentrification" in history[0]["text"]
-    assert "your Valentine's Day party" in history[1]["text"] or "party" in history[1]["text"]
+    said = " ".join(h["text"] for h in history)
+    assert "party" in history[0]["text"] and "count me in" in history[1]["text"]  # news, a reply
+    assert '"' not in said and len({h["text"] for h in history}) == len(history)
 
 
-def test_utter_passes_on_a_directive() -> None:
+def test_utter_acts_on_a_directive_without_quoting_it() -> None:
     result = think(UTTER, sample(UTTER, directive="You are going to run for mayor"))
-    assert "I am going to run for mayor" in result.text
+    assert "run for mayor" not in result.text and result.text
 
 
 def test_reflection_questions_and_insights_cite_real_statements() -> None:
@@ -365,3 +368,221 @@ def test_templates_are_plain_string_templates() -> None:
         assert isinstance(task.prompt, string.Template)
         assert task.prompt.is_valid()
         assert "properties" in task.json_schema()
+
+
+# -- Talk that answers what was asked --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Are you a real person?", "No, I'm an AI character"),
+        ("Are you an AI?", "Yes, I'm an AI character"),
+        ("are u a bot or a human?", "No, I'm an AI character"),
+    ],
+)
+def test_asked_whether_human_a_resident_says_it_is_an_ai(question: str, answer: str) -> None:
+    said = think(INTERVIEW, sample(INTERVIEW, question=question)).answer
+    assert said.startswith(answer)
+    talk = s.UtterInput(
+        speaker="Isabella Rodriguez",
+        listener="Alice",
+        speaker_summary="",
+        relationship="",
+        history=[s.Utterance(speaker="Alice", text=f"Hi! {question}")],
+        location="Hobbs Cafe",
+    )
+    assert think(UTTER, talk).text.startswith(answer)
+
+
+def test_asked_about_today_a_resident_tells_its_plans() -> None:
+    plans = [
+        "Isabella Rodriguez plans to be opening Hobbs Cafe at Hobbs Cafe from 08:00 for 60 "
+        "minutes on Tuesday February 14, 2023",
+        "Isabella Rodriguez plans to be hosting the Valentine's Day party at Hobbs Cafe from "
+        "17:00 for 120 minutes on Tuesday February 14, 2023",
+    ]
+    inputs = sample(INTERVIEW, question="What are you up to today?", memories=plans)
+    answer = think(INTERVIEW, inputs).answer
+    assert answer.startswith("Today I'm opening Hobbs Cafe at Hobbs Cafe from 08:00, then")
+    assert "hosting the Valentine's Day party" in answer
+
+
+def test_news_is_retold_without_quotes_and_in_the_right_person() -> None:
+    heard = (
+        "Isabella Rodriguez said: \"Have you heard? I'm planning a Valentine's Day party at "
+        'Hobbs Cafe on February 14 from 5 pm to 7 pm. Would you like to come?"'
+    )
+    talk = s.UtterInput(
+        speaker="Klaus Mueller",
+        listener="Maria Lopez",
+        speaker_summary="",
+        relationship="",
+        memories=[heard],
+        location="Hobbs Cafe",
+    )
+    text = think(UTTER, talk).text
+    assert "Isabella is planning a Valentine's Day party at Hobbs Cafe" in text
+    assert '"' not in text and not re.search(r"\b(?:Hey|Hi|hello) I\b", text)
+
+
+def test_a_line_is_never_said_twice_in_one_talk() -> None:
+    history: list[s.Utterance] = []
+    for turn in range(8):
+        speaker, listener = ("Klaus Mueller", "Maria Lopez")[:: 1 if turn % 2 == 0 else -1]
+        reply = think(
+            UTTER,
+            s.UtterInput(
+                speaker=speaker,
+                listener=listener,
+                speaker_summary="",
+                relationship="",
+                history=history,
+                location="Hobbs Cafe",
+            ),
+        )
+        history.append(s.Utterance(speaker=speaker, text=reply.text))
+        if reply.end:
+            break
+    texts = [u.text for u in history]
+    assert len(texts) == len(set(texts)) and history[-1] and len(texts) <= 6
+
+
+def test_an_event_heard_of_goes_into_the_day_plan() -> None:
+    heard = (
+        "Klaus Mueller said: \"Guess what: Isabella is planning a Valentine's Day party at Hobbs "
+        'Cafe on February 14 from 5 pm to 7 pm."'
+    )
+    inputs = sample(
+        PLAN_DAY, resident="Maria Lopez", date="Tuesday February 14, 2023", yesterday=heard
+    )
+    chunks = think(PLAN_DAY, inputs).chunks
+    party = [c for c in chunks if "party" in c.description]
+    assert [(c.start, c.duration_min, c.location) for c in party] == [("17:00", 120, "Hobbs Cafe")]
+    assert party[0].description == "going to the Valentine's Day party"
+    assert 5 <= len(chunks) <= 8
+    other_day = think(PLAN_DAY, inputs.model_copy(update={"date": "Monday February 13, 2023"}))
+    assert not any("party" in c.description for c in other_day.chunks)
+
+
+def test_an_inner_voice_is_acted_on_not_quoted() -> None:
+    react = think(
+        REACT, sample(REACT, observation="Inner voice: You should invite Klaus to the party")
+    )
+    assert react.reaction == "inviting Klaus to the party"
+    mood = think(REACT, sample(REACT, observation="Inner voice: you are in love with Maria"))
+    assert "love" not in mood.reaction
+
+
+def test_asked_about_a_person_a_resident_says_whether_it_knows_them() -> None:
+    memories = ["John Lin thinks Sam Moore is a kind and warm-hearted man"]
+    known = sample(INTERVIEW, question="Do you know Sam Moore?", memories=memories)
+    assert think(INTERVIEW, known).answer == (
+        "Yes, I know Sam Moore. I think Sam Moore is a kind and warm-hearted man."
+    )
+    stranger = known.model_copy(update={"question": "Do you know Carmen Ortiz?"})
+    assert think(INTERVIEW, stranger).answer == "I don't think I know Carmen Ortiz."
+    mayor = known.model_copy(update={"question": "Do you know who is running for mayor?"})
+    assert "know who" not in think(INTERVIEW, mayor).answer
+
+
+def test_at_the_party_the_party_is_what_one_talks_about() -> None:
+    talk = s.UtterInput(
+        speaker="Klaus Mueller",
+        listener="Maria Lopez",
+        speaker_summary="Right now Klaus Mueller is going to the Valentine's Day party.",
+        relationship="",
+        memories=[
+            "Klaus Mueller said: \"Guess what: Isabella is planning a Valentine's Day party "
+            'at Hobbs Cafe on February 14 from 5 pm to 7 pm."'
+        ],
+        location="Hobbs Cafe",
+    )
+    text = think(UTTER, talk).text
+    assert "party" in text and "planning" not in text
+
+
+@pytest.mark.parametrize(
+    ("resident", "heard", "doing"),
+    [
+        (
+            "Isabella Rodriguez",
+            'Klaus Mueller said: "Guess what: Isabella is planning a {p}."',
+            "hosting",
+        ),
+        (
+            "Isabella Rodriguez",
+            'Isabella Rodriguez said: "By the way, I\'m planning a {p}."',
+            "hosting",
+        ),
+        (
+            "Klaus Mueller",
+            'Isabella Rodriguez said: "By the way, I\'m planning a {p}."',
+            "going to",
+        ),
+        (
+            "Klaus Mueller",
+            'Maria Lopez said: "Guess what: Isabella is planning a {p}."',
+            "going to",
+        ),
+    ],
+)
+def test_the_host_plans_to_host_and_the_guests_to_go(resident: str, heard: str, doing: str) -> None:
+    party = "Valentine's Day party at Hobbs Cafe on February 14 from 5 pm to 7 pm"
+    inputs = sample(
+        PLAN_DAY,
+        resident=resident,
+        date="Tuesday February 14, 2023",
+        yesterday=heard.format(p=party),
+    )
+    chunks = think(PLAN_DAY, inputs).chunks
+    assert f"{doing} the Valentine's Day party" in [c.description for c in chunks]
+
+
+def test_told_of_ones_own_news_one_owns_it() -> None:
+    told = "Guess what: Isabella is planning a Valentine's Day party at Hobbs Cafe."
+    talk = s.UtterInput(
+        speaker="Isabella Rodriguez",
+        listener="Adam Smith",
+        speaker_summary="",
+        relationship="",
+        history=[s.Utterance(speaker="Adam Smith", text=f"Hi Isabella! {told}")],
+        location="Hobbs Cafe",
+    )
+    text = think(UTTER, talk).text
+    assert "I'll try to come" not in text and "count me in" not in text
+    assert any(line in text for line in ("that's me", "you've heard", "I'd love for you"))
+
+
+def test_a_summary_holding_ones_own_words_makes_one_the_host() -> None:
+    summary = (
+        'This is Isabella Rodriguez. Isabella Rodriguez said: "Oh, hello Adam! By the way, '
+        "I'm planning a Valentine's Day party at Hobbs Cafe on February 14 from 5 pm to 7 pm.\""
+    )
+    inputs = sample(
+        PLAN_DAY, resident="Isabella Rodriguez", date="Tuesday February 14, 2023", summary=summary
+    )
+    descriptions = [c.description for c in think(PLAN_DAY, inputs).chunks]
+    assert "hosting the Valentine's Day party" in descriptions
+
+
+def test_a_long_chunk_says_goodbye_only_in_its_last_hour() -> None:
+    chunk = {
+        "start": "17:00",
+        "duration_min": 120,
+        "location": "Hobbs Cafe",
+        "description": "going to the Valentine's Day party",
+    }
+    hours = think(DECOMPOSE, sample(DECOMPOSE, chunk=chunk, granularity="hour")).items
+    steps = [
+        [
+            a.description
+            for a in think(
+                DECOMPOSE, sample(DECOMPOSE, chunk=h.model_dump(), granularity="action")
+            ).items
+        ]
+        for h in hours
+    ]
+    assert len(steps) == 2
+    assert steps[0][0] == "greeting the other guests" and "saying goodbye" not in steps[0][-1]
+    assert steps[1][-1] == "saying goodbye to everyone" and "greeting" not in steps[1][0]

@@ -305,3 +305,27 @@ def test_a_colon_in_a_name_is_refused(tmp_path: Path) -> None:
     _edit(folder / "town.toml", 'name = "kitchen"', 'name = "kitchen: back"')
     (problem,) = _problems(folder)
     assert problem.startswith("town.toml: areas[0].sub_areas[1].name: 'kitchen: back' contains ':'")
+
+
+# -- Private seed phrases ------------------------------------------------------------------------
+
+
+def test_private_phrases_are_kept_apart_from_the_seed(town: TownSpec) -> None:
+    maria = town.resident("Maria Lopez")
+    (crush,) = maria.private_phrases()
+    assert crush.startswith("Maria Lopez has a crush on Klaus Mueller")
+    assert not any("crush" in p for p in maria.seed_phrases(town.scenario))
+    assert town.resident("John Lin").private_phrases() == []
+
+
+def test_a_secret_may_be_told_to_its_subject_or_a_close_friend_only(town: TownSpec) -> None:
+    maria = town.resident("Maria Lopez")
+    everyone = [r.name for r in town.residents]
+    (crush,) = maria.private_phrases()
+    assert maria.close_friends(everyone) == ["Isabella Rodriguez"]
+    assert maria.may_confide(crush, "Klaus Mueller", everyone)  # whom it is about
+    assert maria.may_confide(crush, "Isabella Rodriguez", everyone)  # a close friend
+    assert not maria.may_confide(crush, "Wolfgang Schulz", everyone)  # knows her from the dorm
+    assert not maria.may_confide(crush, "Alice", everyone)  # a visitor
+    jane = town.resident("Jane Moreno")
+    assert "Tom Moreno" in jane.close_friends(everyone)  # married

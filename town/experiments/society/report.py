@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from town.experiments.files import columns, write_csv, write_jsonl
-from town.experiments.society.result import SocietyResult
+from town.experiments.society.result import PAPER_DIFFUSION, SocietyResult
 
 ANSWER_FIELDS = (
     "resident",
@@ -37,8 +37,9 @@ def write_answers(result: SocietyResult, folder: Path) -> list[Path]:
     return [jsonl, table, summary]
 
 
-def plot_diffusion(result: SocietyResult, path: Path) -> Path:
-    """The share of residents with a memory of each fact, over game time."""
+def plot_diffusion(result: SocietyResult, path: Path, brain: str = "") -> Path:
+    """The share of residents with a memory of each fact, over game time (the run's ``brain``
+    named in the title), each beside the paper's share at the end (a dotted line)."""
     from town.experiments.figures import new_figure, save_png  # matplotlib loads on demand
 
     fig = new_figure(8, 4.5, layout="tight")
@@ -47,11 +48,15 @@ def plot_diffusion(result: SocietyResult, path: Path) -> Path:
     origin = min((p[0][0] for p in result.curves.values() if p), default=None)
     for fact, points in result.curves.items():
         hours = [(at - points[0][0]).total_seconds() / 3600 for at, _ in points]
-        ax.step(hours, [100 * k / n for _, k in points], where="post", label=fact)
+        line = ax.step(hours, [100 * k / n for _, k in points], where="post", label=fact)[0]
+        if fact in PAPER_DIFFUSION:
+            paper = 100 * PAPER_DIFFUSION[fact][1]
+            ax.axhline(paper, linestyle=":", color=line.get_color(), label=f"{fact}: the paper")
     ax.set_xlabel(f"game hours since {origin:%Y-%m-%d %H:%M}" if origin else "game hours")
     ax.set_ylabel("% of residents with a memory of it")
     ax.set_ylim(0, 100)
-    ax.set_title(f"Information diffusion in {result.town}")
+    by = f" ({brain})" if brain else ""
+    ax.set_title(f"Information diffusion in {result.town}{by}; dotted: the paper's end")
     if result.curves:
         ax.legend()
     return save_png(fig, path)

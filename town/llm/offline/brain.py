@@ -19,6 +19,7 @@ from town.llm.offline import day as offline_day
 from town.llm.offline import gather as offline_gather
 from town.llm.offline import judge as offline_judge
 from town.llm.offline import social as offline_social
+from town.llm.offline import talk as offline_talk
 from town.llm.offline.lexicon import STATE_CHANGES
 from town.llm.offline.text import emoji_for, importance, words
 from town.llm.tasks import Task
@@ -56,13 +57,13 @@ class OfflineBrain:
             "decompose": offline_day.decompose,
             "choose_location": offline_day.choose_location,
             "react": offline_social.react,
-            "utter": offline_social.utter,
+            "utter": offline_talk.utter,
             "reflect_questions": offline_social.reflect_questions,
             "reflect_insights": offline_social.reflect_insights,
             "emoji": emoji,
             "object_state": object_state,
             "summarize": offline_social.summarize,
-            "interview": offline_social.interview,
+            "interview": offline_talk.interview,
             "gather_message": offline_gather.gather_message,
             "gather_move": offline_gather.gather_move,
             "gather_message_memory": offline_gather.gather_message,

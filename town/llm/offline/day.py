@@ -9,8 +9,9 @@ import re
 
 from town.llm import schemas as s
 from town.llm.checks import clock, minutes
-from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_WORDS, PLACE_HINTS
-from town.llm.offline.steps import action_steps, gerund
+from town.llm.offline.events import with_event
+from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_ONLY, HOME_WORDS, PLACE_HINTS
+from town.llm.offline.steps import FIRST_OF_MANY, action_steps, gerund
 from town.llm.offline.text import (
     content_words,
     emoji_for,
@@ -152,6 +153,7 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
         items.insert(
             longest + 1, (middle, text if text.startswith("still ") else f"still {text}", place)
         )
+    items = _meals_in_time(items, wake)
     ends = [item[0] for item in items[1:]] + [DAY]
     return s.PlanDayResult(
         chunks=[
@@ -166,21 +168,45 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
     )
 
 
+_MEALS = {"breakfast": (7 * 60, 10 * 60), "lunch": (12 * 60, 14 * 60), "dinner": (18 * 60, 20 * 60)}
+MEAL_MIN = 60  # a meal's longest chunk: what follows it starts earlier
+
+
+def _meals_in_time(items: list[tuple[int, str, str]], wake: int) -> list[tuple[int, str, str]]:
+    """Meals at meal times (moved into their hours when the neighbours allow) and an hour long
+    at most (the next chunk starts earlier); times are minutes after waking."""
+    out = list(items)
+    for index, (start, text, place) in enumerate(out):
+        meal = next((m for m in _MEALS if m in words(text)), None)
+        if meal is None or index == 0:
+            continue
+        low, high = ((t - wake) % DAY for t in _MEALS[meal])
+        if low > high:  # (woken after that meal's hours)
+            continue
+        before = out[index - 1][0]
+        after = out[index + 1][0] if index + 1 < len(out) else DAY
+        moved = min(max(start, low, before + 5), high, after - 5)
+        out[index] = (moved if before < moved < after else start, text, place)
+        if index + 1 < len(out) and after - out[index][0] > MEAL_MIN:
+            out[index + 1] = (out[index][0] + MEAL_MIN, *out[index + 1][1:])
+    return out
+
+
 def plan_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
-    return _routine_day(inputs) if inputs.routine else _default_day(inputs)
+    planned = _routine_day(inputs) if inputs.routine else _default_day(inputs)
+    return s.PlanDayResult(chunks=with_event(inputs, planned.chunks))
 
 
 def _action_lengths(total: int, rng: random.Random) -> list[int]:
     if total < 10:
         return [total]
-    units, rest = divmod(total, 5)
+    units, rest = divmod(total, 10)  # 10 or 20 minutes: on the ticks of a 10-minute town
     parts: list[int] = []
     while units > 0:
-        take = min(units, rng.choice((1, 2, 3)))
-        parts.append(take * 5)
+        take = min(units, rng.choice((1, 2)))
+        parts.append(take * 10)
         units -= take
-    smallest = min(range(len(parts)), key=lambda i: parts[i])
-    parts[smallest] += rest
+    parts[-1] += rest
     return parts
 
 
@@ -191,11 +217,15 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
         count = max(1, math.ceil(chunk.duration_min / 60))
         lengths = [min(60, chunk.duration_min - 60 * i) for i in range(count)]
         texts = [chunk.description, *(f"still {chunk.description}" for _ in range(count - 1))]
-        if count > 1:
+        if count > 1:  # (the first hour's actions end without closing steps: more follows)
+            texts[0] = f"{chunk.description}{FIRST_OF_MANY}"
             texts[-1] = f"{chunk.description}, then wrapping up"
     else:
         lengths = _action_lengths(chunk.duration_min, stable_rng("decompose", inputs))
         texts = action_steps(chunk.description, len(lengths))
+        if not _is_home(chunk.location, inputs.resident):  # no shower at the cafe
+            texts = [chunk.description if _home_only(t) else t for t in texts]
+        lengths, texts = _merged(lengths, texts)
     actions = inputs.granularity != "hour"  # (an action carries its emoji, as a model's would)
     items, offset = [], 0
     for length, text in zip(lengths, texts, strict=True):
@@ -210,6 +240,21 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
         )
         offset += length
     return s.DecomposeResult(items=items)
+
+
+def _home_only(action: str) -> bool:
+    return any(step in action for step in HOME_ONLY)
+
+
+def _merged(lengths: list[int], texts: list[str]) -> tuple[list[int], list[str]]:
+    """Steps that say the same thing back to back, as one longer step."""
+    out: list[tuple[int, str]] = []
+    for length, text in zip(lengths, texts, strict=True):
+        if out and out[-1][1] == text:
+            out[-1] = (out[-1][0] + length, text)
+        else:
+            out.append((length, text))
+    return [n for n, _ in out], [t for _, t in out]
 
 
 def _terms(activity: str) -> set[str]:

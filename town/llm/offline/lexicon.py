@@ -23,8 +23,20 @@ STATE_CHANGES: tuple[tuple[tuple[str, ...], str], ...] = tuple(
 )
 HOME_ACTIVITY: frozenset[str] = frozenset(_LISTS["home_activity"])
 PLACE_WORDS: frozenset[str] = frozenset(_LISTS["place_words"])
+HOME_ONLY: tuple[str, ...] = tuple(_LISTS["home_only"])  # steps done only at home
 HOME_WORDS: frozenset[str] = frozenset(_LISTS["home_words"])
 ALARM_WORDS: frozenset[str] = frozenset(_LISTS["alarm_words"])  # salient enough to react to
 GREETINGS: frozenset[str] = frozenset(_LISTS["greetings"])
 AI_WORDS: frozenset[str] = frozenset(_LISTS["ai_words"])
 STOPWORDS: frozenset[str] = frozenset(_LISTS["stopwords"])
+# How residents talk: sentence plans per task (lists of phrasings, or one phrasing).
+TALK: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        key: tuple(value) if isinstance(value, list) else (value,)
+        for key, value in _LISTS["talk"].items()
+    }
+)
+NEWS_WORDS: frozenset[str] = frozenset(TALK["news_words"])
+PLAN_WORDS: frozenset[str] = frozenset(TALK["plan_words"])
+DOING_WORDS: frozenset[str] = frozenset(TALK["doing_words"])
+HUMAN_WORDS: frozenset[str] = frozenset(TALK["human_words"])

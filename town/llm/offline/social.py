@@ -1,4 +1,4 @@
-"""Offline thinking about people: reacting, talking, answering, summarising, reflecting."""
+"""Offline thinking about people: reacting, summarising, reflecting (talk: ``talk.py``)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,14 @@ import re
 from collections import Counter
 
 from town.llm import schemas as s
-from town.llm.offline.lexicon import AI_WORDS, ALARM_WORDS, GREETINGS, PLACE_WORDS, STOPWORDS
+from town.llm.offline.lexicon import ALARM_WORDS, GREETINGS, PLACE_WORDS, STOPWORDS
+from town.llm.offline.steps import gerund
 from town.llm.offline.text import (
     content_words,
-    first_name,
-    first_person,
     importance,
     mentions,
     most_common,
     names,
-    overlap,
     second_to_first,
     sentence,
     stable_rng,
@@ -36,13 +34,39 @@ _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
 _CHAT_CHANCE = 0.9  # meeting someone one knows: stop for a chat, nine times in ten
 _HELLO_CHANCE = 0.1  # meeting someone one does not know: say hello, one time in ten
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
-_AI_QUESTION = re.compile(r"\b(?:are|r)\s+(?:you|u)\b(.*)", re.IGNORECASE)
-_GOODBYE = frozenset({"bye", "goodbye", "later", "farewell", "night"})
 
 
 def speaker_of(observation: str) -> str | None:
     match = _SPEAKER.match(observation)
     return match.group(1) if match else None
+
+
+_WILL = re.compile(
+    r"^(?:you|i)\s+(?:should|must|will|need to|want to|have to|are going to|am going to|could)"
+    r"\s+|^(?:please|maybe|go and)\s+",
+    re.IGNORECASE,
+)
+
+
+def intent(directive: str) -> str:
+    """What an inner voice urges, as a bare verb phrase in the resident's words ("You should
+    tell Isabella about your research" -> "tell Isabella about my research"), or ''."""
+    said = _DIRECTIVE.sub("", directive).strip(' "').rstrip(" .!")
+    verb = _WILL.sub("", second_to_first(said))
+    return "" if re.match(r"^(?:i|my|me|you|your)\b", verb, re.IGNORECASE) else verb
+
+
+def acting_on(directive: str) -> str:
+    """The action an inner voice prompts, in the resident's own words: "You should visit the
+    park" -> "visiting the park"; what cannot be read as an action becomes "mulling something
+    over". It is acted on, never quoted."""
+    said = _DIRECTIVE.sub("", directive).strip(' "').rstrip(" .!")
+    verb = _WILL.sub("", second_to_first(said))
+    if re.match(r"^(?:i|my|me|you|your)\b", verb, re.IGNORECASE):
+        return "mulling something over"
+    action = gerund(verb.split(".")[0])
+    first = action.split(" ", 1)[0]
+    return action if first.endswith("ing") and len(action) < 80 else "mulling something over"
 
 
 def _addressed(observation: str, resident: str) -> bool:
@@ -57,8 +81,7 @@ def react(inputs: s.ReactInput) -> s.ReactResult:
     if speaker is not None and mentions(speaker, inputs.resident):
         speaker = None  # the resident's own words
     if _DIRECTIVE.match(observation):
-        thought = second_to_first(_DIRECTIVE.sub("", observation).strip(' "'))
-        return s.ReactResult(react=True, reaction=f"thinking it over: {thought}", talk_to=None)
+        return s.ReactResult(react=True, reaction=acting_on(observation), talk_to=None)
     if found & ALARM_WORDS:
         broken = _BROKEN.search(observation)
         if broken:
@@ -82,103 +105,6 @@ def react(inputs: s.ReactInput) -> s.ReactResult:
         elif roll < _HELLO_CHANCE:
             return s.ReactResult(react=True, reaction=f"saying hello to {person}", talk_to=person)
     return s.ReactResult(react=False, reaction="", talk_to=None)
-
-
-def _to_listener(memory: str, speaker: str, listener: str) -> str:
-    """Retell a memory to the listener: the listener is "you", the speaker is "I"."""
-    text = memory
-    for name in (listener, first_name(listener)):
-        text = re.sub(rf"\b{re.escape(name)}(?:'s|’s)", "your", text)
-        text = re.sub(rf"\b{re.escape(name)} is\b", "you are", text)
-        text = re.sub(rf"\b{re.escape(name)} was\b", "you were", text)
-        text = re.sub(rf"\b{re.escape(name)} has\b", "you have", text)
-        text = re.sub(rf"\b{re.escape(name)}\b", "you", text)
-    return first_person(text, speaker).rstrip(" .!")
-
-
-def _best_memory(memories: list[str], query: str) -> str | None:
-    scored = [(overlap(m, query), -index, m) for index, m in enumerate(memories)]
-    best = max(scored, default=None)
-    return best[2] if best and best[0] > 0 else None
-
-
-def _question(text: str) -> str:
-    """The sentence of the text that asks something."""
-    asked = [part for part in re.findall(r"[^.!?]*\?", text) if part.strip()]
-    return asked[-1].strip() if asked else text
-
-
-def utter(inputs: s.UtterInput) -> s.UtterResult:
-    rng = stable_rng("utter", inputs)
-    name = first_name(inputs.listener)
-    history = inputs.history
-    mine = [u for u in history if u.speaker == inputs.speaker]
-    said = " ".join(u.text for u in mine).lower()
-    last = history[-1] if history else None
-    if last is not None and last.speaker != inputs.speaker and set(words(last.text)) & _GOODBYE:
-        return s.UtterResult(text=f"Bye, {name}! Take care.", end=True)
-    if last is not None and last.speaker != inputs.speaker and _asks_if_ai(last.text):
-        honest = f"Yes, I'm an AI character, {name}: {inputs.speaker}, a simulated resident here."
-        return s.UtterResult(text=honest, end=False)
-    if len(mine) >= 2 or len(history) >= 6:
-        farewell = f"Well, I should get going. It was nice talking, {name}!"
-        return s.UtterResult(text=farewell, end=True)
-    about = [m for m in inputs.memories if mentions(m, inputs.listener)] or inputs.memories
-    memory = next(
-        (m for m in about if _to_listener(m, inputs.speaker, inputs.listener).lower() not in said),
-        None,
-    )
-    parts: list[str] = []
-    if last is None:
-        parts.append(
-            rng.choice((f"Hi {name}!", f"Hey {name}, good to see you.", f"Oh, hello {name}!"))
-        )
-    elif "?" in last.text:
-        question = _question(last.text)
-        answer = _best_memory(inputs.memories, question)
-        if re.match(r"\W*how\b", question, re.IGNORECASE):
-            parts.append(rng.choice(("Pretty well, thanks!", "Not bad at all, thanks for asking.")))
-        elif answer is not None:
-            told = _to_listener(answer, inputs.speaker, inputs.listener)
-            parts.append(sentence(f"As far as I know, {told}"))
-            memory = None
-        else:
-            parts.append("Hmm, I'm not sure about that, to be honest.")
-    else:
-        parts.append(rng.choice(("Oh, I see.", f"That's interesting, {name}.", "Ha, fair enough.")))
-    if inputs.directive and "news" not in said:
-        parts.append(f"I have some news: {sentence(second_to_first(inputs.directive))}")
-    elif memory is not None:
-        parts.append(
-            f"I remember that {_to_listener(memory, inputs.speaker, inputs.listener)}. "
-            "How is that going?"
-        )
-    elif last is None:
-        parts.append(f"What brings you to {inputs.location}?")
-    return s.UtterResult(text=" ".join(parts), end=False)
-
-
-def _asks_if_ai(question: str) -> bool:
-    match = _AI_QUESTION.search(question)
-    return match is not None and bool(set(words(match.group(1))) & AI_WORDS)
-
-
-def interview(inputs: s.InterviewInput) -> s.InterviewResult:
-    question, resident = inputs.question, inputs.resident
-    intro = first_person(inputs.summary, resident).strip()
-    if _asks_if_ai(question):
-        answer = f"Yes, I am an AI character, a simulated resident of this town. I'm {resident}."
-        return s.InterviewResult(answer=answer)
-    if re.search(r"introduce yourself|who are you|about yourself", question, re.IGNORECASE):
-        return s.InterviewResult(answer=sentence(intro) if intro else f"I'm {resident}.")
-    ranked = sorted(
-        ((overlap(m, question), -i, m) for i, m in enumerate(inputs.memories)), reverse=True
-    )
-    relevant = [m for score, _i, m in ranked[:2] if score > 0]
-    if not relevant:
-        return s.InterviewResult(answer="I'm not sure. I don't remember anything about that.")
-    told = [sentence(first_person(m, resident)) for m in relevant]
-    return s.InterviewResult(answer=" ".join(["From what I remember:", *told]))
 
 
 def summarize(inputs: s.SummarizeInput) -> s.SummarizeResult:

@@ -90,6 +90,12 @@ _STEPS: tuple[tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str,
         ("greeting the first customers",),
     ),
     (
+        frozenset({"party", "celebration"}),
+        ("greeting the other guests",),
+        ("{desc}", "chatting with friends over drinks", "dancing to the music"),
+        ("saying goodbye to everyone",),
+    ),
+    (
         frozenset({"relax", "relaxing", "leisure"}),
         ("making tea",),
         ("relaxing on the sofa", "listening to music", "reading a book"),
@@ -108,8 +114,9 @@ _STEPS: tuple[tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str,
         ("drinking some water",),
     ),
 )
+FIRST_OF_MANY = ", for a while"  # an hour item's mark: more hours of it follow
 _DEFAULT_STEPS = (
-    ("getting ready for {short}",),
+    (),
     ("{desc}", "taking a short break", "{desc}"),
     ("finishing up",),
 )
@@ -186,11 +193,26 @@ def action_steps(description: str, count: int) -> list[str]:
     opening, main, closing = next(
         ((o, m, c) for keys, o, m, c in _STEPS if keys & found), _DEFAULT_STEPS
     )
-    short = " ".join(description.split()[:4])
     if count == 1:
         return [description]
+    # an hour item after the first ("still ...") goes on without the opening steps; one before
+    # the last ("..., then wrapping up" is the last) without the closing ones
+    core = description.removeprefix("still ").removesuffix(", then wrapping up")
+    core = core.removesuffix(FIRST_OF_MANY)
+    later = description.startswith("still ")
+    if description.endswith(FIRST_OF_MANY):
+        closing = ()
+    if later or description.endswith(", then wrapping up"):
+        opening = ()
+    if later and not description.endswith(", then wrapping up"):
+        closing = ()
+    if (
+        later and len(main) == 1 and main[0] != "sleeping"
+    ):  # an hour more of one thing: with a pause, not thrice in a row
+        main = (main[0], "taking a short break", main[0])
     opening = opening[: max(0, count - 1)]
     closing = closing[: max(0, count - len(opening) - 1)]
     middle = count - len(opening) - len(closing)
-    sequence = [*opening, *(main[i % len(main)] for i in range(middle)), *closing]
-    return [step.format(desc=description, short=short) for step in sequence]
+    # the main steps in their order, each for a share of the middle (said once: merged later)
+    sequence = [*opening, *(main[i * len(main) // middle] for i in range(middle)), *closing]
+    return [step.format(desc=core) for step in sequence]

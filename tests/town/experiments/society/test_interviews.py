@@ -213,6 +213,7 @@ def test_the_command_end_to_end_offline(monkeypatch: pytest.MonkeyPatch, tmp_pat
     )
     assert done.exit_code == 0, done.output
     assert "network density" in done.output and "0.167 -> 0.74" in done.output
+    assert "end: offline brain" in done.output and "paper (gpt-3.5-turbo)" in done.output
     assert "knows valentines_party" in done.output and "4% -> 48%" in done.output
     rows = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
     assert len(rows) == 3 * 1 + 3 * 2

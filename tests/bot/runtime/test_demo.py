@@ -1,0 +1,46 @@
+"""The served demo's scenario: where it opens in game time, and how soon the party comes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bot.runtime.demo import minutes_to, warm_demo
+from bot.runtime.settings import Settings
+from town.world.load import load_town
+
+
+def test_the_default_demo_reaches_the_party_within_fifteen_minutes() -> None:
+    settings = Settings()
+    party = load_town("smallville").scenario.events[0]
+    opens = datetime.fromisoformat(settings.demo_start).replace(tzinfo=UTC)
+    wait = minutes_to(party.starts_at, opens, 10, settings.demo_tick_seconds)
+    assert party.location == "Hobbs Cafe" and opens < party.starts_at
+    assert 0 < wait <= 15
+
+
+def test_minutes_to_counts_ticks_at_the_pace() -> None:
+    now = datetime(2023, 2, 14, 9, 0, tzinfo=UTC)
+    assert minutes_to(datetime(2023, 2, 14, 17, 0, tzinfo=UTC), now, 10, 4.0) == 3.2
+    assert minutes_to(now, datetime(2023, 2, 14, 10, 0, tzinfo=UTC), 10, 4.0) == 0
+
+
+def test_a_start_that_is_no_game_time_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="is not a game time"):
+        Settings(demo_start="tuesday")
+
+
+async def test_the_demo_lives_headless_up_to_its_start(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path, embedder="hash", brain="offline", demo_start="2023-02-13 08:30"
+    )
+    out = Console(record=True, width=200)
+    await warm_demo(settings, out)
+    lines = (tmp_path / "replay.jsonl").read_text(encoding="utf-8").splitlines()
+    last = max(datetime.fromisoformat(json.loads(line)["at"]) for line in lines)
+    assert last == datetime(2023, 2, 13, 8, 30, tzinfo=UTC)  # its last tick: at 08:30
+    assert "from Mon 07:00 to Mon 08:30" in out.export_text()
