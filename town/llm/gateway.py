@@ -113,7 +113,7 @@ def _seconds(timeout: object) -> float:
 class LLMGateway:
     """A :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client (``open_client``),
     which retries on its own; ``concurrency`` is the most calls in flight (the pacer may allow
-    fewer), ``max_tokens`` a ceiling over each task's own."""
+    fewer); ``max_tokens`` replaces each task's own (an experiment's fixed setting)."""
 
     def __init__(
         self,
@@ -261,9 +261,7 @@ class LLMGateway:
         self, task: Task[I, R], schema: dict[str, Any], messages: list[Message], spend: _Spend
     ) -> str:
         """The reply's text, after the client's retries; raises :class:`_Unusable`."""
-        max_tokens = max_tokens_for(schema)
-        if self._max_tokens is not None:
-            max_tokens = min(max_tokens, self._max_tokens)
+        max_tokens = self._max_tokens if self._max_tokens is not None else max_tokens_for(schema)
         timeouts = 0
         while True:
             kind = FORMATS[self._format]
