@@ -278,7 +278,9 @@ class LLMGateway:
                 return self._account(reply, messages, spend)
             except openai.APIStatusError as error:
                 if kind != FORMATS[-1] and formats.rejects_format(error):
-                    self._downgrade(kind, f"HTTP {error.status_code}: {error.message[:160]}")
+                    self._downgrade(
+                        kind, f"HTTP {error.status_code}: {' '.join(error.message.split())[:160]}"
+                    )
                     continue
                 raise self._status_error(error, spend) from None
             except openai.APITimeoutError:
