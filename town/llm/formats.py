@@ -28,8 +28,8 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "grammar", "sc
 
 WHY = {
     "json_schema": "the server enforces the JSON schema itself",
-    "json_object": "the server rejects json_schema response formats but takes json_object with "
-    "a schema (as llama.cpp's servers do); the schema is in the prompt too",
+    "json_object": "the server does not take json_schema response formats but takes json_object "
+    "with a schema (as llama.cpp's servers do); the schema is in the prompt too",
     "text": "the server takes no response format; the schema is in the prompt and replies are "
     "read leniently",
 }
