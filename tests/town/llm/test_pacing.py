@@ -43,19 +43,20 @@ def test_the_timeout_follows_the_slowest_recent_answer_and_backs_off() -> None:
 async def test_calls_past_the_limit_wait_their_turn() -> None:
     pacer = Pacer(2, 60)
     inside, most = 0, 0
-    release = asyncio.Event()
+    release, full = asyncio.Event(), asyncio.Event()
 
     async def call() -> None:
         nonlocal inside, most
         async with pacer.slot():
             inside += 1
             most = max(most, inside)
+            if inside == 2:
+                full.set()
             await release.wait()
             inside -= 1
 
     calls = [asyncio.create_task(call()) for _ in range(5)]
-    while inside < 2:
-        await asyncio.sleep(0)
+    await full.wait()
     pacer.timed_out()  # now one at a time
     release.set()
     await asyncio.gather(*calls)
