@@ -46,9 +46,8 @@ def test_llm_check_names_the_mode_the_town_uses(configured: str) -> None:
 
 
 def test_a_bench_day_runs_on_the_model(configured: str) -> None:
-    result = runner.invoke(
-        app, ["bench", "town", "--llm", "configured", "--residents", "1", "--hours", "0.5", "--json"]
-    )
+    bench = ["bench", "town", "--llm", "configured", "--residents", "1", "--hours", "0.5"]
+    result = runner.invoke(app, [*bench, "--json"])
     assert result.exit_code == 0, result.output
     figures = last_json(result.output)
     assert figures["response_format"] == "json_object"
@@ -71,10 +70,7 @@ def test_a_small_town_runs_answers_an_interview_and_a_visitor(configured: str) -
 
 
 def test_a_gather_experiment_has_no_fallback(configured: str, tmp_path: Path) -> None:
-    result = runner.invoke(
-        app,
-        ["experiment", "gather", "--agents", "2", "--steps", "1", "--brain", "llm"]
-        + ["--out", str(tmp_path / "gather")],
-    )
+    gather = ["experiment", "gather", "--agents", "2", "--steps", "1", "--brain", "llm"]
+    result = runner.invoke(app, [*gather, "--out", str(tmp_path / "gather")])
     assert result.exit_code == 0, result.output
     assert "from the offline brain" not in result.output
