@@ -194,6 +194,8 @@ class LLMGateway:
         )
         self._holds.release(spend.held)  # recorded: the budget counts it now
         self.report.answered(task.name, reason if fallback else None)
+        if fallback and (warning := self.report.warn_once()) is not None:
+            log.warning("LLM %s", warning)
         return result
 
     def _usable(self) -> bool:

@@ -9,6 +9,8 @@ from typing import Any
 
 WARN_SHARE = 0.05
 """A day on which more than this share of answers came from the fallback gets a warning."""
+WARN_AFTER = 20
+"""Answers in a day before the log warns about the share (a first fallback is not 100%)."""
 
 BUDGET, TIMEOUT, UNPARSEABLE, NO_REPLY = "budget", "timeout", "unparseable", "no reply"
 """Reasons for a fallback (others: ``HTTP <status>``, ``API key rejected``, ``model missing``,
@@ -27,6 +29,7 @@ class AnswerReport:
         self.today = today
         self.model: Counter[tuple[date, str]] = Counter()
         self.fallback: Counter[tuple[date, str, str]] = Counter()
+        self._warned: date | None = None
 
     def answered(self, task: str, fallback_reason: str | None) -> None:
         if fallback_reason is None:
@@ -76,6 +79,35 @@ class AnswerReport:
             out.append(line)
         return out
 
+    def warn_once(self) -> str | None:
+        """The warning, the first time in a day it holds after :data:`WARN_AFTER` answers."""
+        day = self.today()
+        if self._warned == day:
+            return None
+        model, fallback = self._days(day)
+        answers = sum(model.values()) + sum(sum(c.values()) for c in fallback.values())
+        found = self.warning() if answers >= WARN_AFTER else None
+        if found is not None:
+            self._warned = day
+        return found
+
+    def status_lines(self) -> list[str]:
+        """For ``status`` and ``simulate``: today's answers, the fallback's share and reasons."""
+        day = self.today()
+        model, fallback = self._days(day)
+        back = sum(sum(c.values()) for c in fallback.values())
+        if not back and not model:
+            return []
+        lines = [
+            f"LLM answers today: {sum(model.values()):,} by the model, {back:,} by the offline "
+            f"fallback ({self.share(day):.1%})"
+        ]
+        for task in sorted(fallback):
+            reasons = ", ".join(f"{r} {n}" for r, n in fallback[task].most_common())
+            lines.append(f"  fallback {task}: {reasons}")
+        warning = self.warning()
+        return [*lines, warning] if warning else lines
+
     def warning(self) -> str | None:
         """A warning when more than 5% of today's answers came from the fallback."""
         share = self.share(self.today())
@@ -85,3 +117,19 @@ class AnswerReport:
             f"warning: {share:.0%} of today's LLM answers came from the offline fallback "
             f"(over {WARN_SHARE:.0%}); see the reasons by task"
         )
+
+
+def answers_of(brain: object) -> AnswerReport | None:
+    """The answer report of the LLM gateway behind ``brain`` (through any wrapper), if any."""
+    while brain is not None:
+        found = getattr(brain, "report", None)
+        if isinstance(found, AnswerReport):
+            return found
+        brain = getattr(brain, "inner", None)
+    return None
+
+
+def status_lines(brain: object) -> list[str]:
+    """What ``status`` and ``simulate`` say about the brain's answers today (nothing offline)."""
+    report = answers_of(brain)
+    return report.status_lines() if report is not None else []

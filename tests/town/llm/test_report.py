@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import date
+from types import SimpleNamespace
 
-from town.llm.report import AnswerReport
+from town.llm.report import WARN_AFTER, AnswerReport, status_lines
 
 DAY = date(2026, 2, 13)
 
@@ -46,3 +47,25 @@ def test_a_warning_only_above_five_percent_of_the_day() -> None:
 def test_another_day_counts_apart() -> None:
     report = report_of(1, {"timeout": 3})
     assert report.share(date(2026, 2, 14)) == 0.0 and report.share(DAY) == 0.75
+
+
+def test_status_lines_find_the_report_through_a_wrapper() -> None:
+    report = report_of(3, {"timeout": 1})
+    wrapper = SimpleNamespace(inner=SimpleNamespace(report=report, inner=None))
+    assert status_lines(wrapper) == [
+        "LLM answers today: 3 by the model, 1 by the offline fallback (25.0%)",
+        "  fallback react: timeout 1",
+        "warning: 25% of today's LLM answers came from the offline fallback (over 5%); "
+        "see the reasons by task",
+    ]
+    assert status_lines(SimpleNamespace(inner=None)) == []
+    assert report_of(0, {}).status_lines() == []
+
+
+def test_the_log_warns_once_a_day_after_enough_answers() -> None:
+    report = report_of(WARN_AFTER - 2, {"HTTP 500": 1})
+    assert report.warn_once() is None  # too few answers yet to judge the day
+    report.answered("react", "HTTP 500")
+    assert report.warn_once() is not None
+    report.answered("react", "HTTP 500")
+    assert report.warn_once() is None
