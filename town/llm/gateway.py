@@ -42,9 +42,10 @@ MODE_BUDGET_SPENT = "offline (budget spent)"
 MODE_KEY_REJECTED = "offline (API key rejected)"
 MODE_MODEL_MISSING = "offline (model not found)"
 FORMATS = formats.FORMATS
-TIMEOUT_ROUNDS = 3
+TIMEOUT_ROUNDS = 2
 """Rounds of the client's attempts a call gets when they time out (the pacer slows down between
-them) before the offline brain answers."""
+them) before the offline brain answers; the server then rests for a timeout's length (calls
+meanwhile are answered offline at once), so a hung server never stalls the town."""
 _REPAIR = (
     "Your previous reply could not be used: {problem}. Reply again with only the corrected JSON "
     "object, matching the requested shape."
@@ -142,6 +143,8 @@ class LLMGateway:
         self._holds = Holds(self._budget)
         self._disabled: str | None = None
         self._budget_noted = False
+        self._rest_until = 0.0  # monotonic time until which a hung server is left alone
+        self._said_timeouts = False
 
     @property
     def mode(self) -> str:
@@ -224,6 +227,8 @@ class LLMGateway:
             )
 
     async def _think(self, task: Task[I, R], inputs: I, spend: _Spend) -> R:
+        if time.monotonic() < self._rest_until:
+            raise _Unusable("the server did not answer lately; asking again soon", why.TIMEOUT)
         messages = task.render(inputs)
         schema = task.schema_for(inputs)
         reply = await self._complete(task, schema, messages, spend)
@@ -297,6 +302,7 @@ class LLMGateway:
                         self.pacer.timeout_s,
                     )
                     continue
+                self._rest_until = time.monotonic() + self.pacer.timeout_s
                 self._say_timeouts()
                 raise _Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
             except openai.APIConnectionError:
@@ -392,10 +398,14 @@ class LLMGateway:
             )
 
     def _say_timeouts(self) -> None:
-        if self.pacer.timeouts == TIMEOUT_ROUNDS:  # once, at the first call that gives up
+        if not self._said_timeouts:  # once, at the first call that gives up
+            self._said_timeouts = True
             log.warning(
-                "LLM calls keep timing out even one at a time (timeout %.0f s): the server is "
-                "too slow for this town; raise BOTTOWN_LLM_TIMEOUT_S or lower %s",
+                "LLM calls time out even %d at a time (timeout now %.0f s): the server is too "
+                "slow for this town or hangs; the offline brain answers for %.0f s, then the LLM "
+                "is asked again; raise BOTTOWN_LLM_TIMEOUT_S or lower %s",
+                int(self.pacer.limit),
+                self.pacer.timeout_s,
                 self.pacer.timeout_s,
                 CONCURRENCY_SETTING,
             )

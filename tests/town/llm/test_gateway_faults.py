@@ -172,3 +172,20 @@ async def test_calls_together_never_pass_the_budget_by_more_than_one_call(
         assert 0 < tally.total.calls < 30
         assert tally.total_tokens <= limit + one_call
         assert gateway.report.as_json()["fallbacks_by_task"]["utter"]["budget"] > 0
+
+
+async def test_a_hung_server_never_stalls_the_town(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(hang_s=10) as url:
+        gateway, tally, _ = rig_factory(url, timeout=0.5, max_retries=0, concurrency=4)
+        await faults(url, *["hang"] * 10)
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            for _ in range(3):
+                assert (await gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+        stats = await admin(url, "/_fake/stats")
+        assert stats["requests"] == 2  # two rounds for the first call, then the server rests
+        assert tally.total.fallbacks == 3 and gateway.pacer.limit == 1
+        assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"timeout": 3}}
+        said = [r.getMessage() for r in caplog.records if "time out" in r.getMessage()]
+        assert len(said) == 1 and "BOTTOWN_LLM_TIMEOUT_S" in said[0]
