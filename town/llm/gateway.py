@@ -208,9 +208,6 @@ class LLMGateway:
                 reason = self._budget.spent_reason()
             self._note_budget_spent(reason)
             return False
-        if self._budget_noted and self._holds.held == Hold():
-            log.info("LLM budget available again: residents use the LLM")
-            self._budget_noted = False
         return True
 
     def _note_budget_spent(self, reason: str | None) -> None:
@@ -276,9 +273,12 @@ class LLMGateway:
             chars = sum(len(str(m.get("content", ""))) for m in wire)
             # the call's worst case is held against the budget before it is sent, so calls in
             # flight never pass it together; once back, what it spent is held until recorded
-            worst = Hold(worst_prompt_tokens(chars) + max_tokens, 1 + self._client.max_retries)
+            worst = Hold(worst_prompt_tokens(chars) + max_tokens, 1)
             if not self._holds.reserve(worst):
                 raise _Unusable("the daily budget has no room for this call", why.BUDGET)
+            if self._budget_noted:
+                log.info("LLM budget available again: residents use the LLM")
+                self._budget_noted = False
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
                 reply = await self._send(task.name, schema, wire, kind, max_tokens, spend)
