@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import openai
 from pydantic import BaseModel
 
-from town.llm import formats
+from town.llm import advice, formats
 from town.llm import report as why
 from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
@@ -52,19 +52,13 @@ _REPAIR = (
 )
 
 
-# The settings a deployment fixes when the server rejects the key or the model.
-API_KEY_SETTING = "BOTTOWN_LLM_API_KEY"
-MODEL_SETTING = "BOTTOWN_LLM_MODEL"
-BASE_URL_SETTING = "BOTTOWN_LLM_BASE_URL"
-CONCURRENCY_SETTING = "BOTTOWN_LLM_CONCURRENCY"
-
-
 class _Unusable(Exception):
     """The model gave no usable answer: the offline brain answers instead."""
 
-    def __init__(self, detail: str, reason: str = "error") -> None:
+    def __init__(self, detail: str, reason: str = "error", quiet: bool = False) -> None:
         super().__init__(detail)
         self.reason = reason  # the fallback's reason in the report (see town.llm.report)
+        self.quiet = quiet  # the log has said why already: this fallback is logged at INFO
 
 
 @runtime_checkable
@@ -145,6 +139,7 @@ class LLMGateway:
         self._budget_noted = False
         self._rest_until = 0.0  # monotonic time until which a hung server is left alone
         self._said_timeouts = False
+        self._said_context = False
 
     @property
     def mode(self) -> str:
@@ -176,7 +171,8 @@ class LLMGateway:
                 if reason == why.BUDGET:
                     self._note_budget_spent(str(error))
                 else:
-                    log.warning(
+                    log.log(
+                        logging.INFO if error.quiet else logging.WARNING,
                         "LLM gave no usable %s answer (%s); the offline brain answers",
                         task.name,
                         error,
@@ -225,7 +221,9 @@ class LLMGateway:
 
     async def _think(self, task: Task[I, R], inputs: I, spend: _Spend) -> R:
         if time.monotonic() < self._rest_until:
-            raise _Unusable("the server did not answer lately; asking again soon", why.TIMEOUT)
+            raise _Unusable(
+                "the server did not answer lately; asking again soon", why.TIMEOUT, True
+            )
         messages = task.render(inputs)
         schema = task.schema_for(inputs)
         reply = await self._complete(task, schema, messages, spend)
@@ -327,6 +325,14 @@ class LLMGateway:
             return _Unusable("model not found (404)", "model not found")
         if isinstance(error, openai.RateLimitError) and error.code == "insufficient_quota":
             return _Unusable("the account has no quota left (429)", "HTTP 429")
+        if advice.CONTEXT_FULL.search(error.message):
+            quiet = self._said_context
+            if not quiet:
+                self._said_context = True
+                log.warning("%s", advice.context_full(status, error.message))
+            return _Unusable(
+                f"the prompt exceeds the context window ({status})", "context full", quiet
+            )
         if status >= 500 or status in (408, 409, 429):
             spend.calls += self._client.max_retries
             return _Unusable(f"HTTP {status}, gave up after the retries", f"HTTP {status}")
@@ -400,41 +406,10 @@ class LLMGateway:
     def _say_timeouts(self) -> None:
         if not self._said_timeouts:  # once, at the first call that gives up
             self._said_timeouts = True
-            log.warning(
-                "LLM calls time out even %d at a time (timeout now %.0f s): the server is too "
-                "slow for this town or hangs; the offline brain answers for %.0f s, then the LLM "
-                "is asked again; raise BOTTOWN_LLM_TIMEOUT_S or lower %s",
-                int(self.pacer.limit),
-                self.pacer.timeout_s,
-                self.pacer.timeout_s,
-                CONCURRENCY_SETTING,
-            )
+            log.warning("%s", advice.timeouts(int(self.pacer.limit), self.pacer.timeout_s))
 
     def _disable(self, mode: str, status: int) -> None:
         """Stop asking the model for good, saying once which setting to fix (never the key)."""
-        if self._disabled is not None:
-            return
-        self._disabled = mode
-        if status == 401:
-            log.error(
-                "LLM rejected the API key (401): set %s to a valid key; "
-                "residents now use the offline brain",
-                API_KEY_SETTING,
-            )
-        elif status == 403:
-            log.error(
-                "LLM refused access (403) to model %r: check that %s may use it, or set "
-                "%s; residents now use the offline brain",
-                self.model,
-                API_KEY_SETTING,
-                MODEL_SETTING,
-            )
-        else:
-            log.error(
-                "LLM model %r not found (%d): set %s to a model this server offers "
-                "(and check %s ends in /v1); residents now use the offline brain",
-                self.model,
-                status,
-                MODEL_SETTING,
-                BASE_URL_SETTING,
-            )
+        if self._disabled is None:
+            self._disabled = mode
+            log.error("%s", advice.refused(status, self.model))

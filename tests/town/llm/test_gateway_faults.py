@@ -189,3 +189,31 @@ async def test_a_hung_server_never_stalls_the_town(
         assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"timeout": 3}}
         said = [r.getMessage() for r in caplog.records if "time out" in r.getMessage()]
         assert len(said) == 1 and "BOTTOWN_LLM_TIMEOUT_S" in said[0]
+
+
+async def test_a_context_window_too_small_is_said_once_with_the_fix(
+    caplog: pytest.LogCaptureFixture, rig_factory: Callable[..., Rig]
+) -> None:
+    from aiohttp import web
+
+    async def full(request: web.Request) -> web.Response:
+        message = "Requested tokens (2300) exceed context window of 2048"
+        return web.json_response({"error": {"message": message}}, status=400)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", full)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        gateway, _, _ = rig_factory(f"http://{host}:{port}/v1")
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            for _ in range(2):
+                await gateway.run(EMOJI, sample(EMOJI))
+    finally:
+        await runner.cleanup()
+    said = [r.getMessage() for r in caplog.records if "too small" in r.getMessage()]
+    assert len(said) == 1 and "--n_ctx 4096" in said[0]
+    assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"context full": 2}}
