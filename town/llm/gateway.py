@@ -12,7 +12,6 @@ and counts usage.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -26,7 +25,14 @@ from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
 from town.llm.pacing import Pacer
 from town.llm.port import Brain
-from town.llm.replies import Reply, read_reply
+from town.llm.replies import (
+    Reply,
+    estimate_tokens,
+    problem_of,
+    read_reply,
+    seconds_of,
+    worst_prompt_tokens,
+)
 from town.llm.report import AnswerReport
 from town.llm.shapes import max_tokens_for
 from town.llm.tasks import Message, Task
@@ -78,33 +84,6 @@ class _Spend:
     held: Hold = field(default_factory=Hold)
 
 
-def estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / 4)
-
-
-def worst_prompt_tokens(chars: int) -> int:
-    """A prompt's tokens as a reservation counts them: generously (3 characters a token)."""
-    return math.ceil(chars / 3)
-
-
-def _problem(error: ValueError) -> str:
-    errors = getattr(error, "errors", None)
-    if callable(errors):
-        found = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
-            for e in errors(include_url=False, include_input=False)[:5]
-        ]
-        return "; ".join(found)
-    return str(error)[:300]
-
-
-def _seconds(timeout: object) -> float:
-    if isinstance(timeout, int | float):
-        return float(timeout)
-    read = getattr(timeout, "read", None)
-    return float(read) if isinstance(read, int | float) else 60.0
-
-
 class LLMGateway:
     """A :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client (``open_client``),
     which retries on its own; ``concurrency`` is the most calls in flight (the pacer may allow
@@ -130,7 +109,7 @@ class LLMGateway:
         self._usage: UsageRecorder = usage if usage is not None else NullRecorder()
         self._budget: Budget = budget if budget is not None else Unlimited()
         self._fallback: Brain = fallback if fallback is not None else OfflineBrain()
-        self.pacer = Pacer(concurrency, _seconds(client.timeout))
+        self.pacer = Pacer(concurrency, seconds_of(client.timeout))
         self.report = AnswerReport()
         self._format = 0  # the index in FORMATS of the response format asked for
         self._ignored = 0  # replies in a row without JSON in the current format
@@ -230,7 +209,7 @@ class LLMGateway:
         try:
             return self._parse(task, inputs, reply)
         except ValueError as error:
-            problem = _problem(error)
+            problem = problem_of(error)
         log.info("LLM %s reply did not validate (%s); asking for a repair", task.name, problem)
         repair: list[Message] = [
             *messages,
@@ -242,7 +221,7 @@ class LLMGateway:
             return self._parse(task, inputs, reply)
         except ValueError as error:
             raise _Unusable(
-                f"still invalid after a repair: {_problem(error)}", why.UNPARSEABLE
+                f"still invalid after a repair: {problem_of(error)}", why.UNPARSEABLE
             ) from None
 
     def _parse(self, task: Task[I, R], inputs: I, reply: str) -> R:

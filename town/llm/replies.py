@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from openai.types.chat import ChatCompletion
@@ -45,3 +46,30 @@ def read_reply(completion: object) -> Reply:
     if not isinstance(content, str):
         return Reply("", prompt, done, "the message's content is not text")
     return Reply(content, prompt, done)
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def worst_prompt_tokens(chars: int) -> int:
+    """A prompt's tokens as a reservation counts them: generously (3 characters a token)."""
+    return math.ceil(chars / 3)
+
+
+def problem_of(error: ValueError) -> str:
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        found = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
+            for e in errors(include_url=False, include_input=False)[:5]
+        ]
+        return "; ".join(found)
+    return str(error)[:300]
+
+
+def seconds_of(timeout: object) -> float:
+    if isinstance(timeout, int | float):
+        return float(timeout)
+    read = getattr(timeout, "read", None)
+    return float(read) if isinstance(read, int | float) else 60.0
