@@ -144,12 +144,13 @@ def bench_gateway(
 LLM_CHOICES = ("fake", "configured")
 
 
+NO_LLM = (
+    "--llm configured needs an LLM: set BOTTOWN_LLM_BASE_URL (and BOTTOWN_LLM_MODEL, "
+    "BOTTOWN_LLM_API_KEY if the server wants one)"
+)
+
+
 def _configured_client(settings: Settings) -> openai.AsyncOpenAI:
-    if not settings.uses_llm:
-        raise ValueError(
-            "--llm configured needs an LLM: set BOTTOWN_LLM_BASE_URL (and BOTTOWN_LLM_MODEL, "
-            "BOTTOWN_LLM_API_KEY if the server wants one)"
-        )
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
     return open_client(
         settings.llm_base_url, key, settings.llm_timeout_s, settings.llm_max_attempts - 1
@@ -191,6 +192,8 @@ async def run_town_bench(
         raise ValueError(f"--residents must be 1 to {len(spec.residents)} for smallville")
     if llm not in LLM_CHOICES:
         raise ValueError(f"--llm must be one of {', '.join(LLM_CHOICES)}")
+    if llm == "configured" and not settings.uses_llm:
+        raise ValueError(NO_LLM)
     spec = spec.model_copy(update={"residents": spec.residents[:residents]})
     proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms)
     try:
