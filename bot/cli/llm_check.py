@@ -69,11 +69,11 @@ async def _try(client: openai.AsyncOpenAI, settings: Settings, kind: str, where:
         )
     except openai.APIStatusError as error:
         if formats.rejects_format(error):
-            return f"rejected (HTTP {error.status_code}: {' '.join(error.message.split())[:120]})"
+            return f"rejected (HTTP {error.status_code}: {formats.said(error, 200)})"
         fatal = _fatal(error, settings, where)
         if fatal is not None:
             raise fatal from None
-        return f"failed (HTTP {error.status_code}: {' '.join(error.message.split())[:120]})"
+        return f"failed (HTTP {error.status_code}: {formats.said(error, 200)})"
     except openai.APIError as error:
         fatal = _fatal(error, settings, where)
         raise fatal or _Fatal(f"{where}: {type(error).__name__}") from None

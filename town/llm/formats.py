@@ -13,6 +13,7 @@ whose replies ignore it, gets the next mode; the gateway of a server remembers w
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import openai
@@ -42,6 +43,12 @@ def rejects_format(error: openai.APIStatusError) -> bool:
         return False
     text = f"{error.message} {getattr(error, 'param', '')} {error.body}".lower()
     return any(word in text for word in _FORMAT_WORDS)
+
+
+def said(error: openai.APIStatusError, limit: int = 160) -> str:
+    """The error's message on one line, without the client's "Error code: 500 - " prefix."""
+    text = " ".join(error.message.split())
+    return re.sub(r"^Error code: \d+ - ", "", text)[:limit]
 
 
 def response_format(kind: str, name: str, schema: dict[str, Any]) -> Any:

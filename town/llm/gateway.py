@@ -200,9 +200,8 @@ class LLMGateway:
 
     async def _think(self, task: Task[I, R], inputs: I, spend: _Spend) -> R:
         if time.monotonic() < self._rest_until:
-            raise _Unusable(
-                "the server did not answer lately; asking again soon", why.TIMEOUT, True
-            )
+            resting = "the server did not answer lately; asking again soon"
+            raise _Unusable(resting, why.TIMEOUT, quiet=True)
         messages = task.render(inputs)
         schema = task.schema_for(inputs)
         reply = await self._complete(task, schema, messages, spend)
@@ -262,9 +261,7 @@ class LLMGateway:
                 return self._account(reply, messages, spend)
             except openai.APIStatusError as error:
                 if kind != FORMATS[-1] and formats.rejects_format(error):
-                    self._downgrade(
-                        kind, f"HTTP {error.status_code}: {' '.join(error.message.split())[:160]}"
-                    )
+                    self._downgrade(kind, f"HTTP {error.status_code}: {formats.said(error)}")
                     continue
                 raise self._status_error(error, spend) from None
             except openai.APITimeoutError:

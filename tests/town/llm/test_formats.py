@@ -53,3 +53,8 @@ def test_outside_json_schema_mode_the_prompt_holds_the_schema() -> None:
         system = formats.wire(messages, kind, schema)[0]
         assert system["role"] == "system"
         assert '"maxLength":16' in str(system.get("content"))
+
+
+def test_what_the_server_said_fits_one_line() -> None:
+    error = status_error(500, "Error code: 500 - 1 validation error:\n  bad 'response_format'")
+    assert formats.said(error) == "1 validation error: bad 'response_format'"
