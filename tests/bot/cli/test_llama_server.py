@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bot.cli.main import app
 
-pytest_plugins = ["tests.llama_server"]
+pytest_plugins = ["tests.servers", "tests.llama_server"]  # tests.servers first: it imports it
 
 runner = CliRunner()
 
