@@ -43,7 +43,9 @@ demo: $(VENV_STAMP)
 test: $(VENV_STAMP) $(LLAMA_STAMP)
 	$(UV) run --no-sync pytest
 
-llama-server: $(LLAMA_STAMP)
+llama-server:  # (tries again after a failed build)
+	if [ -f $(LLAMA)/unavailable ]; then rm -f $(LLAMA_STAMP); fi
+	$(MAKE) --no-print-directory $(LLAMA_STAMP)
 
 lint: $(VENV_STAMP)
 	$(UV) run --no-sync ruff check .
