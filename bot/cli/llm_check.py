@@ -119,4 +119,10 @@ async def check_llm(settings: Settings) -> tuple[bool, str]:
         )
         return False, "\n".join(lines)
     lines.append(f"LLM OK: the town will use {chosen} mode: {formats.WHY[chosen]}")
+    if chosen != "json_schema":
+        lines.append(
+            "A local server that answers one call at a time (llama.cpp, Ollama's default) is "
+            "best asked with BOTTOWN_LLM_CONCURRENCY=1 or 2; the town also slows down by itself "
+            "when calls time out"
+        )
     return True, "\n".join(lines)
