@@ -50,3 +50,16 @@ def test_a_python_asked_for_wins(tmp_path: Path) -> None:
     assert chosen(f"SYSTEM_PYTHON={system}", "PYTHON=python3.12") == "python3.12"
     env = {"PATH": "/usr/bin:/bin", "PYTHON": "python3.13"}
     assert chosen(f"SYSTEM_PYTHON={system}", env=env) == "python3.13"
+
+
+def test_make_demo_never_builds_the_llm_server() -> None:
+    def planned(target: str) -> str:
+        return subprocess.run(
+            ["make", "-n", "-B", "-C", str(ROOT), target],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    assert "llama" not in planned("demo")
+    assert "llama-cpp-python[server]==" in planned("test")

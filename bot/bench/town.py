@@ -1,8 +1,9 @@
 """``bottown bench town``: what a game day of Smallville costs, and how fast it runs.
 
 The town runs against the fake OpenAI-compatible server (``bottown fake-llm``, started as its own
-process on a loopback port) with a fixed latency per completion, through the real gateway and
-``openai`` client. Founding the town (rating and embedding the seed memories) is not counted.
+process on a loopback port) with a fixed latency per completion, or against the configured LLM
+(``--llm configured``), through the real gateway and ``openai`` client. Founding the town (rating
+and embedding the seed memories) is not counted.
 
 - ``calls_per_resident_day`` and ``tokens_per_resident_day``, in all and ``by_task``;
 - ``activity``: actions, moves, conversations, utterances, reactions and reflections per resident
@@ -11,7 +12,9 @@ process on a loopback port) with a fixed latency per completion, through the rea
   would take; ``critical_path_s``: for each tick, its longest chain of dependent calls (see
   ``town/llm/depth.py``) times the latency, summed over the ticks; ``loop_cpu_s``: the CPU time of
   the event loop's thread over the ticks (what the wall time adds to the critical path is mostly
-  this: the loop thinks for every resident in turn, and one tick's calls go out one after another).
+  this: the loop thinks for every resident in turn, and one tick's calls go out one after another);
+- ``fallback_share``: answers by the offline fallback over all answers, ``fallbacks_by_task`` (by
+  reason) and ``answers_by_task``; ``response_format``: the mode the server settled on.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -64,6 +67,9 @@ class TownBench:
     chain_calls: int
     ticks: int
     loop_cpu_s: float
+    llm: str = "fake"
+    answers: dict[str, Any] = field(default_factory=dict)
+    response_format: str = "json_schema"
 
     def as_json(self) -> dict[str, Any]:
         per = self.residents * self.days
@@ -87,6 +93,9 @@ class TownBench:
             "serial_s": round(total.calls * self.latency_ms / 1000, 2),
             "critical_path_s": round(self.chain_calls * self.latency_ms / 1000, 2),
             "loop_cpu_s": round(self.loop_cpu_s, 2),
+            "llm": self.llm,
+            "response_format": self.response_format,
+            **self.answers,
         }
 
 
@@ -124,10 +133,39 @@ def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the fake LLM server did not open its port within 30 s")
 
 
-def bench_gateway(client: openai.AsyncOpenAI, tally: UsageTally, concurrency: int) -> LLMGateway:
-    """The gateway a town bench thinks through, as a deployment's: to the fake server's model,
-    counting usage."""
-    return LLMGateway(client, model="bottown-fake", usage=tally, concurrency=concurrency)
+def bench_gateway(
+    client: openai.AsyncOpenAI, tally: UsageTally, concurrency: int, model: str = "bottown-fake"
+) -> LLMGateway:
+    """The gateway a town bench thinks through, as a deployment's: to the fake server's model (or
+    the configured one), counting usage."""
+    return LLMGateway(client, model=model, usage=tally, concurrency=concurrency)
+
+
+LLM_CHOICES = ("fake", "configured")
+
+
+NO_LLM = (
+    "--llm configured needs an LLM: set BOTTOWN_LLM_BASE_URL (and BOTTOWN_LLM_MODEL, "
+    "BOTTOWN_LLM_API_KEY if the server wants one)"
+)
+
+
+def _configured_client(settings: Settings) -> openai.AsyncOpenAI:
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+    return open_client(
+        settings.llm_base_url, key, settings.llm_timeout_s, settings.llm_max_attempts - 1
+    )
+
+
+def report_lines(result: dict[str, Any]) -> list[str]:
+    """What a bench's JSON says about the fallback, for the table's reader."""
+    lines = [
+        f"LLM {result['llm']} ({result['response_format']} mode): "
+        f"{result['fallback_share']:.1%} of answers by the offline fallback"
+    ]
+    for task, reasons in result["fallbacks_by_task"].items():
+        lines.append(f"  {task}: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
+    return lines
 
 
 def _count(activity: Counter[str], report: TickReport) -> None:
@@ -147,12 +185,17 @@ async def run_town_bench(
     latency_ms: float = 100,
     concurrency: int = 64,
     progress: Callable[[int, int], None] | None = None,
+    llm: str = "fake",
 ) -> TownBench:
     spec = load_town("smallville")
     if not 1 <= residents <= len(spec.residents):
         raise ValueError(f"--residents must be 1 to {len(spec.residents)} for smallville")
+    if llm not in LLM_CHOICES:
+        raise ValueError(f"--llm must be one of {', '.join(LLM_CHOICES)}")
+    if llm == "configured" and not settings.uses_llm:
+        raise ValueError(NO_LLM)
     spec = spec.model_copy(update={"residents": spec.residents[:residents]})
-    proc, url = start_fake_llm(latency_ms)
+    proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
             local = settings.model_copy(
@@ -166,8 +209,12 @@ async def run_town_bench(
             assert town.id is not None
             flush_queues(services.executor)  # founding's vectors too are not counted
             tally = UsageTally()
-            client = open_client(url, "bench", max(30.0, latency_ms / 100))
-            gateway = bench_gateway(client, tally, concurrency)
+            if proc is None:
+                client = _configured_client(settings)
+                gateway = bench_gateway(client, tally, settings.llm_concurrency, settings.llm_model)
+            else:
+                client = open_client(url, "bench", max(30.0, latency_ms / 100))
+                gateway = bench_gateway(client, tally, concurrency)
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
             )
@@ -187,8 +234,20 @@ async def run_town_bench(
             services.close()  # pending index writes finish before the folder goes
             ChromaIndex.release_all()
     finally:
-        proc.terminate()
-        proc.wait(10)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
     return TownBench(
-        residents, hours / 24, latency_ms, tally, activity, wall, chain, total, loop_cpu
+        residents,
+        hours / 24,
+        latency_ms,
+        tally,
+        activity,
+        wall,
+        chain,
+        total,
+        loop_cpu,
+        settings.llm_model if proc is None else "fake",
+        gateway.report.as_json(),
+        gateway.response_format_kind,
     )

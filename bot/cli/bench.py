@@ -30,16 +30,23 @@ def bench_town(
     hours: Annotated[float, typer.Option(min=0.5, help="Game hours to run.")] = 24.0,
     latency_ms: FakeLatencyMs = 1000.0,
     concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight.")] = 64,
+    llm: Annotated[
+        str,
+        typer.Option(help="fake: the fake LLM server; configured: the LLM the settings name."),
+    ] = "fake",
     as_json: JsonFlag = False,
 ) -> None:
-    """LLM calls, tokens and activity per resident per game day, against the fake LLM server."""
-    from bot.bench.town import run_town_bench
+    """LLM calls, tokens, activity and fallbacks per resident per game day, against the fake LLM
+    server or the configured LLM."""
+    from bot.bench.town import report_lines, run_town_bench
 
     def run() -> None:
         settings = settings_and_logging()
         with progress_counter("ticks") as progress:
             result = asyncio.run(
-                run_town_bench(settings, residents, hours, latency_ms, concurrency, progress)
+                run_town_bench(
+                    settings, residents, hours, latency_ms, concurrency, progress, llm=llm
+                )
             ).as_json()
         if as_json:
             print(json.dumps(result))
@@ -70,6 +77,7 @@ def bench_town(
             f"wall {result['wall_s']} s, serial {result['serial_s']} s, critical path "
             f"{result['critical_path_s']} s, event loop CPU {result['loop_cpu_s']} s"
         )
+        out.print("\n".join(report_lines(result)), highlight=False)
 
     guarded(run)
 

@@ -1,61 +1,128 @@
-"""``bottown llm check``: one small request to the configured LLM, and a plain verdict."""
+"""``bottown llm check``: one small request to the configured LLM in each structured-output mode,
+and a plain verdict: the mode the town will use and why, or the setting to fix."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import openai
 
 from bot.runtime.settings import Settings
+from town.llm import formats
 from town.llm.client import open_client
-from town.llm.schemas import EmojiInput
-from town.llm.tasks import EMOJI
+from town.llm.lenient import NoJSON
+from town.llm.replies import read_reply
+from town.llm.schemas import RateImportanceInput
+from town.llm.shapes import max_tokens_for
+from town.llm.tasks import RATE_IMPORTANCE
+
+PROBE = RateImportanceInput(
+    resident="Isabella Rodriguez",
+    observations=[
+        "Isabella Rodriguez is opening Hobbs Cafe",
+        "the cafe's fridge is empty",
+        "Klaus Mueller asks Isabella to help him move house",
+    ],
+)
+"""The check's question: three observations to rate, so a valid reply shows the server holds a
+model to an exact count and a range (one score each, 1 to 10)."""
 
 
-async def check_llm(settings: Settings) -> tuple[bool, str]:
-    """(works, message). The message names the setting to fix; it never contains the key."""
-    where = settings.llm_base_url or "the OpenAI API"
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s, max_retries=0)
-    inputs = EmojiInput(action="opening Hobbs Cafe for the day")
-    schema = {"name": EMOJI.name, "schema": EMOJI.json_schema(), "strict": False}
-    create: Any = client.chat.completions.create  # the messages are our own typed dicts
-    try:
-        reply = await create(
-            model=settings.llm_model,
-            messages=list(EMOJI.render(inputs)),
-            response_format={"type": "json_schema", "json_schema": schema},
-            max_tokens=60,
-        )
-    except openai.AuthenticationError:
-        return False, f"{where} rejected the API key (401): check BOTTOWN_LLM_API_KEY"
-    except openai.PermissionDeniedError:
-        return False, f"{where} refused access (403): may this key use {settings.llm_model}?"
-    except openai.NotFoundError:
-        return False, (
+class _Fatal(Exception):
+    """The server cannot be used as configured: the message names the setting to fix."""
+
+
+def _fatal(error: openai.APIError, settings: Settings, where: str) -> _Fatal | None:
+    if isinstance(error, openai.AuthenticationError):
+        return _Fatal(f"{where} rejected the API key (401): check BOTTOWN_LLM_API_KEY")
+    if isinstance(error, openai.PermissionDeniedError):
+        return _Fatal(f"{where} refused access (403): may this key use {settings.llm_model}?")
+    if isinstance(error, openai.NotFoundError):
+        return _Fatal(
             f"{where} has no model {settings.llm_model!r} (404): check BOTTOWN_LLM_MODEL "
             "(for Ollama: `ollama pull <model>` first) and that the URL ends in /v1"
         )
-    except openai.RateLimitError:
-        return False, f"{where} is rate-limiting this key or its quota is spent (429)"
-    except openai.APITimeoutError:
-        return False, f"{where} did not answer within {settings.llm_timeout_s:g} s"
-    except openai.APIConnectionError:
-        return False, f"cannot reach {where}: is the server running? check BOTTOWN_LLM_BASE_URL"
-    except openai.APIStatusError as exc:
-        return False, f"{where} answered HTTP {exc.status_code}: {exc.message[:200]}"
+    if isinstance(error, openai.RateLimitError):
+        return _Fatal(f"{where} is rate-limiting this key or its quota is spent (429)")
+    if isinstance(error, openai.APITimeoutError):
+        return _Fatal(
+            f"{where} did not answer within {settings.llm_timeout_s:g} s: raise "
+            "BOTTOWN_LLM_TIMEOUT_S for a slow local model"
+        )
+    if isinstance(error, openai.APIConnectionError):
+        return _Fatal(f"cannot reach {where}: is the server running? check BOTTOWN_LLM_BASE_URL")
+    return None
+
+
+async def _try(client: openai.AsyncOpenAI, settings: Settings, kind: str, where: str) -> str:
+    """``"ok ..."`` or what went wrong in this mode; raises :class:`_Fatal`."""
+    schema = RATE_IMPORTANCE.schema_for(PROBE)
+    create: Any = client.chat.completions.with_raw_response.create
+    began = time.monotonic()
+    try:
+        raw = await create(
+            model=settings.llm_model,
+            messages=formats.wire(RATE_IMPORTANCE.render(PROBE), kind, schema),
+            response_format=formats.response_format(kind, RATE_IMPORTANCE.name, schema),
+            max_tokens=max_tokens_for(schema),
+        )
+    except openai.APIStatusError as error:
+        if formats.rejects_format(error):
+            return f"rejected (HTTP {error.status_code}: {formats.said(error, 200)})"
+        fatal = _fatal(error, settings, where)
+        if fatal is not None:
+            raise fatal from None
+        return f"failed (HTTP {error.status_code}: {formats.said(error, 200)})"
+    except openai.APIError as error:
+        fatal = _fatal(error, settings, where)
+        raise fatal or _Fatal(f"{where}: {type(error).__name__}") from None
+    seconds = time.monotonic() - began
+    try:
+        reply = read_reply(raw.parse())
+    except ValueError:
+        return "failed (the reply was not JSON)"
+    if reply.problem is not None:
+        return f"failed (the reply was not a chat completion: {reply.problem})"
+    try:
+        RATE_IMPORTANCE.parse(PROBE, reply.content)
+    except NoJSON:
+        return "ignored (the reply held no JSON)"
+    except ValueError:
+        return "answered, but not with a valid reply (the gateway would repair or fall back)"
+    return f"ok (a valid reply in {seconds:.1f} s)"
+
+
+async def check_llm(settings: Settings) -> tuple[bool, str]:
+    """(the town can use the server, message). The message names the mode the town will use and
+    why, or the setting to fix; it never contains the key."""
+    where = settings.llm_base_url or "the OpenAI API"
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s, max_retries=0)
+    lines = [f"{settings.llm_model} at {where}:"]
+    chosen = None
+    try:
+        for kind in formats.FORMATS:
+            verdict = await _try(client, settings, kind, where)
+            lines.append(f"  {kind}: {verdict}")
+            if verdict.startswith("ok"):
+                chosen = kind
+                break
+    except _Fatal as fatal:
+        return False, str(fatal)
     finally:
         await client.close()
-    usage = reply.usage.total_tokens if reply.usage else "?"
-    content = reply.choices[0].message.content or "" if reply.choices else ""
-    try:
-        EMOJI.parse(inputs, content)
-    except ValueError:
-        return True, (
-            f"LLM reachable: {settings.llm_model} at {where} answered ({usage} tokens), but not "
-            "with the JSON asked for; the gateway will repair or fall back to the offline brain"
+    if chosen is None:
+        lines.append(
+            "LLM reachable, but no mode gave a valid reply: the offline brain would answer most "
+            "calls; try a larger model (BOTTOWN_LLM_MODEL)"
         )
-    return (
-        True,
-        f"LLM OK: {settings.llm_model} at {where} answered with valid JSON ({usage} tokens)",
-    )
+        return False, "\n".join(lines)
+    lines.append(f"LLM OK: the town will use {chosen} mode: {formats.WHY[chosen]}")
+    if chosen != "json_schema":
+        lines.append(
+            "A local server that answers one call at a time (llama.cpp, Ollama's default) is "
+            "best asked with BOTTOWN_LLM_CONCURRENCY=1 or 2; the town also slows down by itself "
+            "when calls time out"
+        )
+    return True, "\n".join(lines)

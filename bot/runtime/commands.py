@@ -16,6 +16,7 @@ from town.features.coaching.feedback import feedback
 from town.inputs import admin, query, visitor
 from town.llm.gateway import MODE_LLM
 from town.llm.port import Brain
+from town.llm.report import status_lines
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.tick.engine import Engine, TownChanged, until_unchanged
 
@@ -283,6 +284,7 @@ class Commands:
             found = getattr(found, "inner", None)
         if budget is not None:
             lines.append(budget.describe())
+        lines.extend(status_lines(self.engine.brain))  # answers by the model and by the fallback
         extra = self.extra_status() if self.extra_status is not None else ""
         if extra:
             lines.append(extra)

@@ -130,11 +130,17 @@ def _fault_response(fault: str, request: web.Request, body: dict[str, Any]) -> w
             404, f"The model `{model}` does not exist.", "invalid_request_error", "model_not_found"
         )
     response_format = body.get("response_format")
-    if (
-        fault == "reject_json_schema"
-        and isinstance(response_format, dict)
-        and (response_format.get("type") == "json_schema")
-    ):
+    schema_asked = isinstance(response_format, dict) and (
+        response_format.get("type") == "json_schema"
+    )
+    if fault == "reject_json_schema_500" and schema_asked:  # as llama-cpp-python's server does
+        return _error(
+            500,
+            "1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', "
+            "'type'), 'msg': \"Input should be 'text' or 'json_object'\"}",
+            "server_error",
+        )
+    if fault == "reject_json_schema" and schema_asked:
         return _error(
             400,
             "Invalid parameter: 'response_format' of type 'json_schema' is not "
@@ -184,9 +190,14 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
         content = "Sure! Here is the JSON you asked for: " + content[: len(content) // 2]
     elif fault == "wrong_shape":
         content = json.dumps({"unexpected": "not the shape you asked for", "ok": True})
-    if fault in ("malformed", "wrong_shape"):
+    elif fault in wire.CONTENT_FAULTS:
+        content = wire.distort(fault, content)
+    if fault in ("malformed", "wrong_shape", "empty_choices", *wire.CONTENT_FAULTS):
         state.by_fault[fault] += 1
-    return _json(wire.completion_body(state.model, number, content, wire.prompt_tokens(body)))
+    reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body))
+    if fault == "empty_choices":
+        reply["choices"] = []
+    return _json(reply)
 
 
 def _answer(

@@ -16,8 +16,33 @@ from pydantic import BaseModel
 from town.features.coaching.tasks import COACHING_TASKS
 from town.llm.tasks import ALL_TASKS, INPUT_MARKER, TASK_LINE, Task
 
-FAULTS = ("429", "500", "hang", "malformed", "wrong_shape", "reject_json_schema", "401", "404")
+CONTENT_FAULTS = (
+    "prose",
+    "no_json",
+    "wrong_types",
+    "out_of_range",
+    "huge",
+    "truncated",
+    "control_chars",
+)
+"""Faults in the reply's content, as misbehaving servers and small models write it: the JSON in
+prose and a code fence, prose only, numbers and booleans as strings, integers out of range,
+50,000-character strings, JSON cut off, raw newlines inside strings."""
+FAULTS = (
+    "429",
+    "500",
+    "hang",
+    "malformed",
+    "wrong_shape",
+    "reject_json_schema",
+    "reject_json_schema_500",
+    "empty_choices",
+    "401",
+    "404",
+    *CONTENT_FAULTS,
+)
 """Every fault kind that can be queued through ``POST /_fake/faults``."""
+HUGE = 50_000
 RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
 """The transient faults drawn at random with ``fault_rate``."""
 
@@ -102,6 +127,39 @@ def completion_body(model: str, number: int, content: str, prompt: int) -> dict[
             "total_tokens": prompt + completion,
         },
     }
+
+
+def _map(value: Any, fault: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _map(v, fault) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map(v, fault) for v in value]
+    if isinstance(value, bool):
+        return str(value).lower() if fault == "wrong_types" else value
+    if isinstance(value, int):
+        if fault == "wrong_types":
+            return str(value)
+        return value + 100 if fault == "out_of_range" else value
+    if isinstance(value, str):
+        if fault == "huge":
+            return (value + " " + "and so on " * HUGE)[:HUGE]
+        if fault == "control_chars":
+            return value + "\n\tand more"
+    return value
+
+
+def distort(fault: str, content: str) -> str:
+    """A reply's JSON content as a content fault (:data:`CONTENT_FAULTS`) writes it."""
+    if fault == "prose":
+        return f"Sure! Here is the JSON you asked for:\n```json\n{content}\n```\nAnything else?"
+    if fault == "no_json":
+        return "I would rather just chat about it: it sounds like a lovely day."
+    if fault == "truncated":
+        return content[: len(content) // 2]
+    shown = json.dumps(_map(json.loads(content), fault), ensure_ascii=False)
+    if fault == "control_chars":  # raw control characters inside the strings
+        return shown.replace("\\n", "\n").replace("\\t", "\t")
+    return shown
 
 
 def error_body(

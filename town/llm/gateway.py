@@ -1,30 +1,42 @@
 """The LLM gateway: the town's one way to ask a language model, never a crash.
 
-Per thought: render the task's messages, ask ``chat.completions.create`` for structured JSON
-(``json_schema``, or ``json_object`` once a server has rejected that), validate with the task's
-result model, repair once, and otherwise let the offline brain answer. The openai client retries
-and times out (``open_client``); the concurrency cap, usage accounting and the daily budget live
-here.
+Per thought: render the task's messages, build the task's schema for its inputs, ask
+``chat.completions.create`` for structured JSON in the mode the server takes
+(:mod:`town.llm.formats`), read the reply leniently and validate it with the task's result
+model, repair once, and otherwise let the offline brain answer (counted by task and reason in
+:attr:`LLMGateway.report`). The openai client retries; the gateway paces the server
+(:mod:`town.llm.pacing`), reserves each call's worst case against the daily budget before sending,
+and counts usage.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import math
-from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
-from openai.types.chat.completion_create_params import ResponseFormat
 from pydantic import BaseModel
 
+from town.llm import advice, formats
+from town.llm import report as why
+from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
+from town.llm.pacing import Pacer
 from town.llm.port import Brain
+from town.llm.replies import (
+    Reply,
+    estimate_tokens,
+    problem_of,
+    read_reply,
+    seconds_of,
+    worst_prompt_tokens,
+)
+from town.llm.report import AnswerReport
+from town.llm.shapes import max_tokens_for
 from town.llm.tasks import Message, Task
-from town.llm.usage import Budget, NullRecorder, Unlimited, UsageRecorder
+from town.llm.usage import Budget, Hold, Holds, NullRecorder, Unlimited, UsageRecorder
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
@@ -35,63 +47,24 @@ MODE_LLM = "llm"
 MODE_BUDGET_SPENT = "offline (budget spent)"
 MODE_KEY_REJECTED = "offline (API key rejected)"
 MODE_MODEL_MISSING = "offline (model not found)"
-FORMATS = ("json_schema", "json_object")
-"""The response formats asked for, most structured first: once a server rejects one (a 400
-about ``response_format``), the next is asked for from then on."""
+FORMATS = formats.FORMATS
+TIMEOUT_ROUNDS = 2
+"""Rounds of the client's attempts a call gets when they time out (the pacer slows down between
+them) before the offline brain answers; the server then rests for a timeout's length (calls
+meanwhile are answered offline at once), so a hung server never stalls the town."""
 _REPAIR = (
     "Your previous reply could not be used: {problem}. Reply again with only the corrected JSON "
     "object, matching the requested shape."
 )
 
 
-# The settings a deployment fixes when the server rejects the key or the model.
-API_KEY_SETTING = "BOTTOWN_LLM_API_KEY"
-MODEL_SETTING = "BOTTOWN_LLM_MODEL"
-BASE_URL_SETTING = "BOTTOWN_LLM_BASE_URL"
-
-
 class _Unusable(Exception):
     """The model gave no usable answer: the offline brain answers instead."""
 
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    """What the gateway reads from a chat completion."""
-
-    content: str
-    prompt_tokens: int | None  # the server's counts; None when it gave none
-    completion_tokens: int | None
-    problem: str | None = None  # why the body is no chat completion (content is then "")
-
-
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _read_reply(completion: object) -> _Reply:
-    """The first choice's text and the usage, or the reason the reply is no chat completion.
-
-    The client builds a :class:`ChatCompletion` from any JSON object without validating it (a
-    missing field is None), hands back other JSON as it is and a body that is not JSON as text.
-    """
-    if not isinstance(completion, ChatCompletion):
-        return _Reply(
-            "", None, None, "not JSON" if isinstance(completion, str) else "not a JSON object"
-        )
-    usage = completion.usage
-    prompt = _count(usage.prompt_tokens) if usage else None
-    done = _count(usage.completion_tokens) if usage else None
-    if not completion.choices:
-        return _Reply("", prompt, done, "no choices")
-    message = completion.choices[0].message
-    if message is None:
-        return _Reply("", prompt, done, "no message")
-    content: object = message.content
-    if content is None:
-        return _Reply("", prompt, done)
-    if not isinstance(content, str):
-        return _Reply("", prompt, done, "the message's content is not text")
-    return _Reply(content, prompt, done)
+    def __init__(self, detail: str, reason: str = "error", quiet: bool = False) -> None:
+        super().__init__(detail)
+        self.reason = reason  # the fallback's reason in the report (see town.llm.report)
+        self.quiet = quiet  # the log has said why already: this fallback is logged at INFO
 
 
 @runtime_checkable
@@ -103,34 +76,18 @@ class ExplainedBudget(Budget, Protocol):
 
 @dataclass
 class _Spend:
+    """One thought's spending, and what it holds of the budget until it is recorded."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-
-
-def estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / 4)
-
-
-def _problem(error: ValueError) -> str:
-    errors = getattr(error, "errors", None)
-    if callable(errors):
-        found = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
-            for e in errors(include_url=False, include_input=False)[:5]
-        ]
-        return "; ".join(found)
-    return str(error)[:300]
-
-
-def _rejects_format(error: openai.BadRequestError, kind: str) -> bool:
-    text = f"{error.message} {error.param} {error.body}".lower()
-    return "response_format" in text or kind in text
+    held: Hold = field(default_factory=Hold)
 
 
 class LLMGateway:
     """A :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client (``open_client``),
-    which retries and times out on its own; ``concurrency`` caps the calls in flight."""
+    which retries on its own; ``concurrency`` is the most calls in flight (the pacer may allow
+    fewer); ``max_tokens`` replaces each task's own (an experiment's fixed setting)."""
 
     def __init__(
         self,
@@ -152,10 +109,16 @@ class LLMGateway:
         self._usage: UsageRecorder = usage if usage is not None else NullRecorder()
         self._budget: Budget = budget if budget is not None else Unlimited()
         self._fallback: Brain = fallback if fallback is not None else OfflineBrain()
-        self._slots = asyncio.Semaphore(max(1, concurrency))
+        self.pacer = Pacer(concurrency, seconds_of(client.timeout))
+        self.report = AnswerReport()
         self._format = 0  # the index in FORMATS of the response format asked for
+        self._ignored = 0  # replies in a row without JSON in the current format
+        self._holds = Holds(self._budget)
         self._disabled: str | None = None
         self._budget_noted = False
+        self._rest_until = 0.0  # monotonic time until which a hung server is left alone
+        self._said_timeouts = False
+        self._said_context = False
 
     @property
     def mode(self) -> str:
@@ -176,16 +139,25 @@ class LLMGateway:
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
         spend = _Spend()
         result: R | None = None
-        if self._usable():
+        reason: str | None = why.BUDGET
+        if self._disabled is not None:
+            reason = self._disabled.removeprefix("offline (").removesuffix(")")
+        elif self._usable():
             try:
                 result = await self._think(task, inputs, spend)
-            except _Unusable as reason:
-                log.warning(
-                    "LLM gave no usable %s answer (%s); the offline brain answers",
-                    task.name,
-                    reason,
-                )
+            except _Unusable as error:
+                reason = error.reason
+                if reason == why.BUDGET:
+                    self._note_budget_spent(str(error))
+                else:
+                    log.log(
+                        logging.INFO if error.quiet else logging.WARNING,
+                        "LLM gave no usable %s answer (%s); the offline brain answers",
+                        task.name,
+                        error,
+                    )
             except Exception as error:  # never raise into the town
+                reason = "error"
                 log.warning(
                     "LLM %s call failed (%s); the offline brain answers",
                     task.name,
@@ -198,130 +170,181 @@ class LLMGateway:
         self._usage.record(
             task.name, resident, spend.calls, spend.prompt_tokens, spend.completion_tokens, fallback
         )
+        self._holds.release(spend.held)  # recorded: the budget counts it now
+        self.report.answered(task.name, reason if fallback else None)
+        if fallback and (warning := self.report.warn_once()) is not None:
+            log.warning("LLM %s", warning)
         return result
 
     def _usable(self) -> bool:
-        if self._disabled is not None:
-            return False
         if self._budget.exhausted():
-            if not self._budget_noted:
-                self._budget_noted = True
-                reason = None
-                if isinstance(self._budget, ExplainedBudget):
-                    reason = self._budget.spent_reason()
-                if reason is None:
-                    log.warning("LLM daily budget spent: residents now use the offline brain")
-                else:
-                    log.warning(
-                        "LLM daily budget spent (%s): residents use the offline brain until "
-                        "00:00 UTC",
-                        reason,
-                    )
+            reason = None
+            if isinstance(self._budget, ExplainedBudget):
+                reason = self._budget.spent_reason()
+            self._note_budget_spent(reason)
             return False
-        if self._budget_noted:
-            log.info("LLM budget available again: residents use the LLM")
-            self._budget_noted = False
         return True
 
+    def _note_budget_spent(self, reason: str | None) -> None:
+        """Say once that the budget is spent (or has no room left for a call)."""
+        if self._budget_noted:
+            return
+        self._budget_noted = True
+        if reason is None:
+            log.warning("LLM daily budget spent: residents now use the offline brain")
+        else:
+            log.warning(
+                "LLM daily budget spent (%s): residents use the offline brain until 00:00 UTC",
+                reason,
+            )
+
     async def _think(self, task: Task[I, R], inputs: I, spend: _Spend) -> R:
+        if time.monotonic() < self._rest_until:
+            resting = "the server did not answer lately; asking again soon"
+            raise _Unusable(resting, why.TIMEOUT, quiet=True)
         messages = task.render(inputs)
-        reply = await self._complete(task, messages, spend)
+        schema = task.schema_for(inputs)
+        reply = await self._complete(task, schema, messages, spend)
         try:
-            return task.parse(inputs, reply)
+            return self._parse(task, inputs, reply)
         except ValueError as error:
-            problem = _problem(error)
+            problem = problem_of(error)
         log.info("LLM %s reply did not validate (%s); asking for a repair", task.name, problem)
         repair: list[Message] = [
             *messages,
-            {"role": "assistant", "content": reply},
+            {"role": "assistant", "content": reply[:4000]},
             {"role": "user", "content": _REPAIR.format(problem=problem)},
         ]
-        reply = await self._complete(task, repair, spend)
+        reply = await self._complete(task, schema, repair, spend)
         try:
-            return task.parse(inputs, reply)
+            return self._parse(task, inputs, reply)
         except ValueError as error:
-            raise _Unusable(f"still invalid after a repair: {_problem(error)}") from None
+            raise _Unusable(
+                f"still invalid after a repair: {problem_of(error)}", why.UNPARSEABLE
+            ) from None
 
-    async def _complete(self, task: Task[I, R], messages: list[Message], spend: _Spend) -> str:
+    def _parse(self, task: Task[I, R], inputs: I, reply: str) -> R:
+        """The reply read and checked; replies in a row holding no JSON at all mean the server
+        ignores the format asked for, and the next one is used from then on."""
+        kind = FORMATS[self._format]
+        try:
+            result = task.parse(inputs, reply)
+        except NoJSON:
+            self._ignored += 1
+            if self._ignored >= formats.IGNORED_LIMIT and kind != FORMATS[-1]:
+                self._downgrade(kind, "its replies ignore it")
+            raise
+        self._ignored = 0
+        return result
+
+    async def _complete(
+        self, task: Task[I, R], schema: dict[str, Any], messages: list[Message], spend: _Spend
+    ) -> str:
         """The reply's text, after the client's retries; raises :class:`_Unusable`."""
+        max_tokens = self._max_tokens if self._max_tokens is not None else max_tokens_for(schema)
+        timeouts = 0
         while True:
             kind = FORMATS[self._format]
-            spend.calls += 1
+            wire = formats.wire(messages, kind, schema)
+            chars = sum(len(str(m.get("content", ""))) for m in wire)
+            # the call's worst case is held against the budget before it is sent, so calls in
+            # flight never pass it together; once back, what it spent is held until recorded
+            worst = Hold(worst_prompt_tokens(chars) + max_tokens, 1)
+            if not self._holds.reserve(worst):
+                raise _Unusable("the daily budget has no room for this call", why.BUDGET)
+            if self._budget_noted:
+                log.info("LLM budget available again: residents use the LLM")
+                self._budget_noted = False
+            before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
-                return self._account(await self._send(task, messages, kind, spend), messages, spend)
-            except openai.BadRequestError as error:
-                if kind != FORMATS[-1] and _rejects_format(error, kind):
-                    self._downgrade(kind)
-                    continue
-                raise _Unusable(f"request rejected (400): {error.message[:200]}") from None
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
-                self._disable(MODE_KEY_REJECTED, error.status_code)
-                raise _Unusable(f"API key rejected ({error.status_code})") from None
-            except openai.NotFoundError:
-                self._disable(MODE_MODEL_MISSING, 404)
-                raise _Unusable("model not found (404)") from None
-            except openai.RateLimitError as error:
-                if error.code == "insufficient_quota":
-                    raise _Unusable("the account has no quota left (429)") from None
-                spend.calls += self._client.max_retries
-                raise _Unusable("rate limited (429), gave up after the retries") from None
+                reply = await self._send(task.name, schema, wire, kind, max_tokens, spend)
+                return self._account(reply, messages, spend)
             except openai.APIStatusError as error:
-                if error.status_code >= 500 or error.status_code in (408, 409):
-                    spend.calls += self._client.max_retries
-                raise _Unusable(f"HTTP {error.status_code}") from None
-            except openai.APIConnectionError as error:  # a timeout too
+                if kind != FORMATS[-1] and formats.rejects_format(error):
+                    self._downgrade(kind, f"HTTP {error.status_code}: {formats.said(error)}")
+                    continue
+                raise self._status_error(error, spend) from None
+            except openai.APITimeoutError:
                 spend.calls += self._client.max_retries
-                problem = "timed out" if isinstance(error, openai.APITimeoutError) else "no reply"
-                raise _Unusable(f"{problem}, gave up after the retries") from None
+                self.pacer.timed_out()
+                timeouts += 1
+                if timeouts < TIMEOUT_ROUNDS:
+                    log.info(
+                        "LLM %s call timed out; %d call(s) in flight from now, %.0f s timeout",
+                        task.name,
+                        int(self.pacer.limit),
+                        self.pacer.timeout_s,
+                    )
+                    continue
+                self._rest_until = time.monotonic() + self.pacer.timeout_s
+                self._say_timeouts()
+                raise _Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
+            except openai.APIConnectionError:
+                spend.calls += self._client.max_retries
+                raise _Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
+            finally:
+                self._holds.release(worst)
+                spent = Hold(
+                    spend.prompt_tokens + spend.completion_tokens - before[1],
+                    spend.calls - before[0],
+                )
+                self._holds.hold(spent)
+                spend.held = spend.held.plus(spent)
+
+    def _status_error(self, error: openai.APIStatusError, spend: _Spend) -> _Unusable:
+        status = error.status_code
+        if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
+            self._disable(MODE_KEY_REJECTED, status)
+            return _Unusable(f"API key rejected ({status})", "API key rejected")
+        if isinstance(error, openai.NotFoundError):
+            self._disable(MODE_MODEL_MISSING, 404)
+            return _Unusable("model not found (404)", "model not found")
+        if isinstance(error, openai.RateLimitError) and error.code == "insufficient_quota":
+            return _Unusable("the account has no quota left (429)", "HTTP 429")
+        if advice.CONTEXT_FULL.search(error.message):
+            quiet = self._said_context
+            if not quiet:
+                self._said_context = True
+                log.warning("%s", advice.context_full(status, error.message))
+            return _Unusable(
+                f"the prompt exceeds the context window ({status})", "context full", quiet
+            )
+        if status >= 500 or status in (408, 409, 429):
+            spend.calls += self._client.max_retries
+            return _Unusable(f"HTTP {status}, gave up after the retries", f"HTTP {status}")
+        return _Unusable(f"request rejected ({status}): {error.message[:200]}", f"HTTP {status}")
 
     async def _send(
-        self, task: Task[I, R], messages: list[Message], kind: str, spend: _Spend
-    ) -> _Reply:
+        self,
+        name: str,
+        schema: dict[str, Any],
+        wire: Any,
+        kind: str,
+        max_tokens: int,
+        spend: _Spend,
+    ) -> Reply:
         """The completion, read; the client's errors for a status it did not retry away."""
-        response_format: ResponseFormat
-        if kind == "json_schema":
-            response_format = {
-                "type": "json_schema",
-                "json_schema": {"name": task.name, "schema": task.json_schema(), "strict": False},
-            }
-        else:
-            response_format = {"type": "json_object"}
-        wire = self._wire(task, messages, kind)
-        log.debug("LLM %s: %d messages", task.name, len(wire))
-        async with self._slots:
+        log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
+        spend.calls += 1
+        async with self.pacer.slot():
+            began = time.monotonic()
             raw = await self._client.chat.completions.with_raw_response.create(
                 model=self.model,
                 messages=wire,
-                response_format=response_format,
+                response_format=formats.response_format(kind, name, schema),
                 temperature=self._temperature if self._temperature is not None else openai.omit,
-                max_tokens=self._max_tokens if self._max_tokens is not None else openai.omit,
+                max_tokens=max_tokens,
+                timeout=self.pacer.timeout_s,
             )
+            self.pacer.answered(time.monotonic() - began)
         spend.calls += raw.retries_taken
         try:
-            return _read_reply(raw.parse())
+            return read_reply(raw.parse())
         except ValueError:  # the body is not JSON (or not UTF-8)
-            return _Reply("", None, None, "not JSON")
+            return Reply("", None, None, "not JSON")
 
     @staticmethod
-    def _wire(
-        task: Task[I, R], messages: list[Message], kind: str
-    ) -> list[ChatCompletionMessageParam]:
-        wire: list[ChatCompletionMessageParam] = []
-        for message in messages:
-            content, role = message["content"], message["role"]
-            if role == "system":
-                if kind != "json_schema":
-                    schema = json.dumps(task.json_schema(), ensure_ascii=False)
-                    content = f"{content}\n\nThe JSON object must match this JSON schema:\n{schema}"
-                wire.append({"role": "system", "content": content})
-            elif role == "assistant":
-                wire.append({"role": "assistant", "content": content})
-            else:
-                wire.append({"role": "user", "content": content})
-        return wire
-
-    @staticmethod
-    def _account(reply: _Reply, messages: list[Message], spend: _Spend) -> str:
+    def _account(reply: Reply, messages: list[Message], spend: _Spend) -> str:
         """Count the reply's tokens (the server's, else estimated) and return its text.
 
         Raises :class:`_Unusable` for a body that is no chat completion, after counting the
@@ -331,7 +354,10 @@ class LLMGateway:
         if reply.problem is not None:
             spend.prompt_tokens += prompt or 0
             spend.completion_tokens += completion or 0
-            raise _Unusable(f"the server's reply was not a chat completion ({reply.problem})")
+            raise _Unusable(
+                f"the server's reply was not a chat completion ({reply.problem})",
+                why.UNPARSEABLE,
+            )
         if prompt is None:
             prompt = estimate_tokens(sum(len(m["content"]) for m in messages))
         if completion is None:
@@ -340,40 +366,26 @@ class LLMGateway:
         spend.completion_tokens += completion
         return reply.content
 
-    def _downgrade(self, kind: str) -> None:
+    def _downgrade(self, kind: str, because: str) -> None:
         if FORMATS[self._format] == kind:  # not already done by a call beside this one
             self._format += 1
+            self._ignored = 0
+            chosen = FORMATS[self._format]
             log.warning(
-                "LLM server does not accept %s response formats; using %s mode from now on",
+                "LLM server does not take %s response formats (%s); using %s mode from now on: %s",
                 kind,
-                FORMATS[self._format],
+                because,
+                chosen,
+                formats.WHY[chosen],
             )
+
+    def _say_timeouts(self) -> None:
+        if not self._said_timeouts:  # once, at the first call that gives up
+            self._said_timeouts = True
+            log.warning("%s", advice.timeouts(int(self.pacer.limit), self.pacer.timeout_s))
 
     def _disable(self, mode: str, status: int) -> None:
         """Stop asking the model for good, saying once which setting to fix (never the key)."""
-        if self._disabled is not None:
-            return
-        self._disabled = mode
-        if status == 401:
-            log.error(
-                "LLM rejected the API key (401): set %s to a valid key; "
-                "residents now use the offline brain",
-                API_KEY_SETTING,
-            )
-        elif status == 403:
-            log.error(
-                "LLM refused access (403) to model %r: check that %s may use it, or set "
-                "%s; residents now use the offline brain",
-                self.model,
-                API_KEY_SETTING,
-                MODEL_SETTING,
-            )
-        else:
-            log.error(
-                "LLM model %r not found (%d): set %s to a model this server offers "
-                "(and check %s ends in /v1); residents now use the offline brain",
-                self.model,
-                status,
-                MODEL_SETTING,
-                BASE_URL_SETTING,
-            )
+        if self._disabled is None:
+            self._disabled = mode
+            log.error("%s", advice.refused(status, self.model))

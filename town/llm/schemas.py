@@ -4,10 +4,31 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-ClockTime = Annotated[str, Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM")]
+from town.llm.caps import capped
+
+# Only simple character classes in patterns: a grammar engine (llama.cpp's) cannot take \d.
+ClockTime = Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="HH:MM")]
 Importance = Annotated[int, Field(ge=1, le=10)]
+
+
+# Text a model writes is capped: longer text is cut at a sentence or word boundary (whoever wrote
+# it: the model, the offline brain or a test), and the JSON schema says ``maxLength`` so that a
+# grammar engine never lets a model write more.
+NAME_CAP, LINE_CAP, REMARK_CAP, SPEECH_CAP, PASSAGE_CAP = 80, 200, 300, 500, 1000
+Name = Annotated[str, BeforeValidator(lambda v: capped(v, NAME_CAP)), Field(max_length=NAME_CAP)]
+Line = Annotated[str, BeforeValidator(lambda v: capped(v, LINE_CAP)), Field(max_length=LINE_CAP)]
+Remark = Annotated[
+    str, BeforeValidator(lambda v: capped(v, REMARK_CAP)), Field(max_length=REMARK_CAP)
+]
+Speech = Annotated[
+    str, BeforeValidator(lambda v: capped(v, SPEECH_CAP)), Field(max_length=SPEECH_CAP)
+]
+Passage = Annotated[
+    str, BeforeValidator(lambda v: capped(v, PASSAGE_CAP)), Field(max_length=PASSAGE_CAP)
+]
+Emoji = Annotated[str, BeforeValidator(lambda v: capped(v, 16)), Field(max_length=16)]
 
 
 class _Model(BaseModel):
@@ -19,9 +40,9 @@ class PlanItem(_Model):
 
     start: ClockTime
     duration_min: int = Field(ge=1, le=24 * 60)
-    location: str
-    description: str = Field(min_length=1)
-    emoji: str = Field("", max_length=16, description="1-3 emoji for an action; may be empty")
+    location: Name
+    description: Line = Field(min_length=1)
+    emoji: Emoji = Field("", description="1-3 emoji for an action; may be empty")
 
 
 class Utterance(_Model):
@@ -35,8 +56,8 @@ class NumberedStatement(_Model):
 
 
 class Insight(_Model):
-    text: str = Field(min_length=1)
-    cites: list[int] = Field(default_factory=list)
+    text: Remark = Field(min_length=1)
+    cites: list[int] = Field(default_factory=list, max_length=30)
     importance: int = Field(5, ge=1, le=10)  # rated with the insight: no call of its own
 
 
@@ -95,7 +116,7 @@ class ChooseLocationInput(_Model):
 
 
 class ChooseLocationResult(_Model):
-    path: list[str] = Field(min_length=1)
+    path: list[Name] = Field(min_length=1, max_length=6)
 
 
 # -- react ---------------------------------------------------------------------------------
@@ -111,8 +132,8 @@ class ReactInput(_Model):
 
 class ReactResult(_Model):
     react: bool
-    reaction: str
-    talk_to: str | None = None
+    reaction: Remark
+    talk_to: Name | None = None
 
 
 # -- utter ---------------------------------------------------------------------------------
@@ -130,7 +151,7 @@ class UtterInput(_Model):
 
 
 class UtterResult(_Model):
-    text: str = Field(min_length=1)
+    text: Speech = Field(min_length=1)
     end: bool
 
 
@@ -143,7 +164,7 @@ class ReflectQuestionsInput(_Model):
 
 
 class ReflectQuestionsResult(_Model):
-    questions: list[str] = Field(min_length=1, max_length=5)
+    questions: list[Line] = Field(min_length=1, max_length=5)
 
 
 class QuestionStatements(_Model):
@@ -168,7 +189,7 @@ class EmojiInput(_Model):
 
 
 class EmojiResult(_Model):
-    emoji: str = Field(min_length=1, max_length=24)
+    emoji: Emoji = Field(min_length=1)
 
 
 class ObjectStateInput(_Model):
@@ -178,7 +199,7 @@ class ObjectStateInput(_Model):
 
 
 class ObjectStateResult(_Model):
-    state: str = Field(min_length=1)
+    state: Line = Field(min_length=1)
 
 
 class SummarizeInput(_Model):
@@ -187,7 +208,7 @@ class SummarizeInput(_Model):
 
 
 class SummarizeResult(_Model):
-    summary: str = Field(min_length=1)
+    summary: Passage = Field(min_length=1)
 
 
 class InterviewInput(_Model):
@@ -199,7 +220,7 @@ class InterviewInput(_Model):
 
 
 class InterviewResult(_Model):
-    answer: str = Field(min_length=1)
+    answer: Passage = Field(min_length=1)
 
 
 # -- the gather experiment (Takata et al.) ---------------------------------------------------
@@ -223,11 +244,11 @@ class GatherMemoryInput(GatherInput):
 
 
 class GatherMessageResult(_Model):
-    message: str = Field(min_length=1)
+    message: Speech = Field(min_length=1)
 
 
 class GatherMoveResult(_Model):
-    move: str = Field(min_length=1, description="The move command, in the agent's own words.")
+    move: Line = Field(min_length=1, description="The move command, in the agent's own words.")
 
 
 # -- the society measures (Park et al., section 7) -------------------------------------------
@@ -245,5 +266,5 @@ class JudgeKnowsInput(_Model):
 
 
 class JudgeKnowsResult(_Model):
-    verdict: str = Field(min_length=1, description='"yes" or "no".')
-    reason: str = ""
+    verdict: Name = Field(min_length=1, description='"yes" or "no".')
+    reason: Remark = ""

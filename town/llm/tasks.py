@@ -7,9 +7,7 @@ inputs exactly, so any model (and the fake server) sees the same data.
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar, runtime_
 
 from pydantic import BaseModel
 
-from town.llm import checks
+from town.llm import checks, lenient, shapes
 from town.llm import schemas as s
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
@@ -91,25 +89,20 @@ class Task(Generic[I, R]):
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
     def json_schema(self) -> dict[str, Any]:
-        return _schema_of(self.result_model)
+        """The result model's schema, for any inputs (see :meth:`schema_for`)."""
+        return shapes.base_schema(self.result_model)
+
+    def schema_for(self, inputs: I) -> dict[str, Any]:
+        """The schema a call for these inputs sends: exact counts, closed sets, every text capped
+        (:mod:`town.llm.shapes`)."""
+        return shapes.schema_for(self.name, self.result_model, inputs)
 
     def parse(self, inputs: I, content: str) -> R:
-        """Validate a reply; raises ``ValueError`` (pydantic's ``ValidationError`` included)."""
-        result = self.result_model.model_validate_json(strip_fences(content))
+        """Read a reply leniently and validate it; raises ``ValueError`` (pydantic's
+        ``ValidationError`` and :class:`~town.llm.lenient.NoJSON` included)."""
+        data = lenient.mend(lenient.load(content), self.schema_for(inputs))
+        result = self.result_model.model_validate(data)
         return self.check(inputs, result)
-
-
-@functools.cache
-def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    """A result model's JSON schema, computed once (pydantic builds it afresh on every call)."""
-    return model.model_json_schema()
-
-
-def strip_fences(content: str) -> str:
-    """Drop a Markdown code fence some models wrap around JSON."""
-    text = content.strip()
-    match = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, flags=re.DOTALL)
-    return match.group(1) if match else text
 
 
 def one_line(text: str) -> str:
@@ -328,9 +321,9 @@ _FREE_TEXT_LIMIT = 2000
 
 def free_text(content: str) -> str:
     """The text of a reply that is not the requested JSON (see :class:`FreeTextTask`)."""
-    text = strip_fences(content).strip()
+    text = content.strip()
     try:
-        data = json.loads(text)
+        data = lenient.load(text)
     except ValueError:
         return text[:_FREE_TEXT_LIMIT]
     if isinstance(data, str):

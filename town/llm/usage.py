@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class UsageRecorder(Protocol):
@@ -23,6 +23,53 @@ class UsageRecorder(Protocol):
 
 class Budget(Protocol):
     def exhausted(self) -> bool: ...
+
+
+@runtime_checkable
+class RoomyBudget(Budget, Protocol):
+    """A budget that says how much is left (None: no limit of that kind)."""
+
+    def left(self) -> int | None: ...
+
+    def calls_left(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Tokens and calls held against a budget."""
+
+    tokens: int = 0
+    calls: int = 0
+
+    def plus(self, other: Hold) -> Hold:
+        return Hold(self.tokens + other.tokens, self.calls + other.calls)
+
+
+class Holds:
+    """What the calls in flight hold of a budget: each reserves its worst case before it is sent
+    and holds what it spent until the usage recorder counts it, so calls made together never
+    pass the budget (by more than a reply that outgrew its reservation)."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.held = Hold()
+
+    def reserve(self, worst: Hold) -> bool:
+        """Hold ``worst`` if the budget has room for it beside what is held; else False."""
+        if isinstance(self.budget, RoomyBudget):
+            tokens, calls = self.budget.left(), self.budget.calls_left()
+            if tokens is not None and self.held.tokens + worst.tokens > tokens:
+                return False
+            if calls is not None and self.held.calls + worst.calls > calls:
+                return False
+        self.hold(worst)
+        return True
+
+    def hold(self, amount: Hold) -> None:
+        self.held = self.held.plus(amount)
+
+    def release(self, amount: Hold) -> None:
+        self.held = Hold(self.held.tokens - amount.tokens, self.held.calls - amount.calls)
 
 
 @dataclass
@@ -110,3 +157,9 @@ class TokenBudget:
 
     def exhausted(self) -> bool:
         return self.limit_tokens is not None and self._spent() >= self.limit_tokens
+
+    def left(self) -> int | None:
+        return None if self.limit_tokens is None else max(0, self.limit_tokens - self._spent())
+
+    def calls_left(self) -> int | None:
+        return None

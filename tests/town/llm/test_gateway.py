@@ -24,6 +24,7 @@ from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
+from town.llm.shapes import max_tokens_for
 from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS
 from town.llm.usage import TokenBudget, UsageTally
 
@@ -196,11 +197,12 @@ async def test_a_spent_budget_switches_to_the_offline_brain(
 ) -> None:
     async with running() as url:
         tally_box: list[UsageTally] = []
-        budget = TokenBudget(1, lambda: tally_box[0].total_tokens)
+        budget = TokenBudget(5000, lambda: tally_box[0].total_tokens)
         rig = rig_factory(url, budget=budget)
         tally_box.append(rig.tally)
         assert rig.gateway.mode == "llm"
         await rig.gateway.run(EMOJI, sample(EMOJI))
+        budget.limit_tokens = rig.tally.total_tokens
         assert rig.gateway.mode == "offline (budget spent)"
         with caplog.at_level(logging.INFO, logger="town.llm"):
             for _ in range(3):
@@ -353,18 +355,22 @@ async def test_the_request_carries_the_key_model_and_only_the_settings_given(
     emoji = completion('{"emoji": "☕"}', {"prompt_tokens": 1, "completion_tokens": 1})
     async with stand_in(emoji) as server:
         await rig_factory(server.url).gateway.run(EMOJI, sample(EMOJI))
-        await rig_factory(server.url, temperature=0.25, max_tokens=300).gateway.run(
+        await rig_factory(server.url, temperature=0.25, max_tokens=20).gateway.run(
             EMOJI, sample(EMOJI)
         )
     (plain_headers, plain), (_, tuned) = server.seen
     assert plain_headers["Authorization"] == f"Bearer {API_KEY}"
     assert plain_headers["Content-Type"] == "application/json"
-    assert set(plain) == {"model", "messages", "response_format"}
+    assert set(plain) == {"model", "messages", "response_format", "max_tokens"}
     assert plain["model"] == "town-model"
     assert plain["messages"] == [dict(m) for m in EMOJI.render(sample(EMOJI))]
-    assert plain["response_format"]["json_schema"]["schema"] == EMOJI.json_schema()
-    assert (tuned["temperature"], tuned["max_tokens"]) == (0.25, 300)
-    assert {k: v for k, v in tuned.items() if k not in ("temperature", "max_tokens")} == plain
+    assert plain["response_format"]["json_schema"]["schema"] == EMOJI.schema_for(sample(EMOJI))
+    assert plain["max_tokens"] == max_tokens_for(EMOJI.schema_for(sample(EMOJI))) > 20
+    assert (tuned["temperature"], tuned["max_tokens"]) == (0.25, 20)
+    drop = ("temperature", "max_tokens")
+    assert {k: v for k, v in tuned.items() if k not in drop} == {
+        k: v for k, v in plain.items() if k not in drop
+    }
 
 
 async def test_the_server_s_usage_is_counted_exactly(rig_factory: Callable[..., Rig]) -> None:

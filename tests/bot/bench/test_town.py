@@ -1,0 +1,44 @@
+"""``bottown bench town`` against the configured LLM (here the fake server, with faults)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from bot.bench.town import report_lines, run_town_bench
+from bot.runtime.settings import load_settings
+
+
+def queue_faults(url: str, *kinds: str) -> None:
+    request = urllib.request.Request(
+        url.removesuffix("/v1") + "/_fake/faults",
+        data=json.dumps({"queue": list(kinds)}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request) as response:
+        assert response.status == 200
+
+
+async def test_the_configured_llm_is_benched_with_its_fallbacks(fake_llm: str) -> None:
+    settings = load_settings(
+        llm_base_url=fake_llm, llm_model="bottown-fake", embedder="hash", llm_max_attempts=1
+    )
+    queue_faults(fake_llm, "500", "500")  # the first thoughts fall back, once each
+    figures = (await run_town_bench(settings, residents=2, hours=1, llm="configured")).as_json()
+    assert figures["llm"] == "bottown-fake" and figures["response_format"] == "json_schema"
+    answers = figures["answers_by_task"]
+    total = sum(a["model"] + a["fallback"] for a in answers.values())
+    assert sum(a["fallback"] for a in answers.values()) == 2
+    assert figures["fallback_share"] == pytest.approx(2 / total, abs=1e-4)
+    assert sum(r.get("HTTP 500", 0) for r in figures["fallbacks_by_task"].values()) == 2
+    lines = report_lines(figures)
+    assert lines[0].startswith("LLM bottown-fake (json_schema mode): ") and "HTTP 500" in lines[1]
+
+
+async def test_configured_needs_an_llm() -> None:
+    with pytest.raises(ValueError, match="BOTTOWN_LLM_BASE_URL"):
+        await run_town_bench(load_settings(embedder="hash"), residents=1, hours=1, llm="configured")
+    with pytest.raises(ValueError, match="--llm must be one of fake, configured"):
+        await run_town_bench(load_settings(embedder="hash"), residents=1, hours=1, llm="real")

@@ -1,0 +1,219 @@
+"""The gateway against the fake server's faults, one for each "bad input" a real server gives:
+the town keeps thinking, nothing over its cap comes back, the budget holds."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from pydantic import BaseModel
+
+from standins.llm.server import running
+from tests.helpers import sample
+from town.llm.client import open_client
+from town.llm.gateway import LLMGateway
+from town.llm.offline.brain import OfflineBrain
+from town.llm.schemas import PASSAGE_CAP
+from town.llm.tasks import EMOJI, RATE_IMPORTANCE, TASKS, UTTER
+from town.llm.usage import TokenBudget, UsageTally
+
+Rig = tuple[LLMGateway, UsageTally, str]
+
+
+async def admin(url: str, path: str, payload: Any = None) -> Any:
+    root = url.removesuffix("/v1")
+    async with aiohttp.ClientSession() as http:
+        if payload is None:
+            async with http.get(root + path) as response:
+                return await response.json()
+        async with http.post(root + path, json=payload) as response:
+            return await response.json()
+
+
+async def faults(url: str, *kinds: str) -> None:
+    await admin(url, "/_fake/faults", {"queue": list(kinds)})
+
+
+async def requests(url: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (await admin(url, "/_fake/stats"))["last_requests"]
+    return found
+
+
+@pytest.fixture
+async def rig_factory() -> AsyncIterator[Callable[..., Rig]]:
+    clients: list[openai.AsyncOpenAI] = []
+
+    def build(url: str, *, timeout: float = 5.0, max_retries: int = 1, **kw: Any) -> Rig:
+        client = open_client(url, "key", timeout, max_retries)
+        clients.append(client)
+        tally = UsageTally()
+        return LLMGateway(client, model="m", usage=tally, **kw), tally, url
+
+    yield build
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+async def rig(rig_factory: Callable[..., Rig]) -> AsyncIterator[Rig]:
+    async with running() as url:
+        yield rig_factory(url)
+
+
+def texts(value: Any) -> list[str]:
+    if isinstance(value, BaseModel):
+        return texts(value.model_dump())
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in texts(v)]
+    return [value] if isinstance(value, str) else []
+
+
+async def test_a_500_naming_the_response_format_switches_to_json_object_with_the_schema(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway, tally, url = rig
+    await faults(url, "reject_json_schema_500", "reject_json_schema_500")
+    with caplog.at_level(logging.WARNING, logger="town.llm"):
+        for _ in range(2):
+            assert (await gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+    assert gateway.response_format_kind == "json_object"
+    sent = await requests(url)
+    assert [r["response_format"]["type"] for r in sent] == ["json_schema"] * 2 + ["json_object"] * 2
+    assert sent[-1]["response_format"]["schema"] == EMOJI.schema_for(sample(EMOJI))
+    [said] = [r.getMessage() for r in caplog.records]
+    assert "HTTP 500" in said and "using json_object mode from now on" in said
+    assert tally.total.fallbacks == 0
+
+
+async def test_replies_that_ignore_the_format_move_on_to_the_next_mode(rig: Rig) -> None:
+    gateway, tally, url = rig
+    await faults(url, "no_json", "no_json", "no_json")
+    for _ in range(2):  # the first: no JSON twice; the second: no JSON, then a good repair
+        await gateway.run(EMOJI, sample(EMOJI))
+    assert gateway.response_format_kind == "json_object"
+    assert [r["response_format"]["type"] for r in await requests(url)][-1] == "json_object"
+    assert tally.total.fallbacks == 1
+
+
+@pytest.mark.parametrize("fault", ["prose", "wrong_types", "out_of_range", "control_chars"])
+async def test_mendable_replies_are_used_without_a_repair(rig: Rig, fault: str) -> None:
+    gateway, tally, url = rig
+    inputs = sample(RATE_IMPORTANCE)
+    await faults(url, fault)
+    result = await gateway.run(RATE_IMPORTANCE, inputs)
+    assert len(result.scores) == len(inputs.observations)
+    assert all(1 <= s <= 10 for s in result.scores)
+    if fault != "out_of_range":
+        assert result == OfflineBrain().answer(RATE_IMPORTANCE, inputs)
+    assert (tally.total.calls, tally.total.fallbacks) == (1, 0)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+async def test_huge_strings_never_come_back_uncapped(rig: Rig, name: str) -> None:
+    gateway, tally, url = rig
+    task = TASKS[name]
+    await faults(url, "huge")
+    result = await gateway.run(task, sample(task))
+    assert all(len(t) <= PASSAGE_CAP for t in texts(result)), name
+    assert tally.total.fallbacks == 0
+
+
+async def test_truncated_json_is_repaired(rig: Rig) -> None:
+    gateway, tally, url = rig
+    await faults(url, "truncated")
+    assert (await gateway.run(UTTER, sample(UTTER))).text
+    assert (tally.total.calls, tally.total.fallbacks) == (2, 0)
+
+
+async def test_an_empty_choice_list_falls_back_with_its_reason(rig: Rig) -> None:
+    gateway, _, url = rig
+    await faults(url, "empty_choices")
+    assert await gateway.run(EMOJI, sample(EMOJI)) == OfflineBrain().answer(EMOJI, sample(EMOJI))
+    assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"unparseable": 1}}
+
+
+async def test_server_errors_fall_back_with_the_status_as_reason(rig: Rig) -> None:
+    gateway, _, url = rig
+    await faults(url, "500", "500")
+    await gateway.run(EMOJI, sample(EMOJI))
+    assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"HTTP 500": 1}}
+
+
+async def test_time_outs_slow_down_instead_of_falling_back(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running(hang_s=10) as url:
+        gateway, tally, _ = rig_factory(url, timeout=1.0, concurrency=4)
+        await faults(url, "hang", "hang")
+        assert (await gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+        assert tally.total.fallbacks == 0 and gateway.pacer.limit < 4
+        assert gateway.pacer.timeouts == 1
+
+
+async def test_calls_together_never_pass_the_budget_by_more_than_one_call(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running() as url:
+        box: list[UsageTally] = []
+        limit = 4000
+        budget = TokenBudget(limit, lambda: box[0].total_tokens)
+        gateway, tally, _ = rig_factory(url, budget=budget, concurrency=8)
+        box.append(tally)
+        inputs = sample(UTTER)
+        await asyncio.gather(*(gateway.run(UTTER, inputs) for _ in range(30)))
+        one_call = max(1, tally.total_tokens // max(1, tally.total.calls))
+        assert 0 < tally.total.calls < 30
+        assert tally.total_tokens <= limit + one_call
+        assert gateway.report.as_json()["fallbacks_by_task"]["utter"]["budget"] > 0
+
+
+async def test_a_hung_server_never_stalls_the_town(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(hang_s=10) as url:
+        gateway, tally, _ = rig_factory(url, timeout=0.5, max_retries=0, concurrency=4)
+        await faults(url, *["hang"] * 10)
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            for _ in range(3):
+                assert (await gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
+        stats = await admin(url, "/_fake/stats")
+        assert stats["requests"] == 2  # two rounds for the first call, then the server rests
+        assert tally.total.fallbacks == 3 and gateway.pacer.limit == 1
+        assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"timeout": 3}}
+        said = [r.getMessage() for r in caplog.records if "time out" in r.getMessage()]
+        assert len(said) == 1 and "BOTTOWN_LLM_TIMEOUT_S" in said[0]
+
+
+async def test_a_context_window_too_small_is_said_once_with_the_fix(
+    caplog: pytest.LogCaptureFixture, rig_factory: Callable[..., Rig]
+) -> None:
+    from aiohttp import web
+
+    async def full(request: web.Request) -> web.Response:
+        message = "Requested tokens (2300) exceed context window of 2048"
+        return web.json_response({"error": {"message": message}}, status=400)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", full)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        gateway, _, _ = rig_factory(f"http://{host}:{port}/v1")
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            for _ in range(2):
+                await gateway.run(EMOJI, sample(EMOJI))
+    finally:
+        await runner.cleanup()
+    said = [r.getMessage() for r in caplog.records if "too small" in r.getMessage()]
+    assert len(said) == 1 and "--n_ctx 4096" in said[0]
+    assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"context full": 2}}

@@ -1,0 +1,71 @@
+"""The answer report: by the model or by the fallback, by task and reason, and the 5% warning."""
+
+from __future__ import annotations
+
+from datetime import date
+from types import SimpleNamespace
+
+from town.llm.report import WARN_AFTER, AnswerReport, status_lines
+
+DAY = date(2026, 2, 13)
+
+
+def report_of(model: int, fallbacks: dict[str, int], task: str = "react") -> AnswerReport:
+    report = AnswerReport(today=lambda: DAY)
+    for _ in range(model):
+        report.answered(task, None)
+    for reason, n in fallbacks.items():
+        for _ in range(n):
+            report.answered(task, reason)
+    return report
+
+
+def test_figures_by_task_and_reason() -> None:
+    report = report_of(18, {"timeout": 1, "HTTP 500": 1})
+    report.answered("utter", None)
+    assert report.as_json() == {
+        "fallback_share": round(2 / 21, 4),
+        "fallbacks_by_task": {"react": {"HTTP 500": 1, "timeout": 1}},
+        "answers_by_task": {
+            "react": {"model": 18, "fallback": 2},
+            "utter": {"model": 1, "fallback": 0},
+        },
+    }
+    assert report.lines() == [
+        "react: 18 by the model, 2 by the fallback (timeout 1, HTTP 500 1)",
+        "utter: 1 by the model, 0 by the fallback",
+    ]
+
+
+def test_a_warning_only_above_five_percent_of_the_day() -> None:
+    assert report_of(95, {"budget": 5}).warning() is None
+    warning = report_of(94, {"budget": 6}).warning()
+    assert warning is not None and "6%" in warning
+    assert report_of(0, {}).warning() is None and report_of(0, {}).share() == 0.0
+
+
+def test_another_day_counts_apart() -> None:
+    report = report_of(1, {"timeout": 3})
+    assert report.share(date(2026, 2, 14)) == 0.0 and report.share(DAY) == 0.75
+
+
+def test_status_lines_find_the_report_through_a_wrapper() -> None:
+    report = report_of(3, {"timeout": 1})
+    wrapper = SimpleNamespace(inner=SimpleNamespace(report=report, inner=None))
+    assert status_lines(wrapper) == [
+        "LLM answers today: 3 by the model, 1 by the offline fallback (25.0%)",
+        "  fallback react: timeout 1",
+        "warning: 25% of today's LLM answers came from the offline fallback (over 5%); "
+        "see the reasons by task",
+    ]
+    assert status_lines(SimpleNamespace(inner=None)) == []
+    assert report_of(0, {}).status_lines() == []
+
+
+def test_the_log_warns_once_a_day_after_enough_answers() -> None:
+    report = report_of(WARN_AFTER - 2, {"HTTP 500": 1})
+    assert report.warn_once() is None  # too few answers yet to judge the day
+    report.answered("react", "HTTP 500")
+    assert report.warn_once() is not None
+    report.answered("react", "HTTP 500")
+    assert report.warn_once() is None

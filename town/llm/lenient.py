@@ -1,0 +1,114 @@
+"""Lenient reading of a model's reply: find the JSON, then mend what has one clear meaning.
+
+A reply is read as a JSON object wherever it stands (alone, in a code fence, inside prose), with
+control characters allowed inside strings (a grammar lets a model write a raw newline there).
+Then it is mended against the call's schema: a number written as a string becomes the number, a
+number out of range is clamped (an importance of 11 is 10), text is cut at its ``maxLength`` on a
+sentence or word boundary, a list past its ``maxItems`` is cut, an enum value matches its set
+whatever its case. What cannot be mended (a missing field, too few items, truncated JSON) is left
+for validation, and the gateway asks for a repair.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from town.llm.caps import cut
+
+_DECODER = json.JSONDecoder(strict=False)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+class NoJSON(ValueError):
+    """The reply holds no JSON object at all (the model ignored the format asked for)."""
+
+
+def load(content: str) -> Any:
+    """The JSON value of a reply: the whole text, a fenced block, or the first object in it."""
+    text = content.strip()
+    try:
+        return _DECODER.decode(text)
+    except ValueError:
+        pass
+    for block in _FENCE.findall(text):
+        try:
+            return _DECODER.decode(block.strip())
+        except ValueError:
+            continue
+    start = text.find("{")
+    while start != -1:
+        try:
+            found, _ = _DECODER.raw_decode(text, start)
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            return found
+        start = text.find("{", start + 1)
+    raise NoJSON("the reply holds no JSON object")
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, from a number or a string holding one; else None."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return value
+    return None
+
+
+def _clamp(value: float, schema: dict[str, Any]) -> float:
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if isinstance(low, int | float):
+        value = max(value, low)
+    if isinstance(high, int | float):
+        value = min(value, high)
+    return value
+
+
+def mend(value: Any, schema: Any) -> Any:
+    """``value`` mended to fit ``schema`` where the meaning is clear; the rest left as it is."""
+    if not isinstance(schema, dict):
+        return value
+    if "anyOf" in schema:
+        if value is None:
+            return None
+        options = [o for o in schema["anyOf"] if isinstance(o, dict) and o.get("type") != "null"]
+        return mend(value, options[0]) if len(options) == 1 else value
+    enum = schema.get("enum")
+    if isinstance(enum, list) and isinstance(value, str | int | float):
+        if value in enum:
+            return value
+        folded = {str(v).casefold(): v for v in enum}
+        return folded.get(str(value).strip().casefold(), value)
+    kind = schema.get("type")
+    if kind == "integer":
+        number = _number(value)
+        if number is not None:
+            return round(_clamp(number, schema))
+    elif kind == "number":
+        number = _number(value)
+        if number is not None:
+            return _clamp(number, schema)
+    elif kind == "string":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str) and isinstance(schema.get("maxLength"), int):
+            return cut(value.strip(), schema["maxLength"])
+    elif kind == "boolean" and isinstance(value, str):
+        return {"true": True, "false": False, "yes": True, "no": False}.get(
+            value.strip().lower(), value
+        )
+    elif kind == "array":
+        if isinstance(value, list):
+            items = value[: schema["maxItems"]] if "maxItems" in schema else value
+            return [mend(item, schema.get("items")) for item in items]
+    elif kind == "object" and isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {key: mend(item, props.get(key)) for key, item in value.items()}
+    return value

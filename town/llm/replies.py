@@ -1,0 +1,75 @@
+"""What the gateway reads from a server's answer to a chat completion request."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from openai.types.chat import ChatCompletion
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the gateway reads from a chat completion."""
+
+    content: str
+    prompt_tokens: int | None  # the server's counts; None when it gave none
+    completion_tokens: int | None
+    problem: str | None = None  # why the body is no chat completion (content is then "")
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def read_reply(completion: object) -> Reply:
+    """The first choice's text and the usage, or the reason the reply is no chat completion.
+
+    The client builds a :class:`ChatCompletion` from any JSON object without validating it (a
+    missing field is None), hands back other JSON as it is and a body that is not JSON as text.
+    """
+    if not isinstance(completion, ChatCompletion):
+        return Reply(
+            "", None, None, "not JSON" if isinstance(completion, str) else "not a JSON object"
+        )
+    usage = completion.usage
+    prompt = _count(usage.prompt_tokens) if usage else None
+    done = _count(usage.completion_tokens) if usage else None
+    if not completion.choices:
+        return Reply("", prompt, done, "no choices")
+    message = completion.choices[0].message
+    if message is None:
+        return Reply("", prompt, done, "no message")
+    content: object = message.content
+    if content is None:
+        return Reply("", prompt, done)
+    if not isinstance(content, str):
+        return Reply("", prompt, done, "the message's content is not text")
+    return Reply(content, prompt, done)
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def worst_prompt_tokens(chars: int) -> int:
+    """A prompt's tokens as a reservation counts them: generously (3 characters a token)."""
+    return math.ceil(chars / 3)
+
+
+def problem_of(error: ValueError) -> str:
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        found = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
+            for e in errors(include_url=False, include_input=False)[:5]
+        ]
+        return "; ".join(found)
+    return str(error)[:300]
+
+
+def seconds_of(timeout: object) -> float:
+    if isinstance(timeout, int | float):
+        return float(timeout)
+    read = getattr(timeout, "read", None)
+    return float(read) if isinstance(read, int | float) else 60.0

@@ -1,0 +1,135 @@
+"""How the brain is doing: answers by the model and by the fallback, by task and reason, by day."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from typing import Any
+
+WARN_SHARE = 0.05
+"""A day on which more than this share of answers came from the fallback gets a warning."""
+WARN_AFTER = 20
+"""Answers in a day before the log warns about the share (a first fallback is not 100%)."""
+
+BUDGET, TIMEOUT, UNPARSEABLE, NO_REPLY = "budget", "timeout", "unparseable", "no reply"
+"""Reasons for a fallback (others: ``HTTP <status>``, ``API key rejected``, ``model missing``,
+``error``)."""
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+class AnswerReport:
+    """Every answer the gateway gave, counted by day, task and who answered (the model, or the
+    fallback and why)."""
+
+    def __init__(self, today: Callable[[], date] = _today) -> None:
+        self.today = today
+        self.model: Counter[tuple[date, str]] = Counter()
+        self.fallback: Counter[tuple[date, str, str]] = Counter()
+        self._warned: date | None = None
+
+    def answered(self, task: str, fallback_reason: str | None) -> None:
+        if fallback_reason is None:
+            self.model[(self.today(), task)] += 1
+        else:
+            self.fallback[(self.today(), task, fallback_reason)] += 1
+
+    def _days(self, day: date | None) -> tuple[Counter[str], dict[str, Counter[str]]]:
+        model: Counter[str] = Counter()
+        fallback: dict[str, Counter[str]] = {}
+        for (d, task), n in self.model.items():
+            if day is None or d == day:
+                model[task] += n
+        for (d, task, reason), n in self.fallback.items():
+            if day is None or d == day:
+                fallback.setdefault(task, Counter())[reason] += n
+        return model, fallback
+
+    def share(self, day: date | None = None) -> float:
+        """Answers by the fallback over all answers (of ``day``; None: all days)."""
+        model, fallback = self._days(day)
+        back = sum(sum(c.values()) for c in fallback.values())
+        total = back + sum(model.values())
+        return back / total if total else 0.0
+
+    def as_json(self, day: date | None = None) -> dict[str, Any]:
+        model, fallback = self._days(day)
+        tasks = sorted(set(model) | set(fallback))
+        return {
+            "fallback_share": round(self.share(day), 4),
+            "fallbacks_by_task": {t: dict(sorted(fallback[t].items())) for t in sorted(fallback)},
+            "answers_by_task": {
+                t: {"model": model[t], "fallback": sum(fallback.get(t, Counter()).values())}
+                for t in tasks
+            },
+        }
+
+    def lines(self, day: date | None = None) -> list[str]:
+        """One line per task: answers by the model and by the fallback, with the reasons."""
+        model, fallback = self._days(day)
+        out = []
+        for task in sorted(set(model) | set(fallback)):
+            reasons = fallback.get(task, Counter())
+            line = f"{task}: {model[task]} by the model, {sum(reasons.values())} by the fallback"
+            if reasons:
+                line += " (" + ", ".join(f"{r} {n}" for r, n in reasons.most_common()) + ")"
+            out.append(line)
+        return out
+
+    def warn_once(self) -> str | None:
+        """The warning, the first time in a day it holds after :data:`WARN_AFTER` answers."""
+        day = self.today()
+        if self._warned == day:
+            return None
+        model, fallback = self._days(day)
+        answers = sum(model.values()) + sum(sum(c.values()) for c in fallback.values())
+        found = self.warning() if answers >= WARN_AFTER else None
+        if found is not None:
+            self._warned = day
+        return found
+
+    def status_lines(self) -> list[str]:
+        """For ``status`` and ``simulate``: today's answers, the fallback's share and reasons."""
+        day = self.today()
+        model, fallback = self._days(day)
+        back = sum(sum(c.values()) for c in fallback.values())
+        if not back and not model:
+            return []
+        lines = [
+            f"LLM answers today: {sum(model.values()):,} by the model, {back:,} by the offline "
+            f"fallback ({self.share(day):.1%})"
+        ]
+        for task in sorted(fallback):
+            reasons = ", ".join(f"{r} {n}" for r, n in fallback[task].most_common())
+            lines.append(f"  fallback {task}: {reasons}")
+        warning = self.warning()
+        return [*lines, warning] if warning else lines
+
+    def warning(self) -> str | None:
+        """A warning when more than 5% of today's answers came from the fallback."""
+        share = self.share(self.today())
+        if share <= WARN_SHARE:
+            return None
+        return (
+            f"warning: {share:.0%} of today's LLM answers came from the offline fallback "
+            f"(over {WARN_SHARE:.0%}); see the reasons by task"
+        )
+
+
+def answers_of(brain: object) -> AnswerReport | None:
+    """The answer report of the LLM gateway behind ``brain`` (through any wrapper), if any."""
+    while brain is not None:
+        found = getattr(brain, "report", None)
+        if isinstance(found, AnswerReport):
+            return found
+        brain = getattr(brain, "inner", None)
+    return None
+
+
+def status_lines(brain: object) -> list[str]:
+    """What ``status`` and ``simulate`` say about the brain's answers today (nothing offline)."""
+    report = answers_of(brain)
+    return report.status_lines() if report is not None else []

@@ -1,0 +1,172 @@
+"""Each task's JSON schema, built for its inputs, in the subset every grammar engine enforces.
+
+A grammar engine (llama.cpp's, Outlines, vLLM's) turns a schema into the only replies a model can
+write: the tighter the schema, the more a tiny model's reply is valid by construction. So the
+schema a call sends is the result model's, with ``$ref``s inlined, titles and defaults dropped,
+every property required, and then tightened for the inputs by the task's shaper: exact counts
+(one score per observation), closed sets as ``enum`` (the places a resident knows, the ids a
+reflection may cite). Patterns use simple character classes only, and every text has its
+``maxLength`` (the caps in :mod:`town.llm.schemas`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel
+
+from town.llm import schemas as s
+
+Schema = dict[str, Any]
+_DROPPED = frozenset({"title", "default", "$defs"})
+
+
+def _inline(node: Any, defs: Mapping[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline(defs[ref.removeprefix("#/$defs/")], defs)
+        out = {k: _inline(v, defs) for k, v in node.items() if k not in _DROPPED}
+        if out.get("type") == "object" and isinstance(out.get("properties"), dict):
+            out["required"] = list(out["properties"])
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [_inline(item, defs) for item in node]
+    return node
+
+
+@functools.cache
+def _base(model: type[BaseModel]) -> Schema:
+    schema = model.model_json_schema()
+    inlined: Schema = _inline(schema, schema.get("$defs", {}))
+    return inlined
+
+
+def base_schema(model: type[BaseModel]) -> Schema:
+    """The result model's schema, flat and strict (a fresh copy, to tighten freely)."""
+    return copy.deepcopy(_base(model))
+
+
+def _items(schema: Schema, field: str) -> Schema:
+    found: Schema = schema["properties"][field]
+    return found
+
+
+def _exactly(array: Schema, count: int) -> None:
+    array["minItems"] = array["maxItems"] = count
+
+
+def _one_of(text: Schema, values: list[str]) -> None:
+    """A closed set: the enum replaces the free text (an empty set leaves it free)."""
+    unique = list(dict.fromkeys(v for v in values if v))
+    if unique:
+        for key in ("maxLength", "minLength", "pattern"):
+            text.pop(key, None)
+        text["enum"] = unique
+
+
+def _parts(entry: str) -> list[str]:
+    return [part.strip() for part in entry.split(":") if part.strip()]
+
+
+def _rate_importance(inputs: s.RateImportanceInput, schema: Schema) -> None:
+    _exactly(_items(schema, "scores"), len(inputs.observations))
+
+
+def _plan_day(inputs: s.PlanDayInput, schema: Schema) -> None:
+    _one_of(_items(schema, "chunks")["items"]["properties"]["location"], inputs.places)
+
+
+def _decompose(inputs: s.DecomposeInput, schema: Schema) -> None:
+    items = _items(schema, "items")
+    items["maxItems"] = max(1, min(12, inputs.chunk.duration_min // 5))
+    _one_of(items["items"]["properties"]["location"], inputs.places)
+
+
+def _choose_location(inputs: s.ChooseLocationInput, schema: Schema) -> None:
+    if not inputs.tree:
+        return
+    path = _items(schema, "path")
+    paths = [_parts(entry) for entry in inputs.tree]
+    _one_of(path["items"], [part for parts in paths for part in parts])
+    path["maxItems"] = max(1, max(len(parts) for parts in paths))
+
+
+def _reflect_questions(inputs: s.ReflectQuestionsInput, schema: Schema) -> None:
+    _items(schema, "questions")["maxItems"] = 3
+
+
+def _reflect_insights(inputs: s.ReflectInsightsInput, schema: Schema) -> None:
+    insights = _items(schema, "insights")
+    insights["maxItems"] = min(15, 5 * len(inputs.questions))
+    ids = sorted({st.id for group in inputs.questions for st in group.statements})
+    cites = insights["items"]["properties"]["cites"]
+    cites["items"] = {"type": "integer", "enum": ids} if ids else {"type": "integer"}
+    cites["maxItems"] = min(len(ids), 30) if ids else 0
+
+
+def _judge_knows(inputs: s.JudgeKnowsInput, schema: Schema) -> None:
+    _one_of(_items(schema, "verdict"), ["yes", "no"])
+
+
+SHAPERS: Mapping[str, Callable[[Any, Schema], None]] = MappingProxyType(
+    {
+        "rate_importance": _rate_importance,
+        "plan_day": _plan_day,
+        "decompose": _decompose,
+        "choose_location": _choose_location,
+        "reflect_questions": _reflect_questions,
+        "reflect_insights": _reflect_insights,
+        "judge_knows": _judge_knows,
+    }
+)
+"""Each task's tightening of its schema for the inputs at hand (a task without one keeps the
+result model's schema)."""
+
+
+def schema_for(task_name: str, result_model: type[BaseModel], inputs: BaseModel) -> Schema:
+    schema = base_schema(result_model)
+    shaper = SHAPERS.get(task_name)
+    if shaper is not None:
+        shaper(inputs, schema)
+    return schema
+
+
+_UNBOUNDED_TEXT = 400  # characters assumed for a text with no maxLength (none in our schemas)
+_SHORT_TEXT = 32  # a short text may be emoji, several tokens each: a token a character
+
+
+def _worst_tokens(node: Any) -> float:
+    """An upper estimate of the tokens a reply of this schema takes (about 3 characters of text
+    a token, syntax counted generously)."""
+    if not isinstance(node, dict):
+        return 4
+    if "enum" in node:
+        return 2 + max((len(str(v)) / 2 for v in node["enum"]), default=1)
+    if "anyOf" in node:
+        return max((_worst_tokens(option) for option in node["anyOf"]), default=4)
+    kind = node.get("type")
+    if kind == "string":
+        chars = float(node.get("maxLength", _UNBOUNDED_TEXT))
+        return 2 + (chars if chars <= _SHORT_TEXT else chars / 3)
+    if kind == "array":
+        return 2 + float(node.get("maxItems", 10)) * (1 + _worst_tokens(node.get("items")))
+    if kind == "object":
+        props = node.get("properties", {})
+        return 2 + sum(3 + len(name) / 3 + _worst_tokens(v) for name, v in props.items())
+    return 4
+
+
+MAX_TOKENS_CEILING = 2000
+
+
+def max_tokens_for(schema: Schema) -> int:
+    """``max_tokens`` for a call: the schema's worst case, so a reply is never cut short by it,
+    within ``MAX_TOKENS_CEILING``."""
+    return min(MAX_TOKENS_CEILING, math.ceil(_worst_tokens(schema)) + 16)
