@@ -116,6 +116,7 @@ class TownRuntime:
                     platform=platform,
                     user_id=user_id,
                     rate=rate,
+                    typing=self._typing,
                 )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
@@ -145,6 +146,11 @@ class TownRuntime:
                     )
             break
         self.wake.set()
+
+    async def _typing(self, area: str, author: str) -> None:
+        """A resident starts composing an answer to a visitor: every adapter shows it typing
+        (best effort: ``Adapter.typing`` never raises)."""
+        await asyncio.gather(*(a.typing(area, author) for a in self.adapters))
 
     async def command(self, caller: Caller, line: str) -> Reply:
         if not caller.is_admin and f"{caller.platform}:{caller.user_id}" in self.settings.admins:

@@ -16,7 +16,9 @@ from town.store.models import OutboxEvent
 @dataclass(frozen=True)
 class TownEvent:
     # woke, slept, planned, action, moved, reacted, said, object, reflected, conversation, or
-    # notice: the town to one visitor (e.g. over the message rate), payload ``for_platform``
+    # notice: the town to one visitor (e.g. over the message rate), payload ``for_platform``;
+    # a resident's answer to a visitor is "said" with ``reply_to`` (the visitor): delivered
+    # ahead of narration, never in a digest, audited as a ``reply``
     kind: str
     channel: str  # the area, which is a chat channel
     at: datetime
@@ -33,13 +35,14 @@ def write_outbox(session: Session, town_id: int, tick_key: str, events: list[Tow
     town's words also go to the audit log, in the same unit of work."""
     for event in events:
         if event.kind in audit.OUTPUT_EVENTS:
+            to = str(event.data.get("reply_to", ""))  # a resident answering a visitor
             audit.record(
                 session,
                 town_id,
                 audit.OUT,
-                event.kind,
+                audit.REPLY if to else event.kind,
                 event.resident or "town",
-                event.text,
+                audit.reply_line(to, event.text) if to else event.text,
                 game_time=event.at,
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,
