@@ -14,8 +14,9 @@ For each pending event (an outbox row with no delivery row for this platform yet
    ``min_interval_s``. A 429 waits as long as the platform asked; other failures back off
    exponentially with full jitter. After ``max_attempts`` the claim is released, so the event is
    tried again on the next round and nothing is lost.
-5. A channel that falls behind by more than ``digest_after`` events gets one digest (split if
-   long) instead of a flood.
+5. A channel's replies to visitors (events with ``reply_to``) go out first, one by one, and
+   never in a digest; narration that falls behind by more than ``digest_after`` events gets
+   one digest (split if long) instead of a flood.
 6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
    at its limit is left for a later round, its events still pending and in order; while it
    waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
@@ -58,6 +59,7 @@ class Pending:
     text: str
     emoji: str
     clock: str  # "HH:MM" game time, for digests
+    reply: bool = False  # a resident's answer to a visitor: first, and never in a digest
 
 
 @dataclass
@@ -164,25 +166,34 @@ class OutboxPump:
                         text,
                         emoji,
                         f"{row.game_time:%H:%M}",
+                        bool(row.payload.get("reply_to")),
                     )
                 )
         return by_area
 
     async def _channel(self, area: str, items: list[Pending]) -> None:
-        if self._rate.room(area) == 0:
-            self.stats.deferred += 1
-            return  # at the channel's rate: everything waits, in order, for a later round
-        if len(items) > self.digest_after:
-            await self._post(items, self._digest(area, items), "digested")
+        """A channel's pending events: replies to visitors first, one by one, in order; then
+        the narration, in order, as one digest when it is long."""
+        replies = [i for i in items if i.reply]
+        narration = [i for i in items if not i.reply]
+        if not await self._one_by_one(area, replies):
+            return  # narration waits behind a reply still pending
+        if len(narration) > self.digest_after and self._rate.room(area) != 0:
+            await self._post(narration, self._digest(area, narration), "digested")
             self.stats.digests += 1
             return
+        await self._one_by_one(area, narration)
+
+    async def _one_by_one(self, area: str, items: list[Pending]) -> bool:
+        """Post ``items`` in order; False when some are left for a later round."""
         for item in items:
             if self._rate.room(area) == 0:
                 self.stats.deferred += 1
-                return  # the rest waits for a later round (or a digest), still in order
+                return False  # the rest waits for a later round (or a digest), still in order
             message = Outgoing(item.key, area, item.author, item.text, item.emoji)
             if not await self._post([item], message, "sent"):
-                return  # keep the channel's order: the rest waits for the next round
+                return False  # keep the channel's order: the rest waits for the next round
+        return True
 
     def _digest(self, area: str, items: list[Pending]) -> Outgoing:
         lines = [f"While the channel caught up, {len(items)} things happened here:"]
