@@ -22,13 +22,16 @@ from town.inputs.unit import area_named, clean_text, input_unit
 from town.llm.depth import chained
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
-from town.store.models import AuditEntry, Resident, Visitor
+from town.store.models import AuditEntry, Delivery, Resident, Visitor
 from town.tick.engine import Engine
 from town.world.places import World
 
 MAX_INPUT_CHARS = 2000
 NOTICE_AGAIN_MIN = 60  # "nobody here is awake" is told a visitor once in this many game minutes
 Typing = Callable[[str, str], Awaitable[None]]  # (area, resident): a resident starts composing
+# An answer posted at once, ahead of the store (a running town's adapters): the platforms that
+# showed it, each with its message id; the outbox then records it as sent there.
+Express = Callable[[TownEvent], Awaitable[dict[str, str]]]
 
 
 @dataclass
@@ -42,13 +45,18 @@ class SayResult:
 
 @dataclass
 class _Heard:
-    """A visitor's words as heard: where, by whom, who answers, the thread so far."""
+    """A visitor's words as heard (read, nothing written yet): where, who answers, the thread
+    so far, and what the one write at the end records."""
 
     result: SayResult
+    clock: datetime
     who: str = ""
-    clock: datetime | None = None
+    role: str = ""
+    logged_as: str = ""
+    new_visitor: bool = False  # the visitor row is written with the words
     answering: list[chat.Responder] = field(default_factory=list)
     thread: chat.Thread = field(default_factory=chat.Thread)
+    notices: list[TownEvent] = field(default_factory=list)
     handled: bool = False  # the place has a handler of its own (an interview room)
 
 
@@ -63,17 +71,22 @@ async def say(
     user_id: str = "",
     rate: VisitorRateLimit | None = None,
     typing: Typing | None = None,
+    express: Express | None = None,
 ) -> SayResult:
-    """A visitor speaks at a location, as in a chat.
+    """A visitor speaks at a location, as in a chat. No lock on the town is taken, and nothing
+    a tick reads is written, so visitors anywhere (in this process or another) and the tick go
+    on side by side.
 
-    The words are heard in one short write (no LLM call, no lock on the town): audited (the
-    audit row is what every resident present perceives at the next tick, rated and reacted to
-    in its batch; asleep ones on waking) and answered by rule (``town.inputs.chat``): the
-    residents addressed, else one or two present and awake. Each answer is one LLM call made
-    outside any lock (``typing`` is told when a resident starts composing), then written to
-    the outbox on its own. Where nobody is awake or nobody is, the visitor is told so once.
+    1. Heard (reads only): who answers, by rule (``town.inputs.chat``): the residents
+       addressed, else one or two present and awake.
+    2. Each answer is one LLM call (``typing`` is told when a resident starts composing), and
+       with ``express`` posted at once, ahead of the store.
+    3. One short write: the visitor, the words (their audit row is what every resident
+       present perceives at the next tick, rated and reacted to in its batch; asleep ones on
+       waking: ``town.tick.heard``), the answers (outbox and audit). Where nobody is awake or
+       nobody is, the visitor is told so once.
+
     A place with a handler (``town.inputs.handlers``) answers in a unit of work of its own.
-
     A visitor's name that could pass for a resident, an inner voice or a mention is marked
     (``town.inputs.naming``). Over ``rate`` (a visitor's messages per minute) nobody hears it:
     it is only audited, and the first such message of a minute gets one polite notice."""
@@ -81,15 +94,17 @@ async def say(
     if not words:
         raise ValueError("say what? the message is empty")
     name = clean_text(speaker, 80) or "a visitor"
-    heard = await asyncio.to_thread(
-        _hear, engine, location, name, words, role, platform, user_id or name, rate
-    )
+    user = user_id or name
+    heard = _hear(engine, location, name, words, role, platform, user, rate)
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, name, words, role, platform, user_id)
-    replies = [chained(_reply(engine, heard, r, words, typing)) for r in heard.answering]
-    for reply, length in await asyncio.gather(*replies):
+    replies = [chained(_reply(engine, heard, r, words, typing, express)) for r in heard.answering]
+    shown: list[dict[str, str]] = []
+    for (reply, posted), length in await asyncio.gather(*replies):
         heard.result.replies.append(reply)
+        shown.append(posted)
         heard.result.chain = max(heard.result.chain, length)
+    await asyncio.to_thread(_write, engine, heard, words, platform, user, shown)
     return heard.result
 
 
@@ -103,46 +118,56 @@ def _hear(
     user_id: str,
     rate: VisitorRateLimit | None,
 ) -> _Heard:
-    """The short write of hearing: the visitor remembered, the words audited, who answers."""
-    with engine.store.session() as session:
+    """What hearing the words reads: the place, the visitor, the thread, who answers."""
+    with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
         clock = engine.town(session).clock
         area = area_named(World.load(session, engine.town_id, engine.spec), location)
-        heard = _Heard(SayResult(area), clock=clock)
+        heard = _Heard(SayResult(area), clock)
         if area.casefold() in place_handlers(engine):
             heard.handled = True
             return heard
         residents = engine.residents(session)
-        who, role = _visitor(session, engine.town_id, platform, user_id, name, role, residents)
-        heard.who = who
-        logged_as = audit.identity(who, platform, user_id)
+        known = _known_visitor(session, engine.town_id, platform, user_id)
+        if known is not None and not role:  # a visitor who joined keeps name and role
+            heard.who, heard.role = visitor_name(known.display_name, residents), known.role
+        else:
+            heard.who, heard.role, heard.new_visitor = _marked(name, residents), role, True
+        heard.logged_as = audit.identity(heard.who, platform, user_id)
         verdict = rate.check(platform, user_id) if rate is not None else None
         if verdict is not None and not verdict.allowed:
-            _audit(session, engine, audit.LIMITED, logged_as, words, platform, area, clock)
             if verdict.notify and rate is not None:
-                notice = _rate_notice(who, area, clock, platform, rate.per_minute)
-                write_outbox(session, engine.town_id, f"notice:{uuid4().hex}", [notice])
+                heard.notices.append(
+                    _rate_notice(heard.who, area, clock, platform, rate.per_minute)
+                )
             heard.result.limited = True
             return heard
-        heard.thread = chat.thread(session, engine.town_id, area, logged_as, who)
-        _audit(session, engine, audit.SAY, logged_as, words, platform, area, clock)
+        heard.thread = chat.thread(session, engine.town_id, area, heard.logged_as, heard.who)
         present = [r for r in residents.values() if World.area_of(r.location) == area]
         heard.result.heard_by = [r.name for r in present]
         heard.answering = [
             chat.Responder(r.id or 0, r.name, r.summary, r.location, r.emoji)
             for r in chat.responders(words, present, heard.thread)
         ]
-        if not heard.answering and not _told_lately(session, engine.town_id, area, who, platform, clock):
-            notice = _nobody_notice(who, area, clock, platform, asleep=bool(present))
-            write_outbox(session, engine.town_id, f"notice:{uuid4().hex}", [notice])
+        if not heard.answering and not _told_lately(
+            session, engine.town_id, area, heard.who, platform, clock
+        ):
+            heard.notices.append(
+                _nobody_notice(heard.who, area, clock, platform, asleep=bool(present))
+            )
         return heard
 
 
 async def _reply(
-    engine: Engine, heard: _Heard, resident: chat.Responder, words: str, typing: Typing | None
-) -> TownEvent:
-    """One resident's answer: composed outside any lock, then written on its own."""
-    area, clock = heard.result.area, heard.clock
-    assert clock is not None
+    engine: Engine,
+    heard: _Heard,
+    resident: chat.Responder,
+    words: str,
+    typing: Typing | None,
+    express: Express | None,
+) -> tuple[TownEvent, dict[str, str]]:
+    """One resident's answer, composed outside any lock and posted at once (``express``);
+    returns it with the platforms that showed it."""
+    area = heard.result.area
     if typing is not None:
         await typing(area, resident.name)
     with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
@@ -154,19 +179,56 @@ async def _reply(
             heard.who,
             words,
             heard.thread,
-            clock,
+            heard.clock,
         )
     data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji}
-    event = TownEvent("said", area, clock, resident.name, text, data)
-    await asyncio.to_thread(_write, engine, [event])
-    return event
+    event = TownEvent("said", area, heard.clock, resident.name, text, data)
+    return event, (await express(event) if express is not None else {})
 
 
-def _write(engine: Engine, events: list[TownEvent]) -> None:
+def _write(
+    engine: Engine,
+    heard: _Heard,
+    words: str,
+    platform: str,
+    user_id: str,
+    shown: list[dict[str, str]],
+) -> None:
+    """The one write of a visitor's words: the visitor, the words' audit row, the notices,
+    and the answers (outbox and audit), each recorded as sent where ``express`` showed it."""
+    area, clock = heard.result.area, heard.clock
+    kind = audit.LIMITED if heard.result.limited else audit.SAY
     with engine.store.session() as session:
-        write_outbox(session, engine.town_id, f"say:{uuid4().hex}", events)
+        if heard.new_visitor:
+            _remember_visitor(session, engine.town_id, platform, user_id, heard.who, heard.role)
+        audit.record(
+            session,
+            engine.town_id,
+            audit.IN,
+            kind,
+            heard.logged_as,
+            words,
+            game_time=clock,
+            platform=platform,
+            channel=area,
+        )
+        write_outbox(session, engine.town_id, f"notice:{uuid4().hex}", heard.notices)
+        rows = write_outbox(session, engine.town_id, f"say:{uuid4().hex}", heard.result.replies)
+        session.flush()
+        for row, posted in zip(rows, shown, strict=True):
+            for where, message_id in posted.items():
+                assert row.id is not None
+                session.add(
+                    Delivery(outbox_id=row.id, platform=where, status="sent", message_id=message_id)
+                )
     if engine.after_commit:
         engine.after_commit()
+
+
+def _marked(name: str, residents: dict[str, Resident]) -> str:
+    """The visitor's name, marked if it could pass for another (kept within 80 characters)."""
+    who = visitor_name(name, residents)
+    return who if who == name else visitor_name(name[:64], residents)
 
 
 async def _say_to_place(
@@ -201,29 +263,6 @@ async def _say_to_place(
 def quoted(who: str, role: str, words: str) -> str:
     """A visitor's words as residents perceive them: a quotation, never an instruction."""
     return f'{who}{f" ({clean_text(role, 200)})" if role else ""} said: "{words}"'
-
-
-def _audit(
-    session: Session,
-    engine: Engine,
-    kind: str,
-    who: str,
-    words: str,
-    platform: str,
-    area: str,
-    clock: datetime,
-) -> None:
-    audit.record(
-        session,
-        engine.town_id,
-        audit.IN,
-        kind,
-        who,
-        words,
-        game_time=clock,
-        platform=platform,
-        channel=area,
-    )
 
 
 async def join(

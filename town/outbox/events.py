@@ -30,9 +30,11 @@ class TownEvent:
         return {"resident": self.resident, "text": self.text, **self.data}
 
 
-def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
+def write_outbox(
+    session: Session, town_id: int, tick_key: str, events: list[TownEvent]
+) -> list[OutboxEvent]:
     """One outbox row per event, keyed so that the same tick can never be written twice; the
-    town's words also go to the audit log, in the same unit of work."""
+    town's words also go to the audit log, in the same unit of work. Returns the rows."""
     for event in events:
         if event.kind in audit.OUTPUT_EVENTS:
             to = str(event.data.get("reply_to", ""))  # a resident answering a visitor
@@ -47,7 +49,7 @@ def write_outbox(session: Session, town_id: int, tick_key: str, events: list[Tow
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,
             )
-    session.add_all(
+    rows = [
         OutboxEvent(
             town_id=town_id,
             channel=event.channel,
@@ -57,4 +59,6 @@ def write_outbox(session: Session, town_id: int, tick_key: str, events: list[Tow
             idempotency_key=f"{town_id}:{tick_key}:{seq}",
         )
         for seq, event in enumerate(events)
-    )
+    ]
+    session.add_all(rows)
+    return rows

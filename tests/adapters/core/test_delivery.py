@@ -11,8 +11,8 @@ from adapters.core.delivery import OutboxPump
 from adapters.core.ports import DeliveryError, Outgoing
 from tests.factories import T0, town_with_events
 from tests.fakes.platform import FakePlatform, Sleeps
-from town.store.db import Store
 from town.outbox.events import TownEvent, write_outbox
+from town.store.db import Store
 from town.store.models import Delivery
 
 

@@ -182,9 +182,13 @@ async def test_every_platform_is_limited_and_the_notice_shows_only_on_its_own(
     assert discord.sent[1].author == "" and "@" not in discord.sent[1].text
     with runtime.store.session() as s:
         shown = s.exec(select(Delivery.platform, Delivery.status)).all()
-    assert sorted(shown) == [("discord", "sent")] * 2 + [("discord", "skipped")] * 2 + [
-        ("slack", "sent")
-    ] * 2 + [("slack", "skipped")] * 2
+    assert (
+        sorted(shown)
+        == [("discord", "sent")] * 2
+        + [("discord", "skipped")] * 2
+        + [("slack", "sent")] * 2
+        + [("slack", "skipped")] * 2
+    )
 
 
 def test_a_notice_is_rendered_as_the_towns_narration() -> None:
