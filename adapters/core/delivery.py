@@ -14,9 +14,11 @@ For each pending event (an outbox row with no delivery row for this platform yet
    ``min_interval_s``. A 429 waits as long as the platform asked; other failures back off
    exponentially with full jitter. After ``max_attempts`` the claim is released, so the event is
    tried again on the next round and nothing is lost.
-5. A channel's replies to visitors (events with ``reply_to``) go out first, one by one, and
-   never in a digest; narration that falls behind by more than ``digest_after`` events gets
-   one digest (split if long) instead of a flood.
+5. A resident's answer to a visitor may be posted at once by ``express`` (the runtime does,
+   before the answer is stored; the store then records it as sent). A channel's replies to
+   visitors (events with ``reply_to``) go out first, one by one, and never in a digest;
+   narration that falls behind by more than ``digest_after`` events gets one digest (split if
+   long) instead of a flood.
 6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
    at its limit is left for a later round, its events still pending and in order; while it
    waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
@@ -33,6 +35,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from uuid import uuid4
 
 from sqlalchemy import delete, exists, update
 from sqlalchemy.exc import IntegrityError
@@ -41,6 +44,7 @@ from sqlmodel import col, select
 from adapters.core.ports import DeliveryError, Outgoing, Platform
 from adapters.core.text import render, split_text
 from town.inputs.limits import ChannelRate
+from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.models import Delivery, OutboxEvent, utcnow
 
@@ -121,6 +125,34 @@ class OutboxPump:
         before = self.stats.events
         await asyncio.gather(*(self._channel(area, items) for area, items in by_area.items()))
         return self.stats.events - before
+
+    async def express(self, event: TownEvent) -> str | None:
+        """Post a resident's answer to a visitor at once, ahead of the store (the outbox then
+        records it as sent here): paced like any post, tried once. Its message id; None when it
+        did not go out, and the pump delivers it from the outbox instead."""
+        shown = render(event.kind, event.payload())
+        if shown is None:
+            return None
+        author, text, emoji = shown
+        key = f"express:{uuid4().hex}"
+        parts = split_text(text, self.platform.max_chars)
+        posted: list[str] = []
+        try:
+            for n, part in enumerate(parts):
+                await self._pace(event.channel)
+                piece_key = key if len(parts) == 1 else f"{key}#{n + 1}"
+                posted.append(
+                    await self.platform.send(
+                        Outgoing(piece_key, event.channel, author, part, emoji)
+                    )
+                )
+        except DeliveryError as error:
+            if not posted:
+                log.info("%s: an answer goes out with the outbox: %s", self.platform.name, error)
+                return None
+        self.stats.sent += len(posted)
+        self.stats.events += 1
+        return ",".join(posted)
 
     async def run(self, wake: asyncio.Event, poll_s: float = 2.0) -> None:
         """Deliver until cancelled: a round whenever ``wake`` is set (after a tick or an input),

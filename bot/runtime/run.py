@@ -25,6 +25,7 @@ from bot.runtime.towns import OpenTown, open_town
 from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.outbox import audit
+from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.lease import Leases
 from town.store.usage import DailyTokenBudget
@@ -43,6 +44,7 @@ class TownRuntime:
     settings: Settings
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the outbox has news
     adapters: list[Adapter] = field(default_factory=list)
+    pumps: list[OutboxPump] = field(default_factory=list)  # one per adapter, while it runs
     # What a tick may raise to end the run (a worker's LeaseLost); anything else is logged and
     # the tick rolled back.
     stop_on: tuple[type[BaseException], ...] = ()
@@ -117,6 +119,7 @@ class TownRuntime:
                     user_id=user_id,
                     rate=rate,
                     typing=self._typing,
+                    express=self._express,
                 )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
@@ -151,6 +154,12 @@ class TownRuntime:
         """A resident starts composing an answer to a visitor: every adapter shows it typing
         (best effort: ``Adapter.typing`` never raises)."""
         await asyncio.gather(*(a.typing(area, author) for a in self.adapters))
+
+    async def _express(self, event: TownEvent) -> dict[str, str]:
+        """A resident's answer to a visitor, posted by every adapter at once (ahead of the
+        outbox and its backlog); the platforms that showed it, with their message ids."""
+        posted = await asyncio.gather(*(pump.express(event) for pump in self.pumps))
+        return {p.platform.name: m for p, m in zip(self.pumps, posted, strict=True) if m}
 
     async def command(self, caller: Caller, line: str) -> Reply:
         if not caller.is_admin and f"{caller.platform}:{caller.user_id}" in self.settings.admins:
@@ -316,6 +325,7 @@ async def run_town(
                 adapter,
                 channel_per_minute=runtime.settings.channel_messages_per_minute,
             )
+            runtime.pumps.append(pump)
             tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))
         days = runtime.settings.audit_retention_days
         tasks.append(
@@ -340,3 +350,4 @@ async def run_town(
             with contextlib.suppress(Exception):
                 await adapter.stop()
         runtime.adapters.clear()
+        runtime.pumps.clear()

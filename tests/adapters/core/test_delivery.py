@@ -118,6 +118,16 @@ async def test_a_reply_to_a_visitor_goes_first_and_never_into_a_digest(store: St
     assert statuses(store) == ["digested"] * 12 + ["sent"]
 
 
+async def test_an_answer_posted_at_once_is_not_posted_again(store: Store) -> None:
+    town_id = town_with_events(store, [])
+    platform = FakePlatform(failures=[DeliveryError("down")])
+    pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
+    reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
+    assert await pump.express(reply) is None  # tried once: it goes out with the outbox instead
+    assert await pump.express(reply) == "m1"
+    assert [(m.author, m.text) for m in platform.sent] == [("Isabella", "Hi Alice!")]
+
+
 async def test_long_text_is_split_at_sentences_with_keys_of_their_own(store: Store) -> None:
     text = " ".join(f"Sentence number {i} is here." for i in range(30))
     town_id = town_with_events(store, [("said", "Cafe", text)])
