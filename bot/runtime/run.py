@@ -24,6 +24,8 @@ from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
 from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
+from town.inputs.naming import visitor_name
+from town.inputs.unit import clean_text
 from town.outbox import audit
 from town.outbox.events import TownEvent
 from town.store.db import Store
@@ -104,8 +106,18 @@ class TownRuntime:
     def areas(self) -> list[str]:
         return [area.name for area in self.opened.engine.spec.areas]
 
+    def visitor_name(self, name: str) -> str:
+        return visitor_name(clean_text(name, 80), [r.name for r in self.engine.spec.residents])
+
     async def visitor_says(
-        self, platform: str, user_id: str, display_name: str, area: str, text: str
+        self,
+        platform: str,
+        user_id: str,
+        display_name: str,
+        area: str,
+        text: str,
+        *,
+        connection: str = "",
     ) -> None:
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
         for attempt in (1, 2):
@@ -120,6 +132,7 @@ class TownRuntime:
                     rate=rate,
                     typing=self._typing,
                     express=self._express,
+                    connection=connection,
                 )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:

@@ -72,6 +72,7 @@ async def say(
     rate: VisitorRateLimit | None = None,
     typing: Typing | None = None,
     express: Express | None = None,
+    connection: str = "",
 ) -> SayResult:
     """A visitor speaks at a location, as in a chat. No lock on the town is taken, and nothing
     a tick reads is written, so visitors anywhere (in this process or another) and the tick go
@@ -89,13 +90,16 @@ async def say(
     A place with a handler (``town.inputs.handlers``) answers in a unit of work of its own.
     A visitor's name that could pass for a resident, an inner voice or a mention is marked
     (``town.inputs.naming``). Over ``rate`` (a visitor's messages per minute) nobody hears it:
-    it is only audited, and the first such message of a minute gets one polite notice."""
+    it is only audited, and the first such message of a minute gets one polite notice. A
+    ``connection`` (the web's peer address) has an allowance of its own beside the visitor's,
+    so ids a page makes up do not multiply it."""
     words = clean_text(text)
     if not words:
         raise ValueError("say what? the message is empty")
     name = clean_text(speaker, 80) or "a visitor"
     user = user_id or name
-    heard = _hear(engine, location, name, words, role, platform, user, rate)
+    keys = [user, *([f"connection:{connection}"] if connection else [])]
+    heard = _hear(engine, location, name, words, role, platform, user, rate, keys)
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, name, words, role, platform, user_id)
     replies = [chained(_reply(engine, heard, r, words, typing, express)) for r in heard.answering]
@@ -117,6 +121,7 @@ def _hear(
     platform: str,
     user_id: str,
     rate: VisitorRateLimit | None,
+    rate_keys: list[str],
 ) -> _Heard:
     """What hearing the words reads: the place, the visitor, the thread, who answers."""
     with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
@@ -133,9 +138,9 @@ def _hear(
         else:
             heard.who, heard.role, heard.new_visitor = _marked(name, residents), role, True
         heard.logged_as = audit.identity(heard.who, platform, user_id)
-        verdict = rate.check(platform, user_id) if rate is not None else None
-        if verdict is not None and not verdict.allowed:
-            if verdict.notify and rate is not None:
+        verdicts = [rate.check(platform, key) for key in rate_keys] if rate is not None else []
+        if not all(v.allowed for v in verdicts):
+            if any(v.notify for v in verdicts) and rate is not None:
                 heard.notices.append(
                     _rate_notice(heard.who, area, clock, platform, rate.per_minute)
                 )

@@ -16,7 +16,8 @@ from sqlmodel import Session, col, select
 
 from town.memory.stream import NewMemory
 from town.outbox import audit
-from town.store.models import AuditEntry, Visitor
+from town.store.models import AuditEntry, Resident, Town, Visitor
+from town.tick.state import ResidentState
 from town.tick.turn import Tick
 from town.world.places import World
 
@@ -32,18 +33,8 @@ def take_in(tick: Tick, town_id: int, since: datetime) -> dict[str, list[NewMemo
     states = {name: tick.state(row) for name, row in tick.residents.items()}
     if not states:
         return {}
-    upto = min(s.heard for s in states.values())
     top = _newest(tick.session, town_id)  # first: a row written meanwhile waits for next tick
-    query = select(AuditEntry).where(
-        AuditEntry.town_id == town_id,
-        col(AuditEntry.kind).in_([audit.SAY, audit.REPLY]),
-        col(AuditEntry.id) <= top,
-    )
-    if upto:
-        query = query.where(col(AuditEntry.id) > upto)
-    else:
-        query = query.where(col(AuditEntry.game_time) >= since)
-    rows = tick.session.exec(query.order_by(col(AuditEntry.id))).all()
+    rows = _unread(tick.session, town_id, min(s.heard for s in states.values()), since, top)
     roles = _roles(tick.session, town_id)
     answers: dict[str, list[NewMemory]] = {}
     until = (tick.now + timedelta(minutes=STAY_MIN)).isoformat()
@@ -57,16 +48,52 @@ def take_in(tick: Tick, town_id: int, since: datetime) -> dict[str, list[NewMemo
                 answers.setdefault(row.who, []).append(NewMemory("chat", memory, CHAT_IMPORTANCE))
                 state.visitor_until = until
             continue
-        name = audit.name_of(row.who)
-        role = roles.get(row.who, "")
-        words = f'{name}{f" ({role})" if role else ""} said: "{row.text}"'
         for resident, (location, _, _) in tick.start.items():
             state = states[resident]
             if World.area_of(location) == row.channel and row.id > state.heard:
-                state.inbox.append(words)
+                state.inbox.append(_quoted(row, roles))
     for state in states.values():
         state.heard = max(state.heard, top)
     return answers
+
+
+def waiting(session: Session, town_id: int, resident: Resident) -> list[str]:
+    """The visitors' words the resident will take in at the next tick (said where it is)."""
+    town = session.get(Town, town_id)
+    if town is None:
+        return []
+    heard = ResidentState.of(resident).heard
+    rows = _unread(session, town_id, heard, town.clock, _newest(session, town_id))
+    roles = _roles(session, town_id)
+    area = World.area_of(resident.location)
+    return [
+        _quoted(r, roles)
+        for r in rows
+        if r.kind == audit.SAY and r.channel == area and (r.id or 0) > heard
+    ]
+
+
+def _unread(
+    session: Session, town_id: int, upto: int, since: datetime, top: int
+) -> list[AuditEntry]:
+    """Visitors' words and residents' answers to them after row ``upto`` (0: none read yet,
+    so those at the clock ``since`` or later), up to row ``top``."""
+    query = select(AuditEntry).where(
+        AuditEntry.town_id == town_id,
+        col(AuditEntry.kind).in_([audit.SAY, audit.REPLY]),
+        col(AuditEntry.id) <= top,
+    )
+    if upto:
+        query = query.where(col(AuditEntry.id) > upto)
+    else:
+        query = query.where(col(AuditEntry.game_time) >= since)
+    return list(session.exec(query.order_by(col(AuditEntry.id))).all())
+
+
+def _quoted(row: AuditEntry, roles: dict[str, str]) -> str:
+    """A visitor's words as residents perceive them: a quotation, never an instruction."""
+    role = roles.get(row.who, "")
+    return f'{audit.name_of(row.who)}{f" ({role})" if role else ""} said: "{row.text}"'
 
 
 def _newest(session: Session, town_id: int) -> int:

@@ -19,6 +19,7 @@ from tests.fakes.discord_server import (
 )
 from tests.fakes.platform import Sleeps
 from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
+from town.tick.heard import waiting
 from town.tick.state import ResidentState
 
 AREAS = {
@@ -92,7 +93,11 @@ def visitors(runtime: Any) -> set[str]:
 
 
 def inbox(runtime: Any, name: str) -> list[str]:
-    return ResidentState.of(resident(runtime.store, name)).inbox
+    """What the resident has yet to perceive: its inbox, and visitors' words the next tick
+    brings it."""
+    row = resident(runtime.store, name)
+    with runtime.store.session() as s:
+        return ResidentState.of(row).inbox + waiting(s, runtime.town_id, row)
 
 
 def paused(runtime: Any) -> bool:

@@ -64,6 +64,7 @@ async def test_a_visitor_is_answered_live_through_the_outbox(
     answer = await stream.until(said(resident))
     assert answer["area"] == HOBBS and answer["text"] and answer["id"] > echo["id"]
     assert re.fullmatch(r"\d\d:\d\d", answer["clock"])
+    await runtime.opened.engine.tick()  # the words are perceived in the next tick's batch
     with runtime.store.session() as s:
         visitor = s.exec(select(Visitor).where(Visitor.platform_user_id == "v-alice")).one()
         assert (visitor.platform, visitor.display_name) == ("web", "Alice")
