@@ -9,6 +9,7 @@ greeting brings a second. Everyone there still perceives the words, in the next 
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,8 @@ from town.memory.stream import MemoryStream
 from town.outbox import audit
 from town.store.models import AuditEntry, Resident
 from town.tick.state import ResidentState
+
+log = logging.getLogger(__name__)
 
 HISTORY = 8  # exchanges of the thread given to the resident answering
 LOOKBACK = 80  # audit rows of the place read to find the thread
@@ -114,12 +117,13 @@ async def answer(
 ) -> str:
     """The resident's answer: what it recalls of the visitor (the relationship retrieval it
     uses for residents) and of the words, the thread so far, then one ``utter`` call."""
-    about, context = await stream.recall_each(
-        session,
-        [f"What is {resident.name}'s relationship with {visitor}?", f"{visitor}: {words}"],
-        now,
-        k=[3, 6],
-    )
+    queries = [f"What is {resident.name}'s relationship with {visitor}?", f"{visitor}: {words}"]
+    try:
+        about, context = await stream.recall_each(session, queries, now, k=[3, 6])
+    except Exception as error:
+        # (a process beside the one running the town may find the vector index mid-write)
+        log.warning("%s answers without recalling: %s", resident.name, error)
+        about, context = [], []
     history = talk.said or [Utterance(speaker=visitor, text=words)]
     if history[-1].text != words or history[-1].speaker != visitor:
         history = [*history, Utterance(speaker=visitor, text=words)]
