@@ -166,7 +166,9 @@ class Engine:
                     return TickReport(town.clock, skipped=True)
                 now = town.clock + timedelta(minutes=town.minutes_per_tick)
                 tick = self.new_tick(session, now)
-                answered = heard.take_in(tick, self.town_id, town.clock)
+                # (words said while the last tick ran carry the clock it started from)
+                since = town.clock - timedelta(minutes=town.minutes_per_tick)
+                answered = heard.take_in(tick, self.town_id, since)
                 chain = await self._run(tick)
                 await asyncio.gather(
                     *(

@@ -28,8 +28,8 @@ CHAT_IMPORTANCE = 4
 def take_in(tick: Tick, town_id: int, since: datetime) -> dict[str, list[NewMemory]]:
     """Visitors' words since the last tick into the inboxes of the residents present; returns
     the memories of the answers residents gave (recorded by the tick after its LLM calls, so
-    that its write to the store begins late). ``since``: the town's clock before this tick
-    (what a resident that never read the log takes in)."""
+    that its write to the store begins late). ``since``: the clock the last tick started from
+    (a resident that never read the log takes in the words said from then on)."""
     states = {name: tick.state(row) for name, row in tick.residents.items()}
     if not states:
         return {}
@@ -63,7 +63,8 @@ def waiting(session: Session, town_id: int, resident: Resident) -> list[str]:
     if town is None:
         return []
     heard = ResidentState.of(resident).heard
-    rows = _unread(session, town_id, heard, town.clock, _newest(session, town_id))
+    since = town.clock - timedelta(minutes=town.minutes_per_tick)
+    rows = _unread(session, town_id, heard, since, _newest(session, town_id))
     roles = _roles(session, town_id)
     area = World.area_of(resident.location)
     return [

@@ -351,3 +351,25 @@ async def test_the_parts_of_a_long_digest_wait_for_the_rate(store: Store) -> Non
     assert parts > 4  # one digest, split into parts, posted in order
     assert clock.slept and sum(clock.slept) >= 60 * ((parts - 1) // 2) - 1
     assert "remark 0" in platform.sent[0].text and "remark 9" in platform.sent[-1].text
+
+
+async def test_ids_a_page_makes_up_share_their_connections_allowance(store: Store) -> None:
+    engine = await make_engine(store)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
+    rate = VisitorRateLimit(2, clock=FakeClock())
+
+    async def limited(user_id: str, connection: str) -> bool:
+        said = await visitor.say(
+            engine,
+            HOBBS,
+            "Alice",
+            "hi",
+            platform="web",
+            user_id=user_id,
+            rate=rate,
+            connection=connection,
+        )
+        return said.limited
+
+    assert [await limited(f"id{n}", "10.0.0.7") for n in range(4)] == [False, False, True, True]
+    assert not await limited("id9", "10.0.0.8")  # another connection has its own allowance
