@@ -35,7 +35,6 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from uuid import uuid4
 
 from sqlalchemy import delete, exists, update
 from sqlalchemy.exc import IntegrityError
@@ -126,15 +125,15 @@ class OutboxPump:
         await asyncio.gather(*(self._channel(area, items) for area, items in by_area.items()))
         return self.stats.events - before
 
-    async def express(self, event: TownEvent) -> str | None:
+    async def express(self, event: TownEvent, key: str) -> str | None:
         """Post a resident's answer to a visitor at once, ahead of the store (the outbox then
         records it as sent here): paced like any post, tried once. Its message id; None when it
-        did not go out, and the pump delivers it from the outbox instead."""
+        did not go out, and the pump delivers it from the outbox instead. ``key``: the key its
+        outbox row will have."""
         shown = render(event.kind, event.payload())
         if shown is None:
             return None
         author, text, emoji = shown
-        key = f"express:{uuid4().hex}"
         parts = split_text(text, self.platform.max_chars)
         posted: list[str] = []
         try:

@@ -161,8 +161,8 @@ async def _visitor(
             text = rng.choice(FOLLOW_UPS)
         message = Message(kind, time.perf_counter(), awake_there=bool(awake.get(area)))
 
-        async def express(event: TownEvent, message: Message = message) -> dict[str, str]:
-            posted = await runtime._express(event)
+        async def express(event: TownEvent, key: str, message: Message = message) -> dict[str, str]:
+            posted = await runtime._express(event, key)
             if message.first_reply is None:
                 message.first_reply = time.perf_counter()
             return posted

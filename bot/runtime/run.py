@@ -168,10 +168,10 @@ class TownRuntime:
         (best effort: ``Adapter.typing`` never raises)."""
         await asyncio.gather(*(a.typing(area, author) for a in self.adapters))
 
-    async def _express(self, event: TownEvent) -> dict[str, str]:
+    async def _express(self, event: TownEvent, key: str) -> dict[str, str]:
         """A resident's answer to a visitor, posted by every adapter at once (ahead of the
         outbox and its backlog); the platforms that showed it, with their message ids."""
-        posted = await asyncio.gather(*(pump.express(event) for pump in self.pumps))
+        posted = await asyncio.gather(*(pump.express(event, key) for pump in self.pumps))
         return {p.platform.name: m for p, m in zip(self.pumps, posted, strict=True) if m}
 
     async def command(self, caller: Caller, line: str) -> Reply:

@@ -31,7 +31,8 @@ NOTICE_AGAIN_MIN = 60  # "nobody here is awake" is told a visitor once in this m
 Typing = Callable[[str, str], Awaitable[None]]  # (area, resident): a resident starts composing
 # An answer posted at once, ahead of the store (a running town's adapters): the platforms that
 # showed it, each with its message id; the outbox then records it as sent there.
-Express = Callable[[TownEvent], Awaitable[dict[str, str]]]
+# (Called with the event and the key its outbox row will have.)
+Express = Callable[[TownEvent, str], Awaitable[dict[str, str]]]
 
 
 @dataclass
@@ -103,10 +104,10 @@ async def say(
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, name, words, role, platform, user_id)
     replies = [chained(_reply(engine, heard, r, words, typing, express)) for r in heard.answering]
-    shown: list[dict[str, str]] = []
-    for (reply, posted), length in await asyncio.gather(*replies):
+    shown: list[tuple[str, dict[str, str]]] = []
+    for (reply, tick_key, posted), length in await asyncio.gather(*replies):
         heard.result.replies.append(reply)
-        shown.append(posted)
+        shown.append((tick_key, posted))
         heard.result.chain = max(heard.result.chain, length)
     await asyncio.to_thread(_write, engine, heard, words, platform, user, shown)
     return heard.result
@@ -169,9 +170,9 @@ async def _reply(
     words: str,
     typing: Typing | None,
     express: Express | None,
-) -> tuple[TownEvent, dict[str, str]]:
+) -> tuple[TownEvent, str, dict[str, str]]:
     """One resident's answer, composed outside any lock and posted at once (``express``);
-    returns it with the platforms that showed it."""
+    returns it with its outbox key's tick part and the platforms that showed it."""
     area = heard.result.area
     if typing is not None:
         await typing(area, resident.name)
@@ -188,7 +189,9 @@ async def _reply(
         )
     data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji}
     event = TownEvent("said", area, heard.clock, resident.name, text, data)
-    return event, (await express(event) if express is not None else {})
+    tick_key = f"say:{uuid4().hex}"
+    key = f"{engine.town_id}:{tick_key}:0"  # (as ``write_outbox`` keys the row)
+    return event, tick_key, (await express(event, key) if express is not None else {})
 
 
 def _write(
@@ -197,13 +200,15 @@ def _write(
     words: str,
     platform: str,
     user_id: str,
-    shown: list[dict[str, str]],
+    shown: list[tuple[str, dict[str, str]]],
 ) -> None:
     """The one write of a visitor's words: the visitor, the words' audit row, the notices,
     and the answers (outbox and audit), each recorded as sent where ``express`` showed it."""
     area, clock = heard.result.area, heard.clock
     kind = audit.LIMITED if heard.result.limited else audit.SAY
-    with engine.store.session() as session:
+    # checked by the engine's guard (a worker's lease) like a tick; the town's revision is
+    # left alone: nothing a tick reads is written
+    with engine.unit(changes_town=False) as session:
         if heard.new_visitor:
             _remember_visitor(session, engine.town_id, platform, user_id, heard.who, heard.role)
         audit.record(
@@ -218,11 +223,11 @@ def _write(
             channel=area,
         )
         write_outbox(session, engine.town_id, f"notice:{uuid4().hex}", heard.notices)
-        rows = write_outbox(session, engine.town_id, f"say:{uuid4().hex}", heard.result.replies)
-        session.flush()
-        for row, posted in zip(rows, shown, strict=True):
+        for event, (tick_key, posted) in zip(heard.result.replies, shown, strict=True):
+            (row,) = write_outbox(session, engine.town_id, tick_key, [event])
+            session.flush()
+            assert row.id is not None
             for where, message_id in posted.items():
-                assert row.id is not None
                 session.add(
                     Delivery(outbox_id=row.id, platform=where, status="sent", message_id=message_id)
                 )

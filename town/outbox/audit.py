@@ -1,7 +1,9 @@
 """The audit log: every input to a town and every output from it, with game and wall time.
 
-Inputs (direction "in"): a visitor's words (``say``, or ``say:limited`` when the visitor was over
-the rate limit and residents did not hear it), a command line (``command``), an inner voice
+Inputs (direction "in"): a visitor's words (``say``: the row residents there take in at the next
+tick, ``town/tick/heard.py``; ``say:limited`` when the visitor was over the rate limit and
+residents did not hear it; ``say:place`` at a place with a handler of its own, heard at once),
+a command line (``command``), an inner voice
 (``whisper``), an object set (``set``), an interview question (``interview``). Outputs ("out"):
 a resident's words (``said``), a resident's answer to a visitor (``reply``, its text
 ``reply_line``: the next tick remembers it for the resident), a notice to a visitor

@@ -123,9 +123,11 @@ async def test_an_answer_posted_at_once_is_not_posted_again(store: Store) -> Non
     platform = FakePlatform(failures=[DeliveryError("down")])
     pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
     reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
-    assert await pump.express(reply) is None  # tried once: it goes out with the outbox instead
-    assert await pump.express(reply) == "m1"
-    assert [(m.author, m.text) for m in platform.sent] == [("Isabella", "Hi Alice!")]
+    assert await pump.express(reply, "1:say:a:0") is None  # tried once: the outbox has it
+    assert await pump.express(reply, "1:say:a:0") == "m1"
+    assert [(m.key, m.author, m.text) for m in platform.sent] == [
+        ("1:say:a:0", "Isabella", "Hi Alice!")
+    ]
 
 
 async def test_long_text_is_split_at_sentences_with_keys_of_their_own(store: Store) -> None:

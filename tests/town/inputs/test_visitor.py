@@ -124,7 +124,7 @@ async def test_a_visitor_is_answered_while_a_tick_waits_for_the_llm(store: Store
     await asyncio.wait_for(waiting.wait(), 30)  # the tick is inside an LLM call
     posted = asyncio.Event()
 
-    async def express(event: TownEvent) -> dict[str, str]:
+    async def express(event: TownEvent, key: str) -> dict[str, str]:
         posted.set()  # a running town's adapters post it here
         return {"web": "m1"}
 
