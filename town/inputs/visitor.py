@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import uuid4
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from town.inputs import chat
@@ -195,6 +196,22 @@ async def _reply(
 
 
 def _write(
+    engine: Engine,
+    heard: _Heard,
+    words: str,
+    platform: str,
+    user_id: str,
+    shown: list[tuple[str, dict[str, str]]],
+) -> None:
+    """``_store``, once more if a message of the same new visitor (from another process, say)
+    stored the visitor first."""
+    try:
+        _store(engine, heard, words, platform, user_id, shown)
+    except IntegrityError:
+        _store(engine, heard, words, platform, user_id, shown)
+
+
+def _store(
     engine: Engine,
     heard: _Heard,
     words: str,
