@@ -14,7 +14,10 @@ For each pending event (an outbox row with no delivery row for this platform yet
    ``min_interval_s``. A 429 waits as long as the platform asked; other failures back off
    exponentially with full jitter. After ``max_attempts`` the claim is released, so the event is
    tried again on the next round and nothing is lost.
-5. A channel that falls behind by more than ``digest_after`` events gets one digest (split if
+5. A resident's answer to a visitor may be posted at once by ``express`` (the runtime does,
+   before the answer is stored; the store then records it as sent). A channel's replies to
+   visitors (events with ``reply_to``) go out first, one by one, and never in a digest;
+   narration that falls behind by more than ``digest_after`` events gets one digest (split if
    long) instead of a flood.
 6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
    at its limit is left for a later round, its events still pending and in order; while it
@@ -44,6 +47,7 @@ from sqlmodel import col, select
 from adapters.core.ports import DeliveryError, Outgoing, Platform
 from adapters.core.text import render, split_text
 from town.inputs.limits import ChannelRate
+from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.models import Delivery, OutboxEvent, utcnow
 
@@ -62,6 +66,7 @@ class Pending:
     text: str
     emoji: str
     clock: str  # "HH:MM" game time, for digests
+    reply: bool = False  # a resident's answer to a visitor: first, and never in a digest
 
 
 @dataclass
@@ -136,6 +141,34 @@ class OutboxPump:
         await asyncio.gather(*(self._channel(area, items) for area, items in by_area.items()))
         return self.stats.events - before
 
+    async def express(self, event: TownEvent, key: str) -> str | None:
+        """Post a resident's answer to a visitor at once, ahead of the store (the outbox then
+        records it as sent here): paced like any post, tried once. Its message id; None when it
+        did not go out, and the pump delivers it from the outbox instead. ``key``: the key its
+        outbox row will have."""
+        shown = render(event.kind, event.payload())
+        if shown is None:
+            return None
+        author, text, emoji = shown
+        parts = split_text(text, self.platform.max_chars)
+        posted: list[str] = []
+        try:
+            for n, part in enumerate(parts):
+                await self._pace(event.channel)
+                piece_key = key if len(parts) == 1 else f"{key}#{n + 1}"
+                posted.append(
+                    await self.platform.send(
+                        Outgoing(piece_key, event.channel, author, part, emoji)
+                    )
+                )
+        except DeliveryError as error:
+            if not posted:
+                log.info("%s: an answer goes out with the outbox: %s", self.platform.name, error)
+                return None
+        self.stats.sent += len(posted)
+        self.stats.events += 1
+        return ",".join(posted)
+
     async def run(self, wake: asyncio.Event, poll_s: float = 2.0) -> None:
         """Deliver until cancelled: a round whenever ``wake`` is set (after a tick or an input),
         and every ``poll_s`` seconds anyway."""
@@ -180,29 +213,38 @@ class OutboxPump:
                         text,
                         emoji,
                         f"{row.game_time:%H:%M}",
+                        bool(row.payload.get("reply_to")),
                     )
                 )
         return by_area
 
     async def _channel(self, area: str, items: list[Pending]) -> None:
+        """A channel's pending events: replies to visitors first, one by one, in order; then
+        the narration, in order, as one digest when it is long."""
         if self.paused and self.clock() < self._probe_at:
             return  # another channel found the credentials broken this round
-        if self._rate.room(area) == 0:
-            self.stats.deferred += 1
-            return  # at the channel's rate: everything waits, in order, for a later round
-        if len(items) > self.digest_after:
-            await self._post(items, self._digest(area, items), "digested")
+        replies = [i for i in items if i.reply]
+        narration = [i for i in items if not i.reply]
+        if not await self._one_by_one(area, replies):
+            return  # narration waits behind a reply still pending
+        if len(narration) > self.digest_after and self._rate.room(area) != 0:
+            await self._post(narration, self._digest(area, narration), "digested")
             self.stats.digests += 1
             return
+        await self._one_by_one(area, narration)
+
+    async def _one_by_one(self, area: str, items: list[Pending]) -> bool:
+        """Post ``items`` in order; False when some are left for a later round."""
         for item in items:
             if self._rate.room(area) == 0:
                 self.stats.deferred += 1
-                return  # the rest waits for a later round (or a digest), still in order
+                return False  # the rest waits for a later round (or a digest), still in order
             if self.paused and self.clock() < self._probe_at:
-                return  # a credentials problem: the rest waits, in order
+                return False  # a credentials problem: the rest waits, in order
             message = Outgoing(item.key, area, item.author, item.text, item.emoji)
             if not await self._post([item], message, "sent"):
-                return  # keep the channel's order: the rest waits for the next round
+                return False  # keep the channel's order: the rest waits for the next round
+        return True
 
     def _digest(self, area: str, items: list[Pending]) -> Outgoing:
         lines = [f"While the channel caught up, {len(items)} things happened here:"]

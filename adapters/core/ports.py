@@ -65,10 +65,23 @@ class TownPort(Protocol):
         ...
 
     async def visitor_says(
-        self, platform: str, user_id: str, display_name: str, area: str, text: str
+        self,
+        platform: str,
+        user_id: str,
+        display_name: str,
+        area: str,
+        text: str,
+        *,
+        connection: str = "",
     ) -> None:
         """A member wrote in a location channel: an observation for the residents there.
-        Residents' answers reach the platform through the outbox, like every town event."""
+        Residents' answers reach the platform at once (``Adapter.send``) or through the outbox.
+        ``connection`` (the web: the peer address) is rate-limited beside the user id."""
+        ...
+
+    def visitor_name(self, name: str) -> str:
+        """``name`` as the town shows a visitor's: marked ("Isabella Rodriguez (a visitor)")
+        if it could pass for a resident, an inner voice or a mention."""
         ...
 
     async def command(self, caller: Caller, line: str) -> Reply:

@@ -195,8 +195,10 @@ class WebAdapter:
         area = self._area(data.get("area"))
         visitor, name = visitor_of(data, required_name=True)
         text = text_of(data, "text")
-        shown = self.feed.add(area, name, clean_text(text), kind="visitor")
-        await self.town.visitor_says("web", visitor, name, area, text)
+        # the town's rate limit keys on the visitor id and the connection (ids are the page's)
+        peer = request.remote or ""
+        shown = self.feed.add(area, self.town.visitor_name(name), clean_text(text), kind="visitor")
+        await self.town.visitor_says("web", visitor, name, area, text, connection=peer)
         return web.json_response({"ok": True, "id": shown.id})
 
     async def _command(self, request: web.Request) -> web.Response:

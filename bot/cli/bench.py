@@ -82,6 +82,41 @@ def bench_town(
     guarded(run)
 
 
+@bench_app.command("chat")
+def bench_chat(
+    latency_ms: FakeLatencyMs = 1000.0,
+    visitors: Annotated[int, typer.Option(min=1, help="Simulated visitors writing.")] = 10,
+    places: Annotated[int, typer.Option(min=1, help="Places they write in.")] = 5,
+    minutes: Annotated[float, typer.Option(min=0.1, help="Real minutes to run.")] = 2.0,
+    tick_seconds: Annotated[
+        float, typer.Option(min=0.5, help="Real seconds between the town's ticks.")
+    ] = 10.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """What a visitor feels: seconds to the first reply, LLM chains, unanswered greetings,
+    replies in digests and ticks on time, with Smallville live against the fake LLM server."""
+    from bot.bench.chat import run_chat_bench
+
+    def run() -> None:
+        settings = settings_and_logging()
+        result = asyncio.run(
+            run_chat_bench(settings, latency_ms, visitors, places, minutes, tick_seconds)
+        ).as_json()
+        if as_json:
+            print(json.dumps(result))
+            return
+        table = Table(
+            "figure",
+            "value",
+            title=f"{visitors} visitors, {places} places, {minutes:g} min, {latency_ms:g} ms",
+        )
+        for key, value in result.items():
+            table.add_row(key, "-" if value is None else str(value))
+        out.print(table)
+
+    guarded(run)
+
+
 @bench_app.command("retrieval")
 def bench_retrieval(
     as_json: JsonFlag = False,

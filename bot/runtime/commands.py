@@ -147,7 +147,7 @@ class Commands:
         role = " ".join(args[1:])
         who, what = await visitor.join(self.engine, caller.platform, caller.user_id, name, role)
         suffix = f", {what}" if what else ""
-        return Reply(f"Welcome, {who}{suffix}. Residents here will notice what you write.")
+        return Reply(f"Welcome, {who}{suffix}. Residents here will notice what you write.", True)
 
     async def _look(self, caller: Caller, args: list[str]) -> Reply:
         place = " ".join(args) or caller.location
@@ -221,15 +221,15 @@ class Commands:
             platform=caller.platform,
             user_id=caller.user_id,
         )
-        return Reply(f"{path} is now {state}.")
+        return Reply(f"{path} is now {state}.", True)  # the town's narration says it publicly
 
     async def _pause(self, caller: Caller, args: list[str]) -> Reply:
-        clock = await admin.set_paused(self.engine, True)
-        return Reply(f"The clock stops at {clock:%A %H:%M}.")
+        clock = await admin.set_paused(self.engine, True, announce_in=self._area(caller))
+        return Reply(f"The clock stops at {clock:%A %H:%M}.", True)
 
     async def _resume(self, caller: Caller, args: list[str]) -> Reply:
-        clock = await admin.set_paused(self.engine, False)
-        return Reply(f"The clock runs again from {clock:%A %H:%M}.")
+        clock = await admin.set_paused(self.engine, False, announce_in=self._area(caller))
+        return Reply(f"The clock runs again from {clock:%A %H:%M}.", True)
 
     async def _speed(self, caller: Caller, args: list[str]) -> Reply:
         if not 1 <= len(args) <= 2:
@@ -249,7 +249,9 @@ class Commands:
                     raise ValueError(f"{args[1]!r} is not a number of seconds") from None
         else:
             raise ValueError(f"{args[0]!r} is neither a number of minutes nor realtime")
-        minutes, seconds = await admin.set_speed(self.engine, minutes, seconds)
+        minutes, seconds = await admin.set_speed(
+            self.engine, minutes, seconds, announce_in=self._area(caller)
+        )
         every = (
             "at the default interval"
             if seconds is None
@@ -258,8 +260,14 @@ class Commands:
         suffix = " (real time)" if word == "realtime" else ""
         return Reply(
             f"A tick is now {minutes} game minute{'s' if minutes != 1 else ''}. "
-            f"Ticks come {every}{suffix}."
+            f"Ticks come {every}{suffix}.",
+            True,
         )
+
+    def _area(self, caller: Caller) -> str:
+        """The town's area whose channel the caller wrote in ("" if none: a shell, a DM)."""
+        wanted = (caller.location or "").casefold()
+        return next((a.name for a in self.engine.spec.areas if a.name.casefold() == wanted), "")
 
     async def _status(self, caller: Caller, args: list[str]) -> Reply:
         seen = await query.whereabouts(self.engine)

@@ -25,7 +25,10 @@ from bot.runtime.towns import OpenTown, open_town
 from town.inputs import card, visitor
 from town.inputs.card import ResidentCard, TownMap
 from town.inputs.limits import VisitorRateLimit
+from town.inputs.naming import visitor_name
+from town.inputs.unit import clean_text
 from town.outbox import audit
+from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.lease import Leases
 from town.store.usage import DailyTokenBudget
@@ -44,6 +47,7 @@ class TownRuntime:
     settings: Settings
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # the outbox has news
     adapters: list[Adapter] = field(default_factory=list)
+    pumps: list[OutboxPump] = field(default_factory=list)  # one per adapter, while it runs
     # What a tick may raise to end the run (a worker's LeaseLost); anything else is logged and
     # the tick rolled back.
     stop_on: tuple[type[BaseException], ...] = ()
@@ -103,8 +107,18 @@ class TownRuntime:
     def areas(self) -> list[str]:
         return [area.name for area in self.opened.engine.spec.areas]
 
+    def visitor_name(self, name: str) -> str:
+        return visitor_name(clean_text(name, 80), [r.name for r in self.engine.spec.residents])
+
     async def visitor_says(
-        self, platform: str, user_id: str, display_name: str, area: str, text: str
+        self,
+        platform: str,
+        user_id: str,
+        display_name: str,
+        area: str,
+        text: str,
+        *,
+        connection: str = "",
     ) -> None:
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
         for attempt in (1, 2):
@@ -117,6 +131,9 @@ class TownRuntime:
                     platform=platform,
                     user_id=user_id,
                     rate=rate,
+                    typing=self._typing,
+                    express=self._express,
+                    connection=connection,
                 )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
@@ -146,6 +163,17 @@ class TownRuntime:
                     )
             break
         self.wake.set()
+
+    async def _typing(self, area: str, author: str) -> None:
+        """A resident starts composing an answer to a visitor: every adapter shows it typing
+        (best effort: ``Adapter.typing`` never raises)."""
+        await asyncio.gather(*(a.typing(area, author) for a in self.adapters))
+
+    async def _express(self, event: TownEvent, key: str) -> dict[str, str]:
+        """A resident's answer to a visitor, posted by every adapter at once (ahead of the
+        outbox and its backlog); the platforms that showed it, with their message ids."""
+        posted = await asyncio.gather(*(pump.express(event, key) for pump in self.pumps))
+        return {p.platform.name: m for p, m in zip(self.pumps, posted, strict=True) if m}
 
     async def command(self, caller: Caller, line: str) -> Reply:
         if not caller.is_admin and f"{caller.platform}:{caller.user_id}" in self.settings.admins:
@@ -320,6 +348,7 @@ async def run_town(
                 adapter,
                 channel_per_minute=runtime.settings.channel_messages_per_minute,
             )
+            runtime.pumps.append(pump)
             tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))
         days = runtime.settings.audit_retention_days
         tasks.append(
@@ -344,3 +373,4 @@ async def run_town(
             with contextlib.suppress(Exception):
                 await adapter.stop()
         runtime.adapters.clear()
+        runtime.pumps.clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from town.inputs.unit import clean_text, input_unit
+from town.inputs.unit import InputUnit, clean_text, input_unit
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
 from town.tick.engine import Engine
@@ -71,23 +71,33 @@ async def set_object(
     return f"{place}: {name}"
 
 
-async def set_paused(engine: Engine, paused: bool) -> datetime:
+async def set_paused(engine: Engine, paused: bool, *, announce_in: str = "") -> datetime:
     """Stop or start the town's clock (stored, so a restart keeps it); returns the game time.
-    Resuming marks the wall time the clock runs again from, so a pause is never time missed."""
+    Resuming marks the wall time the clock runs again from, so a pause is never time missed.
+    When the clock changes, one public line says so in the area ``announce_in`` (if given)."""
     async with input_unit(engine) as unit:
         town = unit.town
+        changed = town.paused != paused
         if town.paused and not paused:
             town.last_tick_at = datetime.now(UTC)
         town.paused = paused
         unit.session.add(town)
+        if changed:
+            said = "stops" if paused else "runs again"
+            _announce(unit, announce_in, f"The town's clock {said} at {town.clock:%A %H:%M}.")
     return town.clock
 
 
 async def set_speed(
-    engine: Engine, minutes_per_tick: int, tick_seconds: float | None = None
+    engine: Engine,
+    minutes_per_tick: int,
+    tick_seconds: float | None = None,
+    *,
+    announce_in: str = "",
 ) -> tuple[int, float | None]:
     """How much game time a tick is, and the real seconds between ticks (None: the deployment's
-    default, ``settings.tick_seconds``). Stored on the town, so a restart keeps them."""
+    default, ``settings.tick_seconds``). Stored on the town, so a restart keeps them. When the
+    pace changes, one public line says so in the area ``announce_in`` (if given)."""
     if not 1 <= minutes_per_tick <= 24 * 60:
         raise ValueError("minutes per tick must be 1 to 1440")
     if tick_seconds is not None and not MIN_TICK_SECONDS <= tick_seconds <= MAX_TICK_SECONDS:
@@ -95,7 +105,19 @@ async def set_speed(
             f"seconds between ticks must be {MIN_TICK_SECONDS:g} to {MAX_TICK_SECONDS:g}"
         )
     async with input_unit(engine) as unit:
-        unit.town.minutes_per_tick = minutes_per_tick
-        unit.town.tick_seconds = tick_seconds
-        unit.session.add(unit.town)
+        town = unit.town
+        changed = (town.minutes_per_tick, town.tick_seconds) != (minutes_per_tick, tick_seconds)
+        town.minutes_per_tick = minutes_per_tick
+        town.tick_seconds = tick_seconds
+        unit.session.add(town)
+        if changed:
+            each = "" if tick_seconds is None else f" every {tick_seconds:g} s"
+            _announce(unit, announce_in, f"The town now moves {minutes_per_tick} min a tick{each}.")
     return minutes_per_tick, tick_seconds
+
+
+def _announce(unit: InputUnit, area: str, text: str) -> None:
+    """One public line of the town's narration in ``area``'s channel (none without an area)."""
+    if area:
+        event = TownEvent("notice", area, unit.clock, "", text, {})
+        write_outbox(unit.session, unit.engine.town_id, f"town:{uuid4().hex}", [event])

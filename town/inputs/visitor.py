@@ -6,29 +6,34 @@ an admin's inner voice is a directive, ``town.inputs.admin``).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import uuid4
 
-from sqlmodel import Session, select
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
 
+from town.inputs import chat
 from town.inputs.handlers import Visit, place_handlers
 from town.inputs.limits import VisitorRateLimit
+from town.inputs.naming import visitor_name
 from town.inputs.unit import area_named, clean_text, input_unit
-from town.llm.schemas import Utterance, UtterInput
-from town.llm.tasks import UTTER
-from town.memory.stream import NewMemory
+from town.llm.depth import chained
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
-from town.store.models import Resident, Visitor
+from town.store.models import AuditEntry, Delivery, Resident, Visitor
 from town.tick.engine import Engine
-from town.tick.perceive import perceive
-from town.tick.react import react_to
-from town.tick.turn import Tick
 from town.world.places import World
 
 MAX_INPUT_CHARS = 2000
-MAX_REPLIES = 2  # a visitor's "hi" in a full cafe gets at most this many answers
+NOTICE_AGAIN_MIN = 60  # "nobody here is awake" is told a visitor once in this many game minutes
+Typing = Callable[[str, str], Awaitable[None]]  # (area, resident): a resident starts composing
+# An answer posted at once, ahead of the store (a running town's adapters): the platforms that
+# showed it, each with its message id; the outbox then records it as sent there.
+# (Called with the event and the key its outbox row will have.)
+Express = Callable[[TownEvent, str], Awaitable[dict[str, str]]]
 
 
 @dataclass
@@ -37,6 +42,24 @@ class SayResult:
     heard_by: list[str] = field(default_factory=list)
     replies: list[TownEvent] = field(default_factory=list)
     limited: bool = False  # over the visitor's message rate: nobody heard it
+    chain: int = 0  # the longest chain of LLM calls before a reply (see town/llm/depth.py)
+
+
+@dataclass
+class _Heard:
+    """A visitor's words as heard (read, nothing written yet): where, who answers, the thread
+    so far, and what the one write at the end records."""
+
+    result: SayResult
+    clock: datetime
+    who: str = ""
+    role: str = ""
+    logged_as: str = ""
+    new_visitor: bool = False  # the visitor row is written with the words
+    answering: list[chat.Responder] = field(default_factory=list)
+    thread: chat.Thread = field(default_factory=chat.Thread)
+    notices: list[TownEvent] = field(default_factory=list)
+    handled: bool = False  # the place has a handler of its own (an interview room)
 
 
 async def say(
@@ -49,103 +72,292 @@ async def say(
     platform: str = "cli",
     user_id: str = "",
     rate: VisitorRateLimit | None = None,
+    typing: Typing | None = None,
+    express: Express | None = None,
+    connection: str = "",
 ) -> SayResult:
-    """A visitor speaks at a location: an observation for every resident there (asleep ones
-    remember it on waking); awake ones perceive and may react at once, and at most
-    ``MAX_REPLIES`` of them answer, a resident addressed by name first. A place with a handler
-    (``town.inputs.handlers``) may answer first, through one resident who then does not react.
+    """A visitor speaks at a location, as in a chat. No lock on the town is taken, and nothing
+    a tick reads is written, so visitors anywhere (in this process or another) and the tick go
+    on side by side.
 
-    Over ``rate`` (a visitor's messages per minute), nobody hears it: it is only audited, and
-    the first such message of a minute gets the visitor one polite notice in the channel."""
+    1. Heard (reads only): who answers, by rule (``town.inputs.chat``): the residents
+       addressed, else one or two present and awake.
+    2. Each answer is one LLM call (``typing`` is told when a resident starts composing), and
+       with ``express`` posted at once, ahead of the store.
+    3. One short write: the visitor, the words (their audit row is what every resident
+       present perceives at the next tick, rated and reacted to in its batch; asleep ones on
+       waking: ``town.tick.heard``), the answers (outbox and audit). Where nobody is awake or
+       nobody is, the visitor is told so once.
+
+    A place with a handler (``town.inputs.handlers``) answers in a unit of work of its own.
+    A visitor's name that could pass for a resident, an inner voice or a mention is marked
+    (``town.inputs.naming``). Over ``rate`` (a visitor's messages per minute) nobody hears it:
+    it is only audited, and the first such message of a minute gets one polite notice. A
+    ``connection`` (the web's peer address) has an allowance of its own beside the visitor's,
+    so ids a page makes up do not multiply it."""
     words = clean_text(text)
     if not words:
         raise ValueError("say what? the message is empty")
-    who = clean_text(speaker, 80) or "a visitor"
+    name = clean_text(speaker, 80) or "a visitor"
+    user = user_id or name
+    keys = [user, *([f"connection:{connection}"] if connection else [])]
+    heard = _hear(engine, location, name, words, role, platform, user, rate, keys)
+    if heard.handled:
+        return await _say_to_place(engine, heard.result.area, name, words, role, platform, user_id)
+    replies = [chained(_reply(engine, heard, r, words, typing, express)) for r in heard.answering]
+    shown: list[tuple[str, dict[str, str]]] = []
+    for (reply, tick_key, posted), length in await asyncio.gather(*replies):
+        heard.result.replies.append(reply)
+        shown.append((tick_key, posted))
+        heard.result.chain = max(heard.result.chain, length)
+    await asyncio.to_thread(_write, engine, heard, words, platform, user, shown)
+    return heard.result
+
+
+def _hear(
+    engine: Engine,
+    location: str,
+    name: str,
+    words: str,
+    role: str,
+    platform: str,
+    user_id: str,
+    rate: VisitorRateLimit | None,
+    rate_keys: list[str],
+) -> _Heard:
+    """What hearing the words reads: the place, the visitor, the thread, who answers."""
+    with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
+        clock = engine.town(session).clock
+        area = area_named(World.load(session, engine.town_id, engine.spec), location)
+        heard = _Heard(SayResult(area), clock)
+        if area.casefold() in place_handlers(engine):
+            heard.handled = True
+            return heard
+        residents = engine.residents(session)
+        known = _known_visitor(session, engine.town_id, platform, user_id)
+        if known is not None and not role:  # a visitor who joined keeps name and role
+            heard.who, heard.role = visitor_name(known.display_name, residents), known.role
+        else:
+            heard.who, heard.role, heard.new_visitor = _marked(name, residents), role, True
+        heard.logged_as = audit.identity(heard.who, platform, user_id)
+        verdicts = [rate.check(platform, key) for key in rate_keys] if rate is not None else []
+        if not all(v.allowed for v in verdicts):
+            if any(v.notify for v in verdicts) and rate is not None:
+                heard.notices.append(
+                    _rate_notice(heard.who, area, clock, platform, rate.per_minute)
+                )
+            heard.result.limited = True
+            return heard
+        heard.thread = chat.thread(session, engine.town_id, area, heard.logged_as, heard.who)
+        present = [r for r in residents.values() if World.area_of(r.location) == area]
+        heard.result.heard_by = [r.name for r in present]
+        heard.answering = [
+            chat.Responder(r.id or 0, r.name, r.summary, r.location, r.emoji)
+            for r in chat.responders(words, present, heard.thread)
+        ]
+        if not heard.answering and not _told_lately(
+            session, engine.town_id, area, heard.who, platform, clock
+        ):
+            heard.notices.append(
+                _nobody_notice(heard.who, area, clock, platform, asleep=bool(present))
+            )
+        return heard
+
+
+async def _reply(
+    engine: Engine,
+    heard: _Heard,
+    resident: chat.Responder,
+    words: str,
+    typing: Typing | None,
+    express: Express | None,
+) -> tuple[TownEvent, str, dict[str, str]]:
+    """One resident's answer, composed outside any lock and posted at once (``express``);
+    returns it with its outbox key's tick part and the platforms that showed it."""
+    area = heard.result.area
+    if typing is not None:
+        await typing(area, resident.name)
+    with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
+        text = await chat.answer(
+            engine.brain,
+            engine.streams(resident.id),
+            session,
+            resident,
+            heard.who,
+            words,
+            heard.thread,
+            heard.clock,
+        )
+    data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji}
+    event = TownEvent("said", area, heard.clock, resident.name, text, data)
+    tick_key = f"say:{uuid4().hex}"
+    key = f"{engine.town_id}:{tick_key}:0"  # (as ``write_outbox`` keys the row)
+    return event, tick_key, (await express(event, key) if express is not None else {})
+
+
+def _write(
+    engine: Engine,
+    heard: _Heard,
+    words: str,
+    platform: str,
+    user_id: str,
+    shown: list[tuple[str, dict[str, str]]],
+) -> None:
+    """``_store``, once more if a message of the same new visitor (from another process, say)
+    stored the visitor first."""
+    try:
+        _store(engine, heard, words, platform, user_id, shown)
+    except IntegrityError:
+        _store(engine, heard, words, platform, user_id, shown)
+
+
+def _store(
+    engine: Engine,
+    heard: _Heard,
+    words: str,
+    platform: str,
+    user_id: str,
+    shown: list[tuple[str, dict[str, str]]],
+) -> None:
+    """The one write of a visitor's words: the visitor, the words' audit row, the notices,
+    and the answers (outbox and audit), each recorded as sent where ``express`` showed it."""
+    area, clock = heard.result.area, heard.clock
+    kind = audit.LIMITED if heard.result.limited else audit.SAY
+    # checked by the engine's guard (a worker's lease) like a tick; the town's revision is
+    # left alone: nothing a tick reads is written
+    with engine.unit(changes_town=False) as session:
+        if heard.new_visitor:
+            _remember_visitor(session, engine.town_id, platform, user_id, heard.who, heard.role)
+        audit.record(
+            session,
+            engine.town_id,
+            audit.IN,
+            kind,
+            heard.logged_as,
+            words,
+            game_time=clock,
+            platform=platform,
+            channel=area,
+        )
+        write_outbox(session, engine.town_id, f"notice:{uuid4().hex}", heard.notices)
+        for event, (tick_key, posted) in zip(heard.result.replies, shown, strict=True):
+            (row,) = write_outbox(session, engine.town_id, tick_key, [event])
+            session.flush()
+            assert row.id is not None
+            for where, message_id in posted.items():
+                session.add(
+                    Delivery(outbox_id=row.id, platform=where, status="sent", message_id=message_id)
+                )
+    if engine.after_commit:
+        engine.after_commit()
+
+
+def _marked(name: str, residents: dict[str, Resident]) -> str:
+    """The visitor's name, marked if it could pass for another (kept within 80 characters)."""
+    who = visitor_name(name, residents)
+    return who if who == name else visitor_name(name[:64], residents)
+
+
+async def _say_to_place(
+    engine: Engine, area: str, name: str, words: str, role: str, platform: str, user_id: str
+) -> SayResult:
+    """Words at a place with a handler (an interview room): the handler answers through one
+    resident, in one unit of work; the others there hear the words at once."""
     async with input_unit(engine) as unit:
         session = unit.session
         tick = engine.new_tick(session, unit.clock)
-        area = area_named(tick.world, location)
-        visitor = _known_visitor(session, engine.town_id, platform, user_id or who)
-        if visitor is None or role:
-            _remember_visitor(session, engine.town_id, platform, user_id or who, who, role)
-        else:  # a visitor who joined keeps the name and role they chose
-            who, role = visitor.display_name, visitor.role
-        logged_as = audit.identity(who, platform, user_id)
-        verdict = rate.check(platform, user_id or who) if rate is not None else None
-        if verdict is not None and not verdict.allowed:
-            unit.audit(audit.IN, audit.LIMITED, logged_as, words, platform=platform, channel=area)
-            if verdict.notify and rate is not None:
-                notice = _rate_notice(who, area, unit.clock, platform, rate.per_minute)
-                write_outbox(session, engine.town_id, f"notice:{uuid4().hex}", [notice])
-            return SayResult(area, limited=True)
-        quoted = f'{who}{f" ({clean_text(role, 200)})" if role else ""} said: "{words}"'
-        present = [r for r in tick.residents.values() if World.area_of(r.location) == area]
-        result = SayResult(area, [r.name for r in present])
-        handler = place_handlers(engine).get(area.casefold())
-        handled = None
-        if handler is not None:
-            handled = await handler(tick, Visit(area, who, role, words, platform, user_id))
+        residents = tick.residents
+        who, role = _visitor(
+            session, engine.town_id, platform, user_id or name, name, role, residents
+        )
+        result = SayResult(area)
+        present = [r for r in residents.values() if World.area_of(r.location) == area]
+        result.heard_by = [r.name for r in present]
+        handler = place_handlers(engine)[area.casefold()]
+        handled = await handler(tick, Visit(area, who, role, words, platform, user_id))
         if handled is not None:  # the place's own answer (a mock interview), not small talk
             result.replies.append(handled)
             present = [r for r in present if r.name != handled.resident]
-        responders: list[Resident] = []
         for row in present:
-            state = tick.state(row)
-            state.inbox.append(quoted)
-            if state.awake and await react_to(tick, row, perceive(tick, row, state)) == who:
-                responders.append(row)
-        addressed = [r for r in present if r.name.split()[0].casefold() in words.casefold()]
-        ordered = [r for r in addressed if r in responders] + [
-            r for r in responders if r not in addressed
-        ]
-        if not ordered and ("?" in words or addressed):
-            ordered = [r for r in addressed or present if tick.state(r).awake][:1]
-        for row in ordered[:MAX_REPLIES]:
-            result.replies.append(await _reply(tick, row, who, words))
+            tick.state(row).inbox.append(quoted(who, role, words))
         tick.save_states()
-        # audited after the LLM's answers: an early write would hold SQLite's lock
-        unit.audit(audit.IN, "say", logged_as, words, platform=platform, channel=area)
+        logged_as = audit.identity(who, platform, user_id)
+        unit.audit(audit.IN, "say:place", logged_as, words, platform=platform, channel=area)
         write_outbox(session, engine.town_id, f"say:{uuid4().hex}", tick.events)
     return result
+
+
+def quoted(who: str, role: str, words: str) -> str:
+    """A visitor's words as residents perceive them: a quotation, never an instruction."""
+    return f'{who}{f" ({clean_text(role, 200)})" if role else ""} said: "{words}"'
 
 
 async def join(
     engine: Engine, platform: str, user_id: str, name: str, role: str = ""
 ) -> tuple[str, str]:
-    """A visitor takes a name and a role; returns them as stored."""
+    """A visitor takes a name and a role; returns them as stored (the name marked if it could
+    pass for a resident, an inner voice or a mention: ``town.inputs.naming``)."""
     who, what = clean_text(name, 80), clean_text(role, 200)
     if not who:
         raise ValueError("join as whom? give a name")
-    async with input_unit(engine) as unit:
-        _remember_visitor(unit.session, engine.town_id, platform, user_id, who, what)
-    return who, what
+    async with input_unit(engine, changes_town=False) as unit:
+        residents = engine.residents(unit.session)
+        return _visitor(unit.session, engine.town_id, platform, user_id, who, what, residents)
 
 
-async def _reply(tick: Tick, resident: Resident, visitor: str, words: str) -> TownEvent:
-    found = await tick.stream(resident).recall(tick.session, f"{visitor}: {words}", tick.now, k=6)
-    reply = await tick.brain.run(
-        UTTER,
-        UtterInput(
-            speaker=resident.name,
-            listener=visitor,
-            speaker_summary=resident.summary,
-            relationship="",
-            memories=[
-                r.memory.text for r in found if words not in r.memory.text and not r.memory.private
-            ],
-            history=[Utterance(speaker=visitor, text=words)],
-            location=resident.location,
-        ),
-        resident=resident.name,
+def _visitor(
+    session: Session,
+    town_id: int,
+    platform: str,
+    user_id: str,
+    name: str,
+    role: str,
+    residents: dict[str, Resident],
+) -> tuple[str, str]:
+    """The visitor's name (marked if need be) and role as stored: a visitor who joined keeps
+    the name and role they chose unless a new role comes with the words."""
+    known = _known_visitor(session, town_id, platform, user_id)
+    if known is not None and not role:
+        return visitor_name(known.display_name, residents), known.role
+    who = visitor_name(name, residents)
+    if who != name:  # the marker kept whole within the column's 80 characters
+        who = visitor_name(name[:64], residents)
+    _remember_visitor(session, town_id, platform, user_id, who, role)
+    return who, role
+
+
+def _told_lately(
+    session: Session, town_id: int, area: str, who: str, platform: str, clock: datetime
+) -> bool:
+    """Whether the visitor was told lately that nobody here is awake (or here at all)."""
+    since = clock - timedelta(minutes=NOTICE_AGAIN_MIN)
+    return (
+        session.exec(
+            select(AuditEntry.id).where(
+                AuditEntry.town_id == town_id,
+                AuditEntry.channel == area,
+                AuditEntry.kind == "notice",
+                AuditEntry.platform == platform,
+                col(AuditEntry.game_time) >= since,
+                col(AuditEntry.text).startswith(f"{who}: nobody"),
+            )
+        ).first()
+        is not None
     )
-    text = clean_text(reply.text, 1000)
-    await tick.stream(resident).record(
-        tick.session,
-        [NewMemory("chat", f'{resident.name} said to {visitor}: "{text}"', 4)],
-        tick.now,
-    )
-    tick.emit("said", resident, text, to=visitor, emoji=resident.emoji)
-    return tick.events[-1]
+
+
+def _nobody_notice(
+    who: str, area: str, clock: datetime, platform: str, *, asleep: bool
+) -> TownEvent:
+    """The word a visitor gets where nobody can answer: all asleep, or nobody there."""
+    if asleep:
+        text = (
+            f"{who}: nobody here is awake right now; the residents asleep here will "
+            "remember your words when they wake."
+        )
+    else:
+        text = f"{who}: nobody is at {area} right now; try another place."
+    return TownEvent("notice", area, clock, "", text, {"to": who, "for_platform": platform})
 
 
 def _known_visitor(session: Session, town_id: int, platform: str, user_id: str) -> Visitor | None:

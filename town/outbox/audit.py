@@ -1,10 +1,13 @@
 """The audit log: every input to a town and every output from it, with game and wall time.
 
-Inputs (direction "in"): a visitor's words (``say``, or ``say:limited`` when the visitor was over
-the rate limit and residents did not hear it), a command line (``command``), an inner voice
+Inputs (direction "in"): a visitor's words (``say``: the row residents there take in at the next
+tick, ``town/tick/heard.py``; ``say:limited`` when the visitor was over the rate limit and
+residents did not hear it; ``say:place`` at a place with a handler of its own, heard at once),
+a command line (``command``), an inner voice
 (``whisper``), an object set (``set``), an interview question (``interview``). Outputs ("out"):
-a resident's words (``said``), a notice to a visitor (``notice``), an interview answer
-(``answer``).
+a resident's words (``said``), a resident's answer to a visitor (``reply``, its text
+``reply_line``: the next tick remembers it for the resident), a notice to a visitor
+(``notice``), an interview answer (``answer``).
 
 Each row is written in the same transaction as what it records (``town.inputs`` for inputs,
 ``town.outbox.events.write_outbox`` for the town's words), so a rolled-back tick leaves no row and a
@@ -35,6 +38,7 @@ IN, OUT = "in", "out"
 DIRECTIONS = (IN, OUT)
 MAX_TEXT = 2000  # as town.inputs.visitor.MAX_INPUT_CHARS
 LIMITED = "say:limited"
+SAY, REPLY = "say", "reply"
 OUTPUT_EVENTS = frozenset({"said", "notice"})  # town event kinds that are audited outputs
 PRUNE_BATCH = 5000  # rows deleted per transaction, so a big prune never holds the writer long
 DAY_S = 24 * 3600.0
@@ -71,6 +75,19 @@ def name_of(who: str) -> str:
     """The name in an ``identity``: ``Alice (discord:1234)`` -> ``Alice``."""
     name, paren, _ = who.rpartition(" (")
     return name if paren and who.endswith(")") else who
+
+
+def reply_line(to: str, text: str) -> str:
+    """How the log keeps a resident's answer to a visitor: ``(to Alice) Hello!``."""
+    return f"(to {clean_text(to, 100)}) {text}"
+
+
+def reply_parts(line: str) -> tuple[str, str]:
+    """The visitor and the words of a ``reply_line``; ("", line) if it is not one."""
+    if line.startswith("(to ") and ") " in line:
+        to, _, text = line[4:].partition(") ")
+        return to, text
+    return "", line
 
 
 def record(

@@ -16,7 +16,9 @@ from town.store.models import OutboxEvent
 @dataclass(frozen=True)
 class TownEvent:
     # woke, slept, planned, action, moved, reacted, said, object, reflected, conversation, or
-    # notice: the town to one visitor (e.g. over the message rate), payload ``for_platform``
+    # notice: the town to one visitor (e.g. over the message rate), payload ``for_platform``;
+    # a resident's answer to a visitor is "said" with ``reply_to`` (the visitor): delivered
+    # ahead of narration, never in a digest, audited as a ``reply``
     kind: str
     channel: str  # the area, which is a chat channel
     at: datetime
@@ -28,23 +30,26 @@ class TownEvent:
         return {"resident": self.resident, "text": self.text, **self.data}
 
 
-def write_outbox(session: Session, town_id: int, tick_key: str, events: list[TownEvent]) -> None:
+def write_outbox(
+    session: Session, town_id: int, tick_key: str, events: list[TownEvent]
+) -> list[OutboxEvent]:
     """One outbox row per event, keyed so that the same tick can never be written twice; the
-    town's words also go to the audit log, in the same unit of work."""
+    town's words also go to the audit log, in the same unit of work. Returns the rows."""
     for event in events:
         if event.kind in audit.OUTPUT_EVENTS:
+            to = str(event.data.get("reply_to", ""))  # a resident answering a visitor
             audit.record(
                 session,
                 town_id,
                 audit.OUT,
-                event.kind,
+                audit.REPLY if to else event.kind,
                 event.resident or "town",
-                event.text,
+                audit.reply_line(to, event.text) if to else event.text,
                 game_time=event.at,
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,
             )
-    session.add_all(
+    rows = [
         OutboxEvent(
             town_id=town_id,
             channel=event.channel,
@@ -54,4 +59,6 @@ def write_outbox(session: Session, town_id: int, tick_key: str, events: list[Tow
             idempotency_key=f"{town_id}:{tick_key}:{seq}",
         )
         for seq, event in enumerate(events)
-    )
+    ]
+    session.add_all(rows)
+    return rows

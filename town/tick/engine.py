@@ -1,7 +1,10 @@
 """The engine: a tick advances the clock and runs every resident, all in one transaction.
 
 1. The clock moves on by ``minutes_per_tick``.
-2. Every awake resident perceives its area from the tick's starting snapshot (no LLM call).
+2. What visitors said since the last tick reaches the inboxes of the residents there, and the
+   answers residents gave them are remembered (``town/tick/heard.py``: a visitor's words are
+   heard and answered outside the tick, without a lock on the town). Every awake resident
+   perceives its area from the tick's starting snapshot (no LLM call).
 3. One concurrent gather of every unit of work, each at most one LLM call deep: each resident's
    next step (wake, plan, react, change an object, or follow the plan, decomposing only what is
    due) beside rating what it perceived; one turn of each conversation; one step of each
@@ -10,8 +13,10 @@
 5. State, memories, plans, object states and the tick's town events (the outbox) commit together;
    an exception anywhere rolls the whole tick back, clock included.
 
-Every change to a town goes through one engine at a time (its lock), so a tick's transaction is
-the only writer while it awaits the LLM.
+Ticks and admin inputs go through one engine at a time (its lock). A visitor's words take no
+lock: they are heard in a short write of their own (audit and outbox rows only, never a
+resident's row), so a visitor anywhere, in this process or another, never makes a tick roll
+back or wait.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
 from town.store.models import Conversation, Resident, Town
-from town.tick import dialogue, reflection
+from town.tick import dialogue, heard, reflection
 from town.tick.mind import think
 from town.tick.perceive import Observation, perceive
 from town.tick.turn import Tick
@@ -161,7 +166,16 @@ class Engine:
                     return TickReport(town.clock, skipped=True)
                 now = town.clock + timedelta(minutes=town.minutes_per_tick)
                 tick = self.new_tick(session, now)
+                # (words said while the last tick ran carry the clock it started from)
+                since = town.clock - timedelta(minutes=town.minutes_per_tick)
+                answered = heard.take_in(tick, self.town_id, since)
                 chain = await self._run(tick)
+                await asyncio.gather(
+                    *(
+                        tick.stream(tick.residents[name]).record(session, said, now)
+                        for name, said in answered.items()
+                    )
+                )
                 at = datetime.now(UTC)
                 self._raise_revision(session, seen=seen, clock=now, last_tick_at=at)
                 write_outbox(session, self.town_id, now.isoformat(), tick.events)

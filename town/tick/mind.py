@@ -62,8 +62,8 @@ def _next_step(
         return change_object(tick, resident, state)
     if state.noticed:
         return react(tick, resident, state)
-    if state.reacting(tick.now):
-        return None
+    if state.reacting(tick.now) or state.with_visitor(tick.now):
+        return None  # (a resident talking with a visitor stays for the exchange)
     return _follow_plan(tick, resident, spec, state)
 
 

@@ -69,6 +69,8 @@ class ResidentState(BaseModel):
     # "object|<sub-area>|<object>" -> its description for each object not in its usual state
     seen: dict[str, dict[str, str]] = Field(default_factory=dict)
     inbox: list[str] = Field(default_factory=list)  # inputs not yet perceived
+    heard: int = 0  # the audit log read up to this row (visitors' words: town/tick/heard.py)
+    visitor_until: str = ""  # ISO game time: talking with a visitor, it stays till then
     since_reflection: int = 0  # summed importance since the last reflection
     talked: dict[str, str] = Field(default_factory=dict)  # name -> ISO time of the last talk
     reaction: str = ""
@@ -105,6 +107,9 @@ class ResidentState(BaseModel):
         if not last:
             return False
         return (now - datetime.fromisoformat(last)).total_seconds() < cooldown_min * 60
+
+    def with_visitor(self, now: datetime) -> bool:
+        return bool(self.visitor_until) and now < datetime.fromisoformat(self.visitor_until)
 
     def reacting(self, now: datetime) -> bool:
         return bool(self.reaction_until) and now < datetime.fromisoformat(self.reaction_until)

@@ -9,8 +9,9 @@ from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import DeliveryError, Outgoing
-from tests.factories import town_with_events
+from tests.factories import T0, town_with_events
 from tests.fakes.platform import Clock, FakePlatform, Sleeps
+from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
 from town.store.models import Delivery
 
@@ -100,6 +101,33 @@ async def test_a_channel_far_behind_gets_a_digest(store: Store) -> None:
     assert digest.author == "" and "12 things happened" in digest.text
     assert "09:00 Isabella: remark 0" in digest.text and "09:11 Isabella: remark 11" in digest.text
     assert statuses(store) == ["digested"] * 12
+
+
+async def test_a_reply_to_a_visitor_goes_first_and_never_into_a_digest(store: Store) -> None:
+    events = [("action", "Cafe", f"narration {i}") for i in range(12)]
+    town_id = town_with_events(store, events)
+    with store.session() as s:  # a resident's answer to a visitor, written after the backlog
+        reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
+        write_outbox(s, town_id, "say:1", [reply])
+    platform = FakePlatform()
+    pump = OutboxPump(store, town_id, platform, digest_after=8, sleep=Sleeps())
+    assert await pump.deliver_pending() == 13
+    first, digest = platform.sent
+    assert (first.author, first.text) == ("Isabella", "Hi Alice!")
+    assert "12 things happened" in digest.text and "Hi Alice" not in digest.text
+    assert statuses(store) == ["digested"] * 12 + ["sent"]
+
+
+async def test_an_answer_posted_at_once_is_not_posted_again(store: Store) -> None:
+    town_id = town_with_events(store, [])
+    platform = FakePlatform(failures=[DeliveryError("down")])
+    pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
+    reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
+    assert await pump.express(reply, "1:say:a:0") is None  # tried once: the outbox has it
+    assert await pump.express(reply, "1:say:a:0") == "m1"
+    assert [(m.key, m.author, m.text) for m in platform.sent] == [
+        ("1:say:a:0", "Isabella", "Hi Alice!")
+    ]
 
 
 async def test_long_text_is_split_at_sentences_with_keys_of_their_own(store: Store) -> None:

@@ -17,6 +17,7 @@ from tests.factories import resident
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.platform import Clock, Sleeps
 from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
+from town.tick.heard import waiting
 from town.tick.state import ResidentState
 
 AREAS = {
@@ -96,7 +97,11 @@ def visitors(runtime: Any) -> set[str]:
 
 
 def inbox(runtime: Any, name: str) -> list[str]:
-    return ResidentState.of(resident(runtime.store, name)).inbox
+    """What the resident has yet to perceive: its inbox, and visitors' words the next tick
+    brings it."""
+    row = resident(runtime.store, name)
+    with runtime.store.session() as s:
+        return ResidentState.of(row).inbox + waiting(s, runtime.town_id, row)
 
 
 def paused(runtime: Any) -> bool:

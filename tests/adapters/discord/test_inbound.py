@@ -41,8 +41,9 @@ async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhoo
 
     quote = 'Alice said: "Isabella, what is on the menu today?"'
 
-    def heard(name: str) -> bool:
-        return any(quote in m.text for m in memories(runtime.store, name))
+    def heard(name: str) -> bool:  # perceived at the next tick: in the inbox till then
+        said = [m.text for m in memories(runtime.store, name)] + inbox(runtime, name)
+        return any(quote in text for text in said)
 
     await until(lambda: heard("Isabella Rodriguez") and heard("Klaus Mueller"))
     maria = memories(runtime.store, "Maria Lopez")
@@ -111,7 +112,7 @@ async def test_message_content_intent_off_mentions_still_work(
         assert visitors(runtime) == set()  # the blank message was nobody's words
         await fake.member_says(alice, cafe, "hello Isabella, how are you?", mention_bot=True)
         quote = 'Alice said: "hello Isabella, how are you?"'
-        await until(lambda: any(quote in m.text for m in memories(runtime.store, "Klaus Mueller")))
+        await until(lambda: any(quote in text for text in inbox(runtime, "Klaus Mueller")))
     finally:
         await bot.stop()
 
@@ -122,11 +123,9 @@ async def test_a_huge_visitor_message_is_cut_not_fatal(
     await morning(runtime)
     alice = fake.add_member("Alice")
     await fake.member_says(alice, channel_of(runtime, "Hobbs Cafe"), "<@&1> " + "bla " * 25_000)
-    found = await until(
-        lambda: [m for m in memories(runtime.store, "Klaus Mueller") if "Alice said" in m.text]
-    )
-    assert len(found[0].text) < 2200 and found[0].text.count("bla") < 600
-    assert 'said: "@role bla bla' in found[0].text  # mention tags read as names
+    found = await until(lambda: [t for t in inbox(runtime, "Klaus Mueller") if "Alice said" in t])
+    assert len(found[0]) < 2200 and found[0].count("bla") < 600
+    assert 'said: "@role bla bla' in found[0]  # mention tags read as names
 
 
 async def test_admin_command_is_refused_to_members_and_works_for_admins(
@@ -141,14 +140,13 @@ async def test_admin_command_is_refused_to_members_and_works_for_admins(
     assert_no_mentions(refusal)
     assert not paused(runtime)
 
-    asked = await fake.member_says(mayor, cafe, "pause", mention_bot=True)
-    done = (await until(lambda: bot_messages(fake)))[-1]  # public: in the channel
-    assert done["content"].startswith("The clock stops at")
+    await fake.member_says(mayor, cafe, "pause", mention_bot=True)
+    done = (await until(lambda: fake.direct[1:]))[-1]  # the caller's answer: private
+    assert (done["to"], done["content"][:19]) == (mayor["id"], "The clock stops at ")
     assert_no_mentions(done)
-    assert str(done["body"]["message_reference"]["message_id"]) == asked["id"]
-    assert paused(runtime)
+    assert paused(runtime)  # (the channel hears it once, from the town's outbox)
     await fake.member_says(mayor, cafe, "!town status")
-    status = (await until(lambda: fake.direct[1:]))[-1]
+    status = (await until(lambda: fake.direct[2:]))[-1]
     assert "Discord: guild Test Server, message_content intent on" in status["content"]
 
 
@@ -177,10 +175,18 @@ async def test_slash_command_defers_then_follows_up(
     assert refused.followups[0]["content"] == "Only admins may use pause."
     assert refused.followups[0]["flags"] & EPHEMERAL and not paused(runtime)
 
-    async def public(caller: Caller, text: str) -> Reply:  # a command everyone sees
+    token = await fake.slash(mayor, cafe, "town", line("pause"))
+    public = fake.interactions[token]
+    await until(lambda: public.followups)
+    assert paused(runtime)
+    message = public.followups[0]  # the caller's answer is private; the outbox tells the channel
+    assert message["content"].startswith("The clock stops") and message["flags"] & EPHEMERAL
+    assert_no_mentions(message)
+
+    async def everyone_sees(caller: Caller, text: str) -> Reply:  # a command everyone sees
         return Reply(f"You said {text} @everyone")
 
-    monkeypatch.setattr(runtime, "command", public)
+    monkeypatch.setattr(runtime, "command", everyone_sees)
     token = await fake.slash(mayor, cafe, "town", line("hello"))
     shown = fake.interactions[token]
     await until(lambda: shown.followups)
@@ -223,8 +229,9 @@ async def test_a_proxied_message_is_heard_once_under_the_proxied_name(
         cafe = channel_of(runtime, "Hobbs Cafe")
         await fake.proxy_says(proxy, alice, cafe, "Hello from Starling!", "Starling")
 
-        def heard() -> list[str]:
-            return [m.text for m in memories(runtime.store, "Klaus Mueller") if "Hello" in m.text]
+        def heard() -> list[str]:  # perceived at the next tick: in the inbox till then
+            said = [m.text for m in memories(runtime.store, "Klaus Mueller")]
+            return [t for t in said + inbox(runtime, "Klaus Mueller") if "Hello" in t]
 
         await until(heard)
         await until(lambda: bot.proxies._deleted)

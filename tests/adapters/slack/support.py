@@ -29,6 +29,7 @@ from tests.fakes.slack_api import (
 from town.inputs import query
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import ChannelLink, Delivery, Memory, OutboxEvent, Resident, Town, Visitor
+from town.tick.heard import waiting
 from town.tick.state import ResidentState
 
 SECRET = "test-signing-secret"
@@ -146,7 +147,8 @@ def heard(runtime: TownRuntime, words: str) -> dict[str, int]:
             memories = s.exec(
                 select(Memory).where(Memory.resident_id == row.id, col(Memory.text).contains(words))
             ).all()
-            inbox = [item for item in ResidentState.of(row).inbox if words in item]
+            waits = ResidentState.of(row).inbox + waiting(s, runtime.town_id, row)
+            inbox = [item for item in waits if words in item]
             if memories or inbox:
                 counts[row.name] = len(memories) + len(inbox)
         return counts

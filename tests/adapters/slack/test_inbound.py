@@ -79,7 +79,7 @@ async def test_admin_commands_are_for_admins_only(
             {"type": "app_mention", "channel": cafe, "user": MEMBER, "text": "<@U0BOT> town look"}
         ),
     )
-    [look] = slack.ephemerals
+    look = slack.ephemerals[0]
     assert look["user"] == MEMBER and look["text"].startswith("Hobbs Cafe: a small cafe")
     await post(
         adapter,
@@ -89,14 +89,14 @@ async def test_admin_commands_are_for_admins_only(
     )
     assert not paused()
 
-    # a public reply goes to the channel in the town's name, escaped like everything else
+    # the caller's answer is private (ephemeral), escaped like everything else
     join = "<@U0BOT> town join Alicia &lt;!channel&gt;-baker"
     await post(
         adapter,
         event_callback({"type": "app_mention", "channel": cafe, "user": MEMBER, "text": join}),
     )
-    welcome = slack.messages_in(CAFE)[-1]  # after "resume", also a public answer
-    assert welcome["username"] == "mini" and welcome["link_names"] is False
+    welcome = slack.ephemerals[-1]
+    assert welcome["user"] == MEMBER
     assert welcome["text"] == "Welcome, Alicia, &lt;!channel&gt;-baker. " + (
         "Residents here will notice what you write."
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import openai
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 
 from adapters.core.ports import Caller, Thinking
 from bot.runtime.commands import OFFLINE_LABEL, Commands, thinking
@@ -14,7 +14,7 @@ from town.llm.depth import ChainCountingBrain
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.store.db import Store
-from town.store.models import AuditEntry, Resident, Town, Visitor
+from town.store.models import AuditEntry, OutboxEvent, Resident, Town, Visitor
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.tick.engine import Engine
 from town.tick.state import ResidentState
@@ -153,3 +153,29 @@ async def test_who_thinks_is_named_through_any_wrapper() -> None:
     budget.spent = True  # the offline brain answers until the budget is back
     assert thinking(gateway) == Thinking("llm:town-model (offline (budget spent))", True)
     await client.close()
+
+
+async def test_commands_answer_their_caller_and_the_channel_hears_a_change_once(
+    commands: Commands, store: Store
+) -> None:
+    def public_lines() -> list[str]:
+        with store.session() as s:
+            rows = s.exec(
+                select(OutboxEvent).where(col(OutboxEvent.kind).in_(["notice", "object"]))
+            )
+            return [str(r.payload["text"]) for r in rows]
+
+    replies = [
+        await commands.handle(MEMBER, "join Alice a reporter"),
+        await commands.handle(ADMIN, "pause"),
+        await commands.handle(ADMIN, "pause"),  # no change: no public line
+        await commands.handle(ADMIN, "resume"),
+        await commands.handle(ADMIN, "speed 15"),
+        await commands.handle(ADMIN, "set Hobbs Cafe: kitchen: stove = on fire"),
+    ]
+    assert all(r.ok and r.private for r in replies), [r.text for r in replies]
+    lines = public_lines()
+    assert len(lines) == 4 and "stops" in lines[0] and "runs again" in lines[1]
+    assert "15 min a tick" in lines[2] and lines[3].startswith("the stove")
+    await commands.handle(Caller("cli", "me", "Ada", is_admin=True), "pause")  # no channel
+    assert len(public_lines()) == 4

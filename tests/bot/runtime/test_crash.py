@@ -351,6 +351,9 @@ def test_sigkill_at_random_points_loses_nothing_and_posts_nothing_twice(
     spans: dict[str, list[tuple[int, int, str]]] = {}
     for base in dict.fromkeys(key.split("#")[0] for key in keys):  # a long text's parts: one
         first, _, end = base.removeprefix("digest:").partition("..")
+        if ":say:" in first:
+            continue  # an answer to a visitor goes out on its own, ahead of the narration a
+            # digest may span (posted at once, it may miss the store if a kill came between)
         lo, area = events[first]
         hi = events[end][0] if end else lo
         spans.setdefault(area, []).append((lo, hi, base))

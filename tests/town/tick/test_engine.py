@@ -226,6 +226,7 @@ async def test_visitor_is_heard_by_everyone_present_and_no_one_else(
     )
     assert sorted(result.heard_by) == ["Isabella Rodriguez", "Klaus Mueller"]
     assert result.replies and result.replies[0].resident == "Isabella Rodriguez"
+    await engine.tick()  # heard at once, perceived in the next tick's batch
     for name in ("Isabella Rodriguez", "Klaus Mueller"):
         assert any("Alice (a reporter) said" in m.text for m in memories(store, name))
     assert not any("Alice" in m.text for m in memories(store, "Maria Lopez"))
@@ -237,6 +238,7 @@ async def test_huge_and_hostile_visitor_text_is_cut_not_crashing(
     await until(engine, at_cafe(store, *CAFE_PAIR))
     result = await say(engine, "Hobbs Cafe", "@everyone", "x" * 100_000 + "\u202e\x07")
     assert len(result.heard_by) == 2
+    await engine.tick()
     longest = max(len(m.text) for m in memories(store, "Klaus Mueller"))
     assert longest < 2200
 

@@ -1,0 +1,32 @@
+"""The chat bench's figures, from what it measured."""
+
+from __future__ import annotations
+
+from bot.bench.chat import ChatBench, Message
+
+
+def test_the_figures_are_what_the_visitors_felt() -> None:
+    bench = ChatBench(tick_seconds=10, replies_in_digests=0)
+    bench.messages = [
+        Message("addressed", 0.0, 1.0, chain=1, awake_there=True),
+        Message("addressed", 5.0, 7.0, chain=1, awake_there=True),
+        Message("greeting", 0.0, 2.0, chain=1, awake_there=True),
+        Message("greeting", 0.0, None, chain=0, awake_there=True),  # unanswered
+        Message("greeting", 0.0, None, chain=0, awake_there=False),  # nobody awake there
+        Message("follow-up", 0.0, 3.0, chain=2, awake_there=True),
+    ]
+    bench.ticks = [4.0, 9.5, 12.0, 3.0]
+    got = bench.as_json()
+    assert set(got) >= {
+        "first_reply_p95_s_addressed",
+        "first_reply_p95_s_other",
+        "longest_chain_addressed",
+        "longest_chain_other",
+        "unanswered_greetings",
+        "replies_in_digests",
+        "ticks_on_time_pct",
+    }
+    assert got["first_reply_p50_s_addressed"] == 1.5 and got["first_reply_p95_s_addressed"] == 1.95
+    assert got["first_reply_p95_s_other"] == 2.95
+    assert (got["longest_chain_addressed"], got["longest_chain_other"]) == (1, 2)
+    assert got["unanswered_greetings"] == 1 and got["ticks_on_time_pct"] == 75.0

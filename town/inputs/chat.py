@@ -1,0 +1,146 @@
+"""A visitor's chat with the residents at a place: who answers, what they remember of the
+exchange so far, and the answer itself (one LLM call).
+
+Who answers is a rule, not a call per resident: a resident addressed by name or mention (awake
+and there) answers; else one resident present and awake, preferring one who answered this
+visitor lately (the thread goes on), then one not in a conversation. "Everyone"/"all" in a
+greeting brings a second. Everyone there still perceives the words, in the next tick's batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from town.llm.port import Brain
+from town.llm.schemas import Utterance, UtterInput
+from town.llm.tasks import UTTER
+from town.memory.stream import MemoryStream
+from town.outbox import audit
+from town.store.models import AuditEntry, Resident
+from town.tick.state import ResidentState
+
+log = logging.getLogger(__name__)
+
+HISTORY = 8  # exchanges of the thread given to the resident answering
+LOOKBACK = 80  # audit rows of the place read to find the thread
+MAX_ANSWERS = 2
+_ROOM = re.compile(r"\b(everyone|everybody|all|folks|y'?all|guys)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Responder:
+    """A resident who answers, as read when the words were heard."""
+
+    id: int
+    name: str
+    summary: str
+    location: str
+    emoji: str
+
+
+@dataclass
+class Thread:
+    """What was said between a visitor and the residents of a place lately, oldest first."""
+
+    said: list[Utterance] = field(default_factory=list)
+    answered_by: list[str] = field(default_factory=list)  # latest first
+
+
+def thread(session: Session, town_id: int, area: str, logged_as: str, visitor: str) -> Thread:
+    """The visitor's last exchanges at ``area``, from the audit log (its words, and the
+    residents' replies to it)."""
+    rows = session.exec(
+        select(AuditEntry)
+        .where(
+            AuditEntry.town_id == town_id,
+            AuditEntry.channel == area,
+            col(AuditEntry.kind).in_([audit.SAY, audit.REPLY]),
+        )
+        .order_by(col(AuditEntry.id).desc())
+        .limit(LOOKBACK)
+    ).all()
+    found = Thread()
+    for row in rows:
+        if row.kind == audit.SAY and row.who == logged_as:
+            found.said.append(Utterance(speaker=visitor, text=row.text))
+        elif row.kind == audit.REPLY:
+            to, text = audit.reply_parts(row.text)
+            if to == visitor:
+                found.said.append(Utterance(speaker=row.who, text=text))
+                if row.who not in found.answered_by:
+                    found.answered_by.append(row.who)
+        if len(found.said) >= HISTORY:
+            break
+    found.said.reverse()
+    return found
+
+
+def addressed(words: str, names: list[str]) -> list[str]:
+    """The residents ``words`` name: by full or first name, or an @mention of either."""
+    folded = words.casefold()
+    found = []
+    for name in names:
+        first = name.split()[0].casefold()
+        if name.casefold() in folded or re.search(rf"(?<!\w)@?{re.escape(first)}(?!\w)", folded):
+            found.append(name)
+    return found
+
+
+def responders(words: str, present: list[Resident], talk: Thread) -> list[Resident]:
+    """Who answers ``words`` among those ``present`` (see the module's docstring)."""
+    awake = [r for r in present if ResidentState.of(r).awake]
+    named = addressed(words, [r.name for r in awake])
+    if named:
+        return [r for r in awake if r.name in named][:MAX_ANSWERS]
+    lately = {name: i for i, name in enumerate(talk.answered_by)}
+    ranked = sorted(
+        awake,
+        key=lambda r: (lately.get(r.name, len(lately)), ResidentState.of(r).talk is not None),
+    )
+    return ranked[: 2 if _ROOM.search(words) else 1]
+
+
+async def answer(
+    brain: Brain,
+    stream: MemoryStream,
+    session: Session,
+    resident: Responder,
+    visitor: str,
+    words: str,
+    talk: Thread,
+    now: datetime,
+) -> str:
+    """The resident's answer: what it recalls of the visitor (the relationship retrieval it
+    uses for residents) and of the words, the thread so far, then one ``utter`` call."""
+    queries = [f"What is {resident.name}'s relationship with {visitor}?", f"{visitor}: {words}"]
+    try:
+        about, context = await stream.recall_each(session, queries, now, k=[3, 6])
+    except Exception as error:
+        # (a process beside the one running the town may find the vector index mid-write)
+        log.warning("%s answers without recalling: %s", resident.name, error)
+        about, context = [], []
+    # a private memory (a feeling, a secret) is never told to a visitor
+    about = [r for r in about if not r.memory.private]
+    context = [r for r in context if not r.memory.private]
+    history = talk.said or [Utterance(speaker=visitor, text=words)]
+    if history[-1].text != words or history[-1].speaker != visitor:
+        history = [*history, Utterance(speaker=visitor, text=words)]
+    reply = await brain.run(
+        UTTER,
+        UtterInput(
+            speaker=resident.name,
+            listener=visitor,
+            speaker_summary=resident.summary,
+            relationship=" ".join(r.memory.text for r in about),
+            memories=[r.memory.text for r in context if words not in r.memory.text],
+            history=history,
+            location=resident.location,
+        ),
+        resident=resident.name,
+    )
+    return audit.clean_text(reply.text, 1000)
