@@ -22,7 +22,9 @@ from town.store.models import Visitor
 
 
 @contextlib.asynccontextmanager
-async def running_town(tmp_path: Path) -> AsyncIterator[TownRuntime]:
+async def running_town(
+    tmp_path: Path, persona: Path | str = MINITOWN, name: str = "mini"
+) -> AsyncIterator[TownRuntime]:
     """``bottown run`` on the web, as ``serve`` runs it; ticks only when the test ticks."""
     from bot.runtime.run import serve
     from bot.runtime.settings import load_settings
@@ -39,7 +41,7 @@ async def running_town(tmp_path: Path) -> AsyncIterator[TownRuntime]:
     )
     ready: asyncio.Future[TownRuntime] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        serve(settings, ["web"], town="mini", persona=str(MINITOWN), ready=ready.set_result)
+        serve(settings, ["web"], town=name, persona=str(persona), ready=ready.set_result)
     )
     try:
         first: list[asyncio.Future[Any]] = [task, ready]
