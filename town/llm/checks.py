@@ -69,10 +69,15 @@ def known_path(
     )
 
 
+def present_named(inputs: s.ReactInput, name: str | None) -> str | None:
+    """The one present whom ``name`` names (in its own spelling, whatever the case), or None."""
+    wanted = (name or "").strip().casefold()
+    return next((p for p in inputs.present if wanted and p.casefold() == wanted), None)
+
+
 def react_talk_to(inputs: s.ReactInput, result: s.ReactResult) -> s.ReactResult:
-    talk_to = (result.talk_to or "").strip() or None
-    if not result.react:
-        talk_to = None
+    """Talk only to someone present, and only when reacting."""
+    talk_to = present_named(inputs, result.talk_to) if result.react else None
     return s.ReactResult(react=result.react, reaction=result.reaction.strip(), talk_to=talk_to)
 
 

@@ -5,8 +5,9 @@ control characters allowed inside strings (a grammar lets a model write a raw ne
 Then it is mended against the call's schema: a number written as a string becomes the number, a
 number out of range is clamped (an importance of 11 is 10), text is cut at its ``maxLength`` on a
 sentence or word boundary, a list past its ``maxItems`` is cut, an enum value matches its set
-whatever its case. What cannot be mended (a missing field, too few items, truncated JSON) is left
-for validation, and the gateway asks for a repair.
+whatever its case, and a value outside a set that may also be none (a sentence where the name
+of someone present was asked for) is none. What cannot be mended (a missing field, too few
+items, truncated JSON) is left for validation, and the gateway asks for a repair.
 """
 
 from __future__ import annotations
@@ -75,11 +76,19 @@ def mend(value: Any, schema: Any) -> Any:
     """``value`` mended to fit ``schema`` where the meaning is clear; the rest left as it is."""
     if not isinstance(schema, dict):
         return value
+    if schema.get("type") == "null":
+        return None  # nothing else may stand there (no one to talk to)
     if "anyOf" in schema:
         if value is None:
             return None
         options = [o for o in schema["anyOf"] if isinstance(o, dict) and o.get("type") != "null"]
-        return mend(value, options[0]) if len(options) == 1 else value
+        if len(options) != 1:
+            return value
+        mended = mend(value, options[0])
+        closed = options[0].get("enum")
+        if isinstance(closed, list) and mended not in closed:
+            return None  # one of a closed set, or none: what is not in the set is none
+        return mended
     enum = schema.get("enum")
     if isinstance(enum, list) and isinstance(value, str | int | float):
         if value in enum:

@@ -128,6 +128,11 @@ class ReactInput(_Model):
     observation: str
     relationship: str
     context: list[str] = Field(default_factory=list)
+    present: list[str] = Field(
+        default_factory=list,
+        description="Whom the resident can talk to: the residents there and awake (talk_to is "
+        "one of them or null).",
+    )
 
 
 class ReactResult(_Model):

@@ -4,9 +4,9 @@ A grammar engine (llama.cpp's, Outlines, vLLM's) turns a schema into the only re
 write: the tighter the schema, the more a tiny model's reply is valid by construction. So the
 schema a call sends is the result model's, with ``$ref``s inlined, titles and defaults dropped,
 every property required, and then tightened for the inputs by the task's shaper: exact counts
-(one score per observation), closed sets as ``enum`` (the places a resident knows, the ids a
-reflection may cite). Patterns use simple character classes only, and every text has its
-``maxLength`` (the caps in :mod:`town.llm.schemas`).
+(one score per observation), closed sets as ``enum`` (the places a resident knows, the people it
+can talk to, the ids a reflection may cite). Patterns use simple character classes only, and
+every text has its ``maxLength`` (the caps in :mod:`town.llm.schemas`).
 """
 
 from __future__ import annotations
@@ -98,6 +98,16 @@ def _choose_location(inputs: s.ChooseLocationInput, schema: Schema) -> None:
     path["maxItems"] = max(1, max(len(parts) for parts in paths))
 
 
+def _react(inputs: s.ReactInput, schema: Schema) -> None:
+    """``talk_to`` names one of the people present, or nobody (no one there: only null)."""
+    names = list(dict.fromkeys(name for name in inputs.present if name))
+    schema["properties"]["talk_to"] = (
+        {"anyOf": [{"type": "string", "enum": names}, {"type": "null"}]}
+        if names
+        else {"type": "null"}
+    )
+
+
 def _reflect_questions(inputs: s.ReflectQuestionsInput, schema: Schema) -> None:
     _items(schema, "questions")["maxItems"] = 3
 
@@ -121,6 +131,7 @@ SHAPERS: Mapping[str, Callable[[Any, Schema], None]] = MappingProxyType(
         "plan_day": _plan_day,
         "decompose": _decompose,
         "choose_location": _choose_location,
+        "react": _react,
         "reflect_questions": _reflect_questions,
         "reflect_insights": _reflect_insights,
         "judge_knows": _judge_knows,

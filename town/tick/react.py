@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from town.llm.checks import present_named
 from town.llm.offline.brain import emoji as offline_emoji
 from town.llm.schemas import EmojiInput, ObjectStateInput, RateImportanceInput, ReactInput
 from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT
@@ -22,17 +23,6 @@ REACT_IMPORTANCE = 5  # an observation at least this important may interrupt the
 GREET_IMPORTANCE = 1  # meeting someone (awake, not talked to lately) may start a talk
 TALK_COOLDOWN_MIN = 120  # the same two residents talk again only after this long
 REACTION_MIN = 15
-
-
-async def react_to(tick: Tick, resident: Resident, observed: list[Observation]) -> str | None:
-    """Perceive-and-react at once, outside a tick (a visitor spoke): returns whom the resident
-    wants to answer, if anyone who is not a resident."""
-    state = tick.state(resident)
-    if observed:
-        await observe(tick, resident, state, observed)
-        if state.noticed.get("key") == "inbox":
-            await react(tick, resident, state)
-    return tick.answers.get(resident.name)
 
 
 async def observe(
@@ -102,17 +92,15 @@ async def react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     about, context = await stream.recall_each(
         tick.session, _react_queries(name, obs), tick.now, k=[5, 3]
     )
-    decision = await tick.brain.run(
-        REACT,
-        ReactInput(
-            resident=name,
-            current_action=resident.action,
-            observation=obs.text,
-            relationship=" ".join(r.memory.text for r in about),
-            context=[r.memory.text for r in context],
-        ),
+    inputs = ReactInput(
         resident=name,
+        current_action=resident.action,
+        observation=obs.text,
+        relationship=" ".join(r.memory.text for r in about),
+        context=[r.memory.text for r in context],
+        present=_talkable(tick, resident),
     )
+    decision = await tick.brain.run(REACT, inputs, resident=name)
     if not decision.react:
         return False
     reaction = decision.reaction.strip() or f"responding to {obs.text}"
@@ -128,17 +116,19 @@ async def react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     tick.emit("reacted", resident, f"{name} is {reaction}", emoji=resident.emoji, to=obs.text)
     if obs.key.startswith("object|"):
         state.object_next = {"key": obs.key, "reaction": reaction}
-    other = (decision.talk_to or "").strip()
-    if other and other not in tick.residents:
-        tick.answers[name] = other  # a visitor: answered by the input that brought the words
-    elif other in tick.residents and other != name:
-        loc = tick.start.get(other, ("", "", False))
-        same_area = World.area_of(loc[0]) == World.area_of(resident.location)
+    other = present_named(inputs, decision.talk_to)  # only ever someone there and awake
+    if other is not None:
         urged = obs.key == "inbox"  # an inner voice or a visitor overrides the cooldown
-        cooled = urged or not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN)
-        if same_area and loc[2] and cooled:
+        if urged or not state.talked_recently(other, tick.now, TALK_COOLDOWN_MIN):
             tick.talks.append((urged, name, other))
     return True
+
+
+def _talkable(tick: Tick, resident: Resident) -> list[str]:
+    """Whom the resident can talk to: the other residents at its area and awake when the tick
+    began (a visitor is answered when heard, by ``town.inputs.chat``, never from a reaction)."""
+    area = World.area_of(resident.location)
+    return [n for n, _, awake in tick.present(area) if awake and n != resident.name]
 
 
 async def change_object(tick: Tick, resident: Resident, state: ResidentState) -> None:

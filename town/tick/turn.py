@@ -32,7 +32,6 @@ class Tick:
     events: list[TownEvent] = field(default_factory=list)
     # talks asked for this tick: (urged by an input, who, to whom); begun in the engine's order
     talks: list[tuple[bool, str, str]] = field(default_factory=list)
-    answers: dict[str, str] = field(default_factory=dict)  # resident -> the non-resident it answers
     states: dict[str, ResidentState] = field(default_factory=dict)
     _present: dict[str, list[tuple[str, str, bool]]] | None = field(default=None, repr=False)
 

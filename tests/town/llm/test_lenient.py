@@ -53,6 +53,29 @@ def test_booleans_as_words_and_long_text_are_mended() -> None:
     assert result.react is True and 0 < len(result.reaction) <= 300
 
 
+@pytest.mark.parametrize(
+    ("talk_to", "meant"),
+    [
+        ('"Klaus Mueller"', "Klaus Mueller"),
+        ('"  klaus MUELLER "', "Klaus Mueller"),  # a name of those present, in any case
+        ('"Sure, I will go and ask Klaus about his research right now."', None),
+        ('"Alice"', None),  # a visitor is not someone a reaction talks to
+        ('""', None),
+        ("null", None),
+    ],
+)
+def test_talk_to_is_one_of_those_present_or_none(talk_to: str, meant: str | None) -> None:
+    inputs = sample(REACT, present=["Klaus Mueller", "Maria Lopez"])
+    reply = '{"react": true, "reaction": "waving", "talk_to": ' + talk_to + "}"
+    assert REACT.parse(inputs, reply).talk_to == meant
+
+
+def test_with_no_one_present_talk_to_is_none() -> None:
+    reply = '{"react": true, "reaction": "waving", "talk_to": "Klaus Mueller"}'
+    assert REACT.parse(sample(REACT, present=[]), reply).talk_to is None
+    assert mend("Klaus Mueller", {"type": "null"}) is None
+
+
 def test_what_cannot_be_mended_is_left_for_validation() -> None:
     inputs = sample(RATE_IMPORTANCE)
     with pytest.raises(ValueError, match="scores"):

@@ -238,8 +238,9 @@ def test_choose_location_check_accepts_known_paths_only() -> None:
     [
         ("The kitchen: stove is burning", True, None),
         ('Sam Moore shouts: "Help! I fell off my bike"', True, "Sam Moore"),
-        ('Alice (visitor) says: "Hi Isabella, what time does the party start?"', True, "Alice"),
-        ('Alice says: "Hello Isabella!"', True, "Alice"),
+        ('Alice (visitor) says: "Hi Isabella, what time does the party start?"', True, None),
+        ('Alice says: "Hello Isabella!"', True, None),  # answered when heard, not from here
+        ('Klaus Mueller says: "Hello Isabella!"', True, "Klaus Mueller"),
         ("Inner voice: You are going to run against Sam in the election", True, None),
         ("Klaus Mueller is reading a book", False, None),
         ('Alice (visitor) says: "nice weather today"', False, None),
@@ -249,9 +250,22 @@ def test_choose_location_check_accepts_known_paths_only() -> None:
 def test_react_only_to_salient_observations(
     observation: str, reacts: bool, talk_to: str | None
 ) -> None:
-    result = think(REACT, sample(REACT, observation=observation))
+    inputs = sample(REACT, observation=observation, present=["Sam Moore", "Klaus Mueller"])
+    result = think(REACT, inputs)
     assert (result.react, result.talk_to) == (reacts, talk_to)
     assert bool(result.reaction) == reacts
+
+
+def test_meeting_someone_is_a_chat_only_with_someone_present() -> None:
+    met = sample(
+        REACT,
+        observation="Klaus Mueller is reading a book",
+        relationship="Isabella Rodriguez and Klaus Mueller are old friends.",
+    )
+    chat = think(REACT, met.model_copy(update={"present": ["Klaus Mueller"]}))
+    assert chat.react and chat.talk_to == "Klaus Mueller"
+    gone = think(REACT, met.model_copy(update={"present": ["Maria Lopez"]}))  # asleep or away
+    assert (gone.react, gone.talk_to) == (False, None)
 
 
 def test_a_conversation_mentions_memories_and_ends_after_a_few_turns() -> None:

@@ -14,6 +14,7 @@ from town.llm.tasks import (
     CHOOSE_LOCATION,
     PLAN_DAY,
     RATE_IMPORTANCE,
+    REACT,
     REFLECT_INSIGHTS,
     TASKS,
 )
@@ -65,6 +66,16 @@ def test_closed_sets_are_enums() -> None:
     cites = REFLECT_INSIGHTS.schema_for(inputs)["properties"]["insights"]["items"]
     ids = sorted({s.id for q in inputs.questions for s in q.statements})
     assert cites["properties"]["cites"]["items"]["enum"] == ids
+
+
+def test_talk_to_is_one_of_those_present_or_null() -> None:
+    inputs = sample(REACT, present=["Klaus Mueller", "Maria Lopez"])
+    talk_to = REACT.schema_for(inputs)["properties"]["talk_to"]
+    assert talk_to == {
+        "anyOf": [{"type": "string", "enum": ["Klaus Mueller", "Maria Lopez"]}, {"type": "null"}]
+    }
+    nobody = REACT.schema_for(sample(REACT, present=[]))["properties"]["talk_to"]
+    assert nobody == {"type": "null"}
 
 
 def test_an_empty_set_leaves_the_text_free() -> None:

@@ -6,6 +6,7 @@ import re
 from collections import Counter
 
 from town.llm import schemas as s
+from town.llm.checks import present_named
 from town.llm.offline.lexicon import ALARM_WORDS, GREETINGS, PLACE_WORDS, STOPWORDS
 from town.llm.offline.steps import gerund
 from town.llm.offline.text import (
@@ -75,11 +76,14 @@ def _addressed(observation: str, resident: str) -> bool:
 
 
 def react(inputs: s.ReactInput) -> s.ReactResult:
+    """React to danger, to words addressed to the resident, or to meeting someone present;
+    talk only to someone present (a visitor is answered when heard: ``town.inputs.chat``)."""
     observation = inputs.observation
     found = set(words(observation))
     speaker = speaker_of(observation)
     if speaker is not None and mentions(speaker, inputs.resident):
         speaker = None  # the resident's own words
+    listener = present_named(inputs, speaker)
     if _DIRECTIVE.match(observation):
         return s.ReactResult(react=True, reaction=acting_on(observation), talk_to=None)
     if found & ALARM_WORDS:
@@ -89,15 +93,16 @@ def react(inputs: s.ReactInput) -> s.ReactResult:
             verb = "putting out" if broken.group(2).lower() in _FIRE else "fixing"
             return s.ReactResult(react=True, reaction=f"rushing over and {verb} the {thing}")
         who = speaker or "whoever needs it"
-        return s.ReactResult(react=True, reaction=f"hurrying over to help {who}", talk_to=speaker)
+        return s.ReactResult(react=True, reaction=f"hurrying over to help {who}", talk_to=listener)
     if speaker and _addressed(observation, inputs.resident):
         if "?" in observation:
-            return s.ReactResult(react=True, reaction=f"answering {speaker}", talk_to=speaker)
+            return s.ReactResult(react=True, reaction=f"answering {speaker}", talk_to=listener)
         if found & GREETINGS:
-            return s.ReactResult(react=True, reaction=f"greeting {speaker}", talk_to=speaker)
+            return s.ReactResult(react=True, reaction=f"greeting {speaker}", talk_to=listener)
     met = _MET.match(observation)
-    if met and met.group(1) != inputs.resident:
-        person, roll = met.group(1), stable_rng("react", inputs).random()
+    person = present_named(inputs, met.group(1)) if met else None
+    if person is not None and person != inputs.resident:
+        roll = stable_rng("react", inputs).random()
         if mentions(inputs.relationship, person):
             if roll < _CHAT_CHANCE:
                 reaction = f"stopping to chat with {person}"
