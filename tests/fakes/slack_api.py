@@ -303,12 +303,11 @@ class FakeSlack:
         if not p.get("text"):
             return {"ok": False, "error": "no_text"}
         ts = self._next_ts()
-        # as Slack stores an app's post: its bot and app ids, and the bot user's
-        record = {"channel": channel["id"], "ts": ts, **p, **_POSTED_BY}
+        record = {"channel": channel["id"], "ts": ts, **p}
         if method == "chat.postEphemeral":
             self.ephemerals.append(record)
             return {"ok": True, "message_ts": ts}
-        self.messages.append(record)
+        self.messages.append({**_POSTED_BY, **record})  # as Slack stores an app's post
         return {"ok": True, "channel": channel["id"], "ts": ts, "message": {"text": p["text"]}}
 
 
