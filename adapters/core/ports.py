@@ -73,10 +73,14 @@ class TownPort(Protocol):
         text: str,
         *,
         connection: str = "",
+        replying_to: str = "",
     ) -> None:
         """A member wrote in a location channel: an observation for the residents there.
         Residents' answers reach the platform at once (``Adapter.send``) or through the outbox.
-        ``connection`` (the web: the peer address) is rate-limited beside the user id."""
+        ``connection`` (the web: the peer address) is rate-limited beside the user id.
+        ``replying_to``: the name the message the member replied to was posted under (a
+        Discord reply, a Slack thread); a resident present and awake of that name answers,
+        as if named."""
         ...
 
     def visitor_name(self, name: str) -> str:

@@ -19,7 +19,7 @@ from adapters.core.links import ChannelLinks
 from adapters.core.ports import Caller, Reply, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS, TownClient
-from adapters.discord.poster import answer_parts
+from adapters.discord.poster import answer_parts, webhook_name
 from adapters.discord.proxies import ProxyWatch
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,7 @@ PLATFORM = "discord"
 COMMANDS_KEY = "__commands__"  # the ChannelLink row holding the hash of the synced commands
 DIRECT_MARK = "📬"  # on a command whose answer went by direct message
 _PREFIX = "!town"
+_NAMED = re.compile(r"\*\*(.+?):\*\* ")  # "**Isabella Rodriguez:** ..." as a post names its author
 
 
 class Inbound:
@@ -54,7 +55,10 @@ class Inbound:
                 who = message.author
                 user_id = f"{who.id}:{who.display_name}"  # one proxy webhook, many characters
                 words = _readable(message, message.content)
-                await self.town.visitor_says(PLATFORM, user_id, who.display_name, area, words)
+                replying_to = await self._replying_to(message, area)
+                await self.town.visitor_says(
+                    PLATFORM, user_id, who.display_name, area, words, replying_to=replying_to
+                )
             return
         if message.author.bot or message.webhook_id is not None:
             return  # our webhooks, our replies, other bots
@@ -66,8 +70,38 @@ class Inbound:
             if await self.proxies.replaced(message):
                 return  # a proxy bot deleted it: its repost is heard instead
             words = _readable(message, text)
-            author = message.author
-            await self.town.visitor_says(PLATFORM, str(author.id), author.display_name, area, words)
+            author, replying_to = message.author, await self._replying_to(message, area)
+            await self.town.visitor_says(
+                PLATFORM, str(author.id), author.display_name, area, words, replying_to=replying_to
+            )
+
+    async def _replying_to(self, message: discord.Message, area: str) -> str:
+        """The resident whose message ``message`` replies to: the name on a message of the
+        area's own webhook (or the bot's, name in the text), "" for anyone else's. Discord's
+        event carries the replied-to message; it is fetched only when it does not (best
+        effort: never fails the message)."""
+        reference = message.reference
+        if reference is None or reference.message_id is None:
+            return ""
+        replied = reference.resolved or reference.cached_message
+        if replied is None:
+            try:
+                replied = await message.channel.fetch_message(reference.message_id)
+            except (discord.HTTPException, discord.ClientException) as exc:
+                log.info("Discord: the message a member replied to is out of reach: %s", exc)
+                return ""
+        if not isinstance(replied, discord.Message):  # deleted meanwhile
+            return ""
+        hook, me = self.channels.hook(area), self.client.user
+        if hook is not None and replied.webhook_id == hook.id:
+            if replied.author.name != webhook_name(self.town.town_name):
+                return replied.author.name
+            named = _NAMED.match(replied.content)  # a name Discord refused: posted as the town
+            return named.group(1) if named else ""
+        if me is not None and replied.author.id == me.id and replied.webhook_id is None:
+            named = _NAMED.match(replied.content)  # no webhook here: the bot, name in the text
+            return named.group(1) if named else ""
+        return ""
 
     def _read(self, content: str, bot_id: int) -> tuple[str, str]:
         """("command", line) or ("say", words) for a message's content. ``!town look`` and a

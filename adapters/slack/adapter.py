@@ -101,6 +101,7 @@ class SlackAdapter:
     async def start(self) -> None:
         auth = await self.client.auth_test()
         self.inbound.bot_user_id = str(auth.get("user_id") or "")
+        self.inbound.bot_id = str(auth.get("bot_id") or "")
         self._team = str(auth.get("team") or "")
         await self.channels.provision()
         if self._mode == "socket":

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
 SEEN_EVENTS = 1000  # event ids remembered, so a redelivered event is not heard twice
+AUTHORS_KEPT = 500  # threads' first messages whose author is remembered
 # a member's own words: a plain message, one with a file, a thread reply also sent to the channel
 HEARD_SUBTYPES = (None, "file_share", "thread_broadcast")
 
@@ -41,7 +42,8 @@ class Inbound:
         poster: SlackPoster,
     ) -> None:
         self.town, self.channels, self.members, self.poster = town, channels, members, poster
-        self.bot_user_id = ""  # known after auth.test
+        self.bot_user_id = self.bot_id = ""  # known after auth.test
+        self._authors: OrderedDict[str, str] = OrderedDict()  # "channel:ts" -> posted as
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._chains: dict[str, asyncio.Task[None]] = {}
@@ -55,7 +57,10 @@ class Inbound:
         text = str(event.get("text") or "")
         if self.bot_user_id and text.lstrip().startswith(f"<@{self.bot_user_id}>"):
             return  # a command to the bot: the app_mention listener has it
-        self._hand_off(lambda: self._visitor_says(area, user, text), chain=channel)
+        thread = str(event.get("thread_ts") or "")
+        if thread == str(event.get("ts") or ""):
+            thread = ""  # the thread's own first message replies to nobody
+        self._hand_off(lambda: self._visitor_says(area, user, text, channel, thread), chain=channel)
 
     async def on_mention(self, ack: AsyncAck, body: dict[str, Any], event: dict[str, Any]) -> None:
         await ack()
@@ -135,10 +140,40 @@ class Inbound:
         if self._chains.get(chain) is done:
             del self._chains[chain]
 
-    async def _visitor_says(self, area: str, user: str, text: str) -> None:
+    async def _visitor_says(
+        self, area: str, user: str, text: str, channel: str, thread: str
+    ) -> None:
         member = await self.members.get(user)
         words = await self._readable(text)
-        await self.town.visitor_says(PLATFORM, user, member.name, area, words)
+        replying_to = await self._replying_to(channel, thread) if thread else ""
+        await self.town.visitor_says(
+            PLATFORM, user, member.name, area, words, replying_to=replying_to
+        )
+
+    async def _replying_to(self, channel: str, thread: str) -> str:
+        """Who a reply in the thread of ``thread`` (its first message's ts) answers: the name
+        the town posted that message under (a resident's), "" for anyone else's message. The
+        event names no author, so the message is read (``conversations.replies``, scope
+        ``channels:history``) once per thread; best effort: never fails the message."""
+        key = f"{channel}:{thread}"
+        if key in self._authors:
+            return self._authors[key]
+        try:
+            page = await self.members.client.conversations_replies(
+                channel=channel, ts=thread, limit=1
+            )
+        except Exception as exc:  # a missing scope, Slack in trouble: heard all the same
+            log.info("Slack: the message a member replied to is out of reach: %s", exc)
+            return ""
+        first: dict[str, Any] = next(iter(page.get("messages") or []), {})
+        ours = (self.bot_id and first.get("bot_id") == self.bot_id) or (
+            self.bot_user_id and first.get("user") == self.bot_user_id
+        )
+        author = str(first.get("username") or "") if ours else ""
+        self._authors[key] = author
+        while len(self._authors) > AUTHORS_KEPT:
+            self._authors.popitem(last=False)
+        return author
 
     async def _mention_command(self, channel: str, user: str, line: str) -> None:
         reply = await self.town.command(await self._caller(user, channel), line)

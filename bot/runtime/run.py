@@ -119,6 +119,7 @@ class TownRuntime:
         text: str,
         *,
         connection: str = "",
+        replying_to: str = "",
     ) -> None:
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
         for attempt in (1, 2):
@@ -134,6 +135,7 @@ class TownRuntime:
                     typing=self._typing,
                     express=self._express,
                     connection=connection,
+                    replying_to=replying_to,
                 )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:

@@ -30,14 +30,33 @@ class Members(Guild):
         return user
 
     async def member_says(
-        self, user: Json, channel_id: str, content: str, *, mention_bot: bool = False
+        self,
+        user: Json,
+        channel_id: str,
+        content: str,
+        *,
+        mention_bot: bool = False,
+        reply_to: Json | None = None,
+        resolved: bool = True,
     ) -> Json:
-        """A member writes in a channel: MESSAGE_CREATE as Discord would send it to the bot."""
+        """A member writes in a channel: MESSAGE_CREATE as Discord would send it to the bot.
+        With ``reply_to`` (a message) it is a reply to it (type 19, a message reference, the
+        replied-to message in the event unless not ``resolved``: then the bot must fetch it)."""
         member = {k: v for k, v in self.members[user["id"]].items() if k != "user"}
         mentions = [self.bot_user] if mention_bot else []
         if mention_bot:
             content = f"<@{self.app_id}> {content}"
         message = self._message(channel_id, content, user, member=member, mentions=mentions)
+        if reply_to is not None:
+            message["type"] = 19
+            message["message_reference"] = {
+                "type": 0,
+                "message_id": reply_to["id"],
+                "channel_id": reply_to["channel_id"],
+                "guild_id": str(self.guild_id),
+            }
+            if resolved:
+                message["referenced_message"] = self._as_received(reply_to)
         await self.dispatch("MESSAGE_CREATE", self._as_received(message))
         return message
 

@@ -1,9 +1,9 @@
 """A local stand-in for Discord: the REST API and the gateway that discord.py talks to.
 
 An aiohttp server on 127.0.0.1 with one guild. It serves the routes the adapter uses (login,
-application info, guild channels, webhooks and their execution, channel messages, direct
-messages, reactions, application commands, interaction callbacks and follow-ups) and a gateway
-websocket (HELLO, IDENTIFY -> READY + GUILD_CREATE, heartbeats, RESUME). Tests push
+application info, guild channels, webhooks and their execution, channel messages (and one by
+id), direct messages, reactions, application commands, interaction callbacks and follow-ups)
+and a gateway websocket (HELLO, IDENTIFY -> READY + GUILD_CREATE, heartbeats, RESUME). Tests push
 MESSAGE_CREATE and INTERACTION_CREATE events through it, queue faults (a 429, an Unknown
 Webhook) for the next call of a route, close a member's direct messages, and read back every
 call it received.
@@ -85,6 +85,7 @@ class FakeDiscord(Interactions, Members):
         r.add_post(f"{API}/channels/{{channel}}/webhooks", self._create_webhook)
         r.add_post(f"{API}/channels/{{channel}}/messages", self._post_message)
         r.add_get(f"{API}/channels/{{channel}}/messages", self._history)
+        r.add_get(f"{API}/channels/{{channel}}/messages/{{mid}}", self._get_message)
         r.add_post(f"{API}/channels/{{channel}}/typing", self._typing)
         r.add_post(f"{API}/users/@me/channels", self._open_dm)
         r.add_put(
@@ -395,6 +396,17 @@ class FakeDiscord(Interactions, Members):
         if after:  # Discord: the oldest ones after ``after``, newest first
             return json_response(list(reversed(found[:limit])))
         return json_response(list(reversed(found))[:limit])
+
+    async def _get_message(self, request: web.Request) -> web.Response:
+        channel_id, message_id = request.match_info["channel"], request.match_info["mid"]
+        if channel_id not in self.channels:
+            return error(404, 10003, "Unknown Channel")
+        if refused := self._missing(VIEW_CHANNEL | READ_HISTORY):
+            return refused
+        for m in self.messages:
+            if m["channel_id"] == channel_id and m["id"] == message_id:
+                return json_response({k: v for k, v in m.items() if k not in ("body", "pinged")})
+        return error(404, 10008, "Unknown Message")
 
     async def _react(self, request: web.Request) -> web.Response:
         if refused := self._missing(ADD_REACTIONS):

@@ -9,9 +9,9 @@ Slack does. ``fail(method, ...)`` queues a fault for the next call of a method: 
 connection closed without an answer). ``auth_error`` answers every bot-token call with a
 credentials error (``token_revoked``, ``missing_scope`` with the scope ``needed``), as a revoked
 token or a scope taken away does. ``conversations.history`` returns a channel's messages, their
-metadata only with ``include_all_metadata``. Socket Mode: ``apps.connections.open`` (app-level
-token) hands out ``ws://127.0.0.1:<port>/link``; the websocket says hello, sends every queued
-envelope and records the acks it gets back.
+metadata only with ``include_all_metadata``; ``conversations.replies`` a thread. Socket Mode:
+``apps.connections.open`` (app-level token) hands out ``ws://127.0.0.1:<port>/link``; the
+websocket says hello, sends every queued envelope and records the acks it gets back.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ TEAM_NAME = "Town Workspace"
 BOT_USER_ID = "U0BOT"
 BOT_ID = "B0BOT"
 
+_POSTED_BY = {"type": "message", "bot_id": BOT_ID, "app_id": "A0TOWN", "user": BOT_USER_ID}
 _CHANNEL_NAME = re.compile(r"^[a-z0-9_-]{1,80}$")
 
 
@@ -204,6 +205,8 @@ class FakeSlack:
             return {"ok": True, "channel": channel}
         if method == "conversations.history":
             return self._history(channel, p)
+        if method == "conversations.replies":
+            return self._replies(channel, p)
         if method == "conversations.join":
             if channel["is_archived"]:
                 return {"ok": False, "error": "is_archived"}
@@ -261,6 +264,29 @@ class FakeSlack:
             "response_metadata": {"next_cursor": str(start + size) if more else ""},
         }
 
+    def _replies(self, channel: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+        """A thread: its first message (ts ``ts``), then the replies to it, oldest first."""
+        if not channel["is_member"]:
+            return {"ok": False, "error": "not_in_channel"}
+        ts = str(p.get("ts") or "")
+        thread = [
+            {k: v for k, v in m.items() if k not in ("metadata", "channel")}
+            for m in self.messages
+            if m["channel"] == channel["id"] and ts in (m["ts"], m.get("thread_ts"))
+        ]
+        if not thread:
+            return {"ok": False, "error": "thread_not_found"}
+        size = min(int(p.get("limit") or 1000), 1000)
+        return {"ok": True, "messages": thread[:size], "has_more": len(thread) > size}
+
+    def member_posted(self, channel: str, user: str, text: str, **extra: Any) -> str:
+        """A member's message stored in a channel (its event is the test's to send); its ts."""
+        ts = self._next_ts()
+        self.messages.append(
+            {"type": "message", "channel": channel, "user": user, "text": text, "ts": ts, **extra}
+        )
+        return ts
+
     def _create(self, p: dict[str, Any]) -> dict[str, Any]:
         name = str(p.get("name", ""))
         if not _CHANNEL_NAME.match(name):
@@ -281,7 +307,7 @@ class FakeSlack:
         if method == "chat.postEphemeral":
             self.ephemerals.append(record)
             return {"ok": True, "message_ts": ts}
-        self.messages.append(record)
+        self.messages.append({**_POSTED_BY, **record})  # as Slack stores an app's post
         return {"ok": True, "channel": channel["id"], "ts": ts, "message": {"text": p["text"]}}
 
 

@@ -1,10 +1,11 @@
 """A visitor's chat with the residents at a place: who answers, what they remember of the
 exchange so far, and the answer itself (one LLM call).
 
-Who answers is a rule, not a call per resident: a resident addressed by name or mention (awake
-and there) answers; else one resident present and awake, preferring one who answered this
-visitor lately (the thread goes on), then one not in a conversation. "Everyone"/"all" in a
-greeting brings a second. Everyone there still perceives the words, in the next tick's batch.
+Who answers is a rule, not a call per resident: a resident addressed by name, mention or reply
+(a platform reply to the resident's message; awake and there) answers; else one resident present
+and awake, preferring one who answered this visitor lately (the thread goes on), then one not in
+a conversation. "Everyone"/"all" in a greeting brings a second. Everyone there still perceives
+the words, in the next tick's batch.
 """
 
 from __future__ import annotations
@@ -91,12 +92,18 @@ def addressed(words: str, names: list[str]) -> list[str]:
     return found
 
 
-def responders(words: str, present: list[Resident], talk: Thread) -> list[Resident]:
-    """Who answers ``words`` among those ``present`` (see the module's docstring)."""
+def responders(
+    words: str, present: list[Resident], talk: Thread, replying_to: str = ""
+) -> list[Resident]:
+    """Who answers ``words`` among those ``present`` (see the module's docstring).
+    ``replying_to`` (the author of the message the words reply to, as the platform says) is
+    addressed like a name, and answers first; only a resident present and awake can."""
     awake = [r for r in present if ResidentState.of(r).awake]
     named = addressed(words, [r.name for r in awake])
-    if named:
-        return [r for r in awake if r.name in named][:MAX_ANSWERS]
+    replied = [r for r in awake if replying_to and r.name == replying_to]
+    if replied or named:
+        rest = [r for r in awake if r.name in named and r not in replied]
+        return [*replied, *rest][:MAX_ANSWERS]
     lately = {name: i for i, name in enumerate(talk.answered_by)}
     ranked = sorted(
         awake,

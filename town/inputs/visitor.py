@@ -75,13 +75,15 @@ async def say(
     typing: Typing | None = None,
     express: Express | None = None,
     connection: str = "",
+    replying_to: str = "",
 ) -> SayResult:
     """A visitor speaks at a location, as in a chat. No lock on the town is taken, and nothing
     a tick reads is written, so visitors anywhere (in this process or another) and the tick go
     on side by side.
 
     1. Heard (reads only): who answers, by rule (``town.inputs.chat``): the residents
-       addressed, else one or two present and awake.
+       addressed (``replying_to``: the resident whose message the words reply to on the
+       platform), else one or two present and awake.
     2. Each answer is one LLM call (``typing`` is told when a resident starts composing), and
        with ``express`` posted at once, ahead of the store.
     3. One short write: the visitor, the words (their audit row is what every resident
@@ -101,7 +103,7 @@ async def say(
     name = clean_text(speaker, 80) or "a visitor"
     user = user_id or name
     keys = [user, *([f"connection:{connection}"] if connection else [])]
-    heard = _hear(engine, location, name, words, role, platform, user, rate, keys)
+    heard = _hear(engine, location, name, words, role, platform, user, rate, keys, replying_to)
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, name, words, role, platform, user_id)
     replies = [chained(_reply(engine, heard, r, words, typing, express)) for r in heard.answering]
@@ -124,6 +126,7 @@ def _hear(
     user_id: str,
     rate: VisitorRateLimit | None,
     rate_keys: list[str],
+    replying_to: str = "",
 ) -> _Heard:
     """What hearing the words reads: the place, the visitor, the thread, who answers."""
     with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
@@ -153,7 +156,7 @@ def _hear(
         heard.result.heard_by = [r.name for r in present]
         heard.answering = [
             chat.Responder(r.id or 0, r.name, r.summary, r.location, r.emoji)
-            for r in chat.responders(words, present, heard.thread)
+            for r in chat.responders(words, present, heard.thread, replying_to)
         ]
         if not heard.answering and not _told_lately(
             session, engine.town_id, area, heard.who, platform, clock

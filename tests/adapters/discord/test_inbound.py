@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlmodel import col, select
 
 from adapters.core.ports import Caller, Reply
 from adapters.discord.adapter import DiscordAdapter
@@ -26,6 +27,7 @@ from tests.adapters.discord.support import (
 from tests.factories import memories
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.discord_wire import EPHEMERAL, INTENT_GUILD_MESSAGES, INTENT_GUILDS, SEND_MESSAGES
+from town.store.models import OutboxEvent
 
 
 async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhook(
@@ -252,3 +254,52 @@ async def test_a_resident_composing_shows_typing_in_its_channel(
     fake.bot_permissions &= ~SEND_MESSAGES
     await adapter.typing("Hobbs Cafe", "Isabella Rodriguez")  # refused: best effort
     assert fake.typing == [channel_of(runtime, "Hobbs Cafe")]
+
+
+def _answered(runtime: Any, visitor: str) -> list[str]:
+    """The residents who answered ``visitor``, in order."""
+    with runtime.store.session() as s:
+        rows = s.exec(select(OutboxEvent).order_by(col(OutboxEvent.id))).all()
+        return [r.payload["resident"] for r in rows if r.payload.get("reply_to") == visitor]
+
+
+async def test_a_reply_to_a_residents_message_is_answered_by_that_resident(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    pump(runtime, adapter).recover()
+    add_event(runtime, "Hobbs Cafe", "said", "Klaus Mueller", "The strudel is fresh today.")
+    await pump(runtime, adapter).deliver_pending()
+    (klaus,) = [m for m in fake.webhook_messages() if "strudel" in m["content"]]
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    hook = links(runtime)["Hobbs Cafe"].extra["webhook_id"]
+
+    def unseen(author: dict[str, Any], text: str, webhook_id: str | None) -> dict[str, Any]:
+        """A message the bot never saw (posted while it was away)."""
+        message = fake._message(cafe, text, author, webhook_id=webhook_id)
+        fake.messages.append(message)
+        return message
+
+    name = {"discriminator": "0000", "bot": True, "avatar": None}
+    earlier = unseen({"id": hook, "username": "Klaus Mueller", **name}, "Good night!", hook)
+    # a foreign webhook's message under Klaus's name (a proxy's character, another app)
+    impostor = unseen({"id": "1234", "username": "Klaus Mueller", **name}, "I am Klaus", "1234")
+
+    async def reply(name: str, to: dict[str, Any], *, resolved: bool = True) -> list[str]:
+        member = fake.add_member(name)
+        await fake.member_says(member, cafe, "Hi Isabella!")  # her thread with this visitor
+        await until(lambda: _answered(runtime, name) == ["Isabella Rodriguez"])
+        await fake.member_says(member, cafe, "Is it warm?", reply_to=to, resolved=resolved)
+        return list(await until(lambda: (found := _answered(runtime, name)[1:]) and found))
+
+    assert await reply("Alice", klaus) == ["Klaus Mueller"]  # the event carries the message
+    assert await reply("Bob", klaus, resolved=False) == ["Klaus Mueller"]  # the bot saw it
+    fetched = rf"/channels/{cafe}/messages/{earlier['id']}"
+    assert await reply("Cy", earlier, resolved=False) == ["Klaus Mueller"]  # fetched
+    assert len(fake.calls_of("GET", fetched)) == 1
+    assert await reply("Di", impostor) == ["Isabella Rodriguez"]  # not ours: the thread goes on
+    # posted by the bot itself (a channel without our webhook), the name in the text
+    as_bot = unseen(fake.bot_user, "**Klaus Mueller:** Guten Morgen!", None)
+    assert await reply("Fay", as_bot, resolved=False) == ["Klaus Mueller"]
+    fake.messages.remove(earlier)  # deleted before the bot could fetch it: heard all the same
+    assert await reply("Ed", earlier, resolved=False) == ["Isabella Rodriguez"]

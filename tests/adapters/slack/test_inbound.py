@@ -6,7 +6,7 @@ import json
 import time
 
 import aiohttp
-from sqlmodel import select
+from sqlmodel import col, select
 
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.text import channel_name
@@ -22,6 +22,8 @@ from tests.adapters.slack.support import (
     occupied,
     post,
     post_for_body,
+    pump,
+    say_in_outbox,
     signed,
     slash,
     visitors,
@@ -32,7 +34,7 @@ from tests.fakes.slack_api import (
     BOT_USER_ID,
     FakeSlack,
 )
-from town.store.models import Memory, Town
+from town.store.models import Memory, OutboxEvent, Town
 
 
 async def test_a_members_message_is_heard_by_the_residents_there(
@@ -183,3 +185,51 @@ async def test_a_malformed_timestamp_is_401_and_a_replayed_command_runs_once(
     assert await post(adapter, speed, form=True) == 200
     assert await post(adapter, speed, form=True) == 200  # the same signed request, again
     assert len(slack.responses) == 1
+
+
+def _answered(runtime: TownRuntime, visitor: str) -> list[str]:
+    """The residents who answered ``visitor``, in order."""
+    with runtime.store.session() as s:
+        rows = s.exec(select(OutboxEvent).order_by(col(OutboxEvent.id))).all()
+        return [r.payload["resident"] for r in rows if r.payload.get("reply_to") == visitor]
+
+
+async def test_a_reply_in_the_thread_of_a_residents_message_is_answered_by_that_resident(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    for _ in range(4):  # 07:30: Isabella and Klaus awake at the cafe
+        await runtime.opened.engine.tick()
+    assert {"Isabella Rodriguez", "Klaus Mueller"} <= set(
+        (await whereabouts(runtime, awake=True))["Hobbs Cafe"]
+    )
+    cafe = slack.channel_id(CAFE)
+
+    async def klaus_says(text: str) -> str:
+        say_in_outbox(runtime, "Hobbs Cafe", "Klaus Mueller", text, f"k:{text}")
+        await pump(runtime, adapter, []).deliver_pending()
+        (posted,) = [m for m in slack.messages if m["text"] == text]
+        return str(posted["ts"])
+
+    async def reply(user: str, name: str, thread: str) -> list[str]:
+        """A new member greets Isabella (her thread with them), then replies in ``thread``."""
+        slack.add_user(user, name)
+        await post(adapter, message(cafe, "Hi Isabella!", user=user))
+        await post(adapter, message(cafe, "Is it warm?", user=user, thread_ts=thread))
+        first = name.split()[0]
+        assert _answered(runtime, first)[0] == "Isabella Rodriguez"
+        return _answered(runtime, first)[1:]
+
+    strudel = await klaus_says("The strudel is fresh today.")
+    assert await reply("U0AL", "Al Baker", strudel) == ["Klaus Mueller"]
+    assert len(slack.called("conversations.replies")) == 1
+    assert await reply("U0BO", "Bo Stone", strudel) == ["Klaus Mueller"]
+    assert len(slack.called("conversations.replies")) == 1  # the thread's author remembered
+    # another app's post under Klaus's name, a member's own message: nobody's words
+    other = slack.member_posted(cafe, "U0APP", "I am Klaus", bot_id="B0APP", username="Klaus")
+    assert await reply("U0CY", "Cy Hart", other) == ["Isabella Rodriguez"]
+    mine = slack.member_posted(cafe, MEMBER, "Klaus Mueller", username="Klaus Mueller")
+    assert await reply("U0DI", "Di Moss", mine) == ["Isabella Rodriguez"]
+    # the thread out of reach (a scope taken away): heard all the same
+    coffee = await klaus_says("Coffee is on me.")
+    slack.fail("conversations.replies", error="missing_scope")
+    assert await reply("U0ED", "Ed Vale", coffee) == ["Isabella Rodriguez"]

@@ -82,6 +82,24 @@ async def test_a_follow_up_is_answered_in_the_thread_by_the_same_resident(store:
     assert calls_since(brain, start) == ["utter"]
 
 
+async def test_a_reply_to_a_residents_message_is_answered_by_that_resident(store: Store) -> None:
+    engine, brain = await cafe(store)
+    first = await say(engine, HOBBS, "Alice", "Good morning!", user_id="a1", platform="web")
+    (answer,) = first.replies
+    other = next(name for name in CAFE_PAIR if name != answer.resident)
+    start = len(brain.history)
+    again = await say(
+        engine, HOBBS, "Alice", "and you?", user_id="a1", platform="web", replying_to=other
+    )
+    assert [r.resident for r in again.replies] == [other]  # not the thread's resident
+    assert calls_since(brain, start) == ["utter"] and again.chain == 1
+    # a name that is no resident awake here changes nothing
+    stray = await say(
+        engine, HOBBS, "Alice", "hm", user_id="a1", platform="web", replying_to="Maria Lopez"
+    )
+    assert [r.resident for r in stray.replies] == [other]
+
+
 async def test_nobody_awake_or_nobody_there_is_told_once(store: Store) -> None:
     engine = await make_engine(store)  # before dawn: everyone asleep at home
     with store.session() as s:
