@@ -12,6 +12,7 @@ from sqlmodel import select
 
 from bot.runtime.run import TownRuntime
 from tests.factories import CAFE_PAIR, at_cafe, memories, until
+from town.inputs.admin import set_speed
 from town.store.models import AuditEntry
 
 HOBBS = "Hobbs Cafe"
@@ -46,6 +47,9 @@ async def shell_say(data: Path, text: str) -> tuple[int, str]:
 async def test_shell_inputs_beside_a_running_town_fail_no_tick(runtime: TownRuntime) -> None:
     engine = runtime.opened.engine
     await until(engine, at_cafe(runtime.store, *CAFE_PAIR))
+    # a game minute a tick: however slowly the shell starts on a busy machine, the ticks meanwhile
+    # stay within Isabella's morning at the cafe
+    await set_speed(engine, 1)
     data = runtime.settings.data_dir
     said = asyncio.gather(*(shell_say(data, f"Hi Isabella, message {n}") for n in range(3)))
     failed = 0
