@@ -16,10 +16,9 @@ For each pending event (an outbox row with no delivery row for this platform yet
    tried again on the next round and nothing is lost.
 5. A resident's answer to a visitor may be posted at once by ``express`` (the runtime does,
    before the answer is stored; the store then records it as sent). A channel's replies to
-   visitors (events with ``reply_to``) go out first, one by one, and never in a digest; a
-   channel that falls behind by more than ``digest_after`` events gets its narration as one
-   digest (split if long) instead of a flood, and residents' speech as messages of its own
-   (in a digest too only when the speech alone passes ``digest_after``).
+   visitors (events with ``reply_to``) go out first, one by one, and never in a digest;
+   narration that falls behind by more than ``digest_after`` events gets one digest (split if
+   long) instead of a flood.
 6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
    at its limit is left for a later round, its events still pending and in order; while it
    waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
@@ -221,23 +220,18 @@ class OutboxPump:
 
     async def _channel(self, area: str, items: list[Pending]) -> None:
         """A channel's pending events: replies to visitors first, one by one, in order; then
-        the rest, in order. A long backlog folds its narration into one digest while residents'
-        speech keeps messages of its own, unless the speech is itself a flood."""
+        the narration, in order, as one digest when it is long."""
         if self.paused and self.clock() < self._probe_at:
             return  # another channel found the credentials broken this round
         replies = [i for i in items if i.reply]
-        rest = [i for i in items if not i.reply]
+        narration = [i for i in items if not i.reply]
         if not await self._one_by_one(area, replies):
-            return  # the rest waits behind a reply still pending
-        if len(rest) > self.digest_after and self._rate.room(area) != 0:
-            speech = [i for i in rest if i.author]
-            folded = rest if len(speech) > self.digest_after else [i for i in rest if not i.author]
-            if folded:
-                if not await self._post(folded, self._digest(area, folded), "digested"):
-                    return
-                self.stats.digests += 1
-            rest = [] if folded is rest else speech
-        await self._one_by_one(area, rest)
+            return  # narration waits behind a reply still pending
+        if len(narration) > self.digest_after and self._rate.room(area) != 0:
+            await self._post(narration, self._digest(area, narration), "digested")
+            self.stats.digests += 1
+            return
+        await self._one_by_one(area, narration)
 
     async def _one_by_one(self, area: str, items: list[Pending]) -> bool:
         """Post ``items`` in order; False when some are left for a later round."""

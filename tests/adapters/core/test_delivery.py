@@ -103,21 +103,6 @@ async def test_a_channel_far_behind_gets_a_digest(store: Store) -> None:
     assert statuses(store) == ["digested"] * 12
 
 
-async def test_a_long_backlog_folds_its_narration_and_keeps_speech_as_messages(
-    store: Store,
-) -> None:
-    events = [("action", "Cafe", f"narration {i}") for i in range(10)]
-    events[3:3] = [("said", "Cafe", f"remark {i}") for i in range(3)]
-    town_id = town_with_events(store, events)
-    platform = FakePlatform()
-    pump = OutboxPump(store, town_id, platform, digest_after=8, sleep=Sleeps())
-    assert await pump.deliver_pending() == 13
-    digest, *speech = platform.sent
-    assert "10 things happened" in digest.text and "remark" not in digest.text
-    assert [(m.author, m.text) for m in speech] == [("Isabella", f"remark {i}") for i in range(3)]
-    assert sorted(statuses(store)) == ["digested"] * 10 + ["sent"] * 3
-
-
 async def test_a_reply_to_a_visitor_goes_first_and_never_into_a_digest(store: Store) -> None:
     events = [("action", "Cafe", f"narration {i}") for i in range(12)]
     town_id = town_with_events(store, events)
