@@ -422,6 +422,20 @@ def test_asked_about_today_a_resident_tells_its_plans() -> None:
     assert "hosting the Valentine's Day party" in answer
 
 
+def test_asked_what_it_is_up_to_with_nothing_to_tell_a_resident_says_where_it_is() -> None:
+    talk = s.UtterInput(
+        speaker="Klaus Mueller",
+        listener="Maria Lopez",
+        speaker_summary="",
+        relationship="",
+        history=[s.Utterance(speaker="Maria Lopez", text="Hi Klaus! What are you up to today?")],
+        location="Hobbs Cafe: seating area",
+    )
+    text = think(UTTER, talk).text
+    assert "Hobbs Cafe" in text and "seating area" not in text
+    assert not re.search(r"not sure|don't really know|couldn't tell", text)
+
+
 def test_news_is_retold_without_quotes_and_in_the_right_person() -> None:
     heard = (
         "Isabella Rodriguez said: \"Have you heard? I'm planning a Valentine's Day party at "

@@ -121,6 +121,8 @@ def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) 
         mine = [t for t in own if t.startswith("I ") and not set(words(t)) & NEWS_WORDS]
         if mine:
             return f"Oh, the usual. {sentence(mine[0])}"
+        if inputs.location:  # asked what it is up to: at least where it is, never "no idea"
+            return _say(rng, "idle", place=inputs.location.split(":")[0])
     best = max(((overlap(m, question), -i, m) for i, m in enumerate(inputs.memories)), default=None)
     if best and best[0] > 0:
         told = tell(best[2], inputs.speaker, inputs.listener)
