@@ -151,9 +151,6 @@ class SubArea(Spec):
     capacity: int | None = Field(default=None, ge=1)
     objects: Annotated[list[WorldObjectSpec], BeforeValidator(_objects_from_table)] = []
 
-    def object(self, name: str) -> WorldObjectSpec:
-        return _find(self.objects, name, "object")
-
 
 class MapBox(Spec):
     """Where an area is drawn on the town's map, in grid cells: `map = { x = 0, y = 0, w = 3,
@@ -307,22 +304,8 @@ class TownSpec(Spec):
     def resident(self, name: str) -> ResidentSpec:
         return _find(self.residents, name, "resident")
 
-    def describe(self, path: str) -> str:
-        """A place or object in plain language, for prompts and the `look` command."""
-        parts = split_path(path)
-        area = self.area(parts[0])
-        if len(parts) == 1:
-            return _describe_area(area)
-        sub = area.sub_area(parts[1])
-        if len(parts) == 2:
-            return _describe_sub_area(area, sub)
-        if len(parts) == 3:
-            obj = sub.object(parts[2])
-            return f"The {obj.name} in {_where(area, sub)} is {obj.state}."
-        raise KeyError(f"{path!r} has more parts than area: sub-area: object")
 
-
-_Named = TypeVar("_Named", Area, SubArea, WorldObjectSpec, ResidentSpec)
+_Named = TypeVar("_Named", Area, SubArea, ResidentSpec)
 
 
 def _find(items: list[_Named], name: str, kind: str) -> _Named:
@@ -339,72 +322,3 @@ def _join(*parts: str) -> str:
 
 def _paths(areas: list[Area]) -> list[str]:
     return [p for a in areas for p in (a.name, *(_join(a.name, s.name) for s in a.sub_areas))]
-
-
-# -- Plain-language rendering --------------------------------------------------------------------
-
-
-def _is_proper(name: str) -> bool:
-    return name[:1].isupper() or "'s" in name
-
-
-def _a(name: str) -> str:
-    if _is_proper(name):
-        return name
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
-
-
-def _listing(items: list[str], sep: str = ", ") -> str:
-    if len(items) <= 1:
-        return "".join(items)
-    last_sep = " and " if sep == ", " else f"{sep}and "
-    return sep.join(items[:-1]) + last_sep + items[-1]
-
-
-def _contents(sub: SubArea) -> str:
-    objects = _listing([f"{_a(obj.name)} ({obj.state})" for obj in sub.objects])
-    return f"{_a(sub.name)} with {objects}" if objects else _a(sub.name)
-
-
-def _where(area: Area, sub: SubArea) -> str:
-    return (
-        f"{sub.name} in {area.name}" if _is_proper(sub.name) else f"the {sub.name} of {area.name}"
-    )
-
-
-def _spoken(clock: str) -> str:
-    at = clock_time(clock)
-    if at == time(0, 0):
-        return "midnight"
-    if at == time(12, 0):
-        return "noon"
-    hour = at.hour % 12 or 12
-    minutes = f":{at.minute:02d}" if at.minute else ""
-    return f"{hour}{minutes} {'am' if at.hour < 12 else 'pm'}"
-
-
-def _capacity(sub: SubArea, subject: str) -> str:
-    if sub.capacity is None:
-        return ""
-    people = "only one person" if sub.capacity == 1 else f"at most {sub.capacity} people"
-    return f" {subject} holds {people} at a time."
-
-
-def _describe_area(area: Area) -> str:
-    text = (
-        f"{area.name} is {area.description}. It has " if area.description else f"{area.name} has "
-    )
-    text += _listing([_contents(sub) for sub in area.sub_areas], sep="; ") + "."
-    if area.opens and area.closes:
-        text += f" It is open from {_spoken(area.opens)} to {_spoken(area.closes)}."
-    for sub in area.sub_areas:
-        text += _capacity(sub, f"The {sub.name}" if not _is_proper(sub.name) else sub.name)
-    return text
-
-
-def _describe_sub_area(area: Area, sub: SubArea) -> str:
-    where = _where(area, sub)
-    where = where[:1].upper() + where[1:]
-    objects = _listing([f"{_a(obj.name)} ({obj.state})" for obj in sub.objects])
-    text = f"{where} has {objects}." if objects else f"{where} is empty."
-    return text + _capacity(sub, "It")

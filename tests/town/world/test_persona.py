@@ -102,25 +102,6 @@ def test_the_scenario_starts_on_february_13_with_the_party_as_an_event(town: Tow
     assert party.ends_at == datetime(2023, 2, 14, 19, 0, tzinfo=UTC)
 
 
-def test_places_render_to_plain_language(town: TownSpec) -> None:
-    cafe = town.describe("Hobbs Cafe")
-    assert cafe.startswith("Hobbs Cafe is a cosy")
-    assert "a kitchen with a stove (off), an oven (off)" in cafe
-    assert "a coffee machine (idle)" in cafe and "open from 8 am to 8 pm" in cafe
-    assert town.describe("Oak Hill College Dorm: bathroom") == (
-        "The bathroom of Oak Hill College Dorm has a shower (off), a toilet (clean) and a sink "
-        "(dry). It holds only one person at a time."
-    )
-    assert town.describe("Oak Hill College Dorm: Klaus Mueller's room").startswith(
-        "Klaus Mueller's room in Oak Hill College Dorm has a bed (made)"
-    )
-    assert (
-        town.describe("Isabella Rodriguez's apartment: kitchen: stove")
-        == "The stove in the kitchen of Isabella Rodriguez's apartment is off."
-    )
-    assert "open from 5 pm to midnight" in town.describe("The Rose and Crown Pub")
-
-
 def test_paths_objects_and_lookups(town: TownSpec) -> None:
     paths = town.paths()
     assert {"Hobbs Cafe", "Hobbs Cafe: kitchen", "Lin family's house: kitchen"} <= set(paths)
@@ -133,7 +114,7 @@ def test_paths_objects_and_lookups(town: TownSpec) -> None:
     with pytest.raises(KeyError):
         town.resident("Nobody Here")
     with pytest.raises(KeyError):
-        town.describe("Hobbs Cafe: attic")
+        town.area("Hobbs Attic")
 
 
 def test_a_folder_path_loads_the_same_town(town: TownSpec, tmp_path: Path) -> None:
