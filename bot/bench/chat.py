@@ -30,7 +30,7 @@ from sqlmodel import Session, select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Outgoing
-from bot.bench.town import bench_gateway, start_fake_llm
+from bot.bench.town import bench_gateway, found_bench_town, start_fake_llm
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
@@ -46,7 +46,6 @@ from town.outbox.events import TownEvent
 from town.store.models import Delivery, OutboxEvent
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine
-from town.tick.seed import found_town
 from town.tick.state import ResidentState
 from town.world.load import load_town
 from town.world.places import World
@@ -218,27 +217,20 @@ async def run_chat_bench(
     proc, url = start_fake_llm(latency_ms)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
-            local = settings.model_copy(
-                update={"data_dir": Path(tmp), "database_url": None, "chroma_url": None}
-            )
-            services = Services.open(local)
-            with services.store.session() as s:
-                town = await found_town(
-                    s, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
-                )
-            assert town.id is not None
-            morning = Engine(services.store, spec, OfflineBrain(), services.stream, town.id)
+            founded = await found_bench_town(settings, spec, Path(tmp))
+            local, services, town = founded.settings, founded.services, founded.town
+            morning = Engine(services.store, spec, OfflineBrain(), services.stream, founded.id)
             for _ in range(MORNING_TICKS):
                 await morning.tick()
             flush_queues(services.executor)
             client = open_client(url, "bench", max(30.0, latency_ms / 100))
             gateway = bench_gateway(client, UsageTally(), concurrency)
             engine = Engine(
-                services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
+                services.store, spec, ChainCountingBrain(gateway), services.stream, founded.id
             )
-            opened = OpenTown(services, engine, StoredUsage(services.store, town.id), town)
+            opened = OpenTown(services, engine, StoredUsage(services.store, founded.id), town)
             runtime = TownRuntime(opened, local)
-            pump = OutboxPump(services.store, town.id, _Platform())
+            pump = OutboxPump(services.store, founded.id, _Platform())
             runtime.pumps.append(pump)
             delivery = asyncio.create_task(pump.run(runtime.wake, poll_s=1.0))
             until = time.perf_counter() + minutes * 60
@@ -250,7 +242,7 @@ async def run_chat_bench(
             delivery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await delivery
-            bench.replies_in_digests = _replies_in_digests(services, town.id)
+            bench.replies_in_digests = _replies_in_digests(services, founded.id)
             await client.close()
             services.close()
             ChromaIndex.release_all()

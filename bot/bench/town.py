@@ -42,9 +42,11 @@ from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
+from town.store.models import Town
 from town.tick.engine import Engine, TickReport
 from town.tick.seed import found_town
 from town.world.load import load_town
+from town.world.persona import TownSpec
 
 ACTIVITY = {
     "actions": "action",
@@ -157,6 +159,30 @@ def _configured_client(settings: Settings) -> openai.AsyncOpenAI:
     )
 
 
+@dataclass
+class BenchTown:
+    """A bench's own Smallville, founded on the offline brain with the embedded store and index."""
+
+    settings: Settings  # what it runs on: the bench's folder, SQLite, embedded Chroma
+    services: Services
+    town: Town
+    id: int
+
+
+async def found_bench_town(settings: Settings, spec: TownSpec, folder: Path) -> BenchTown:
+    """Found ``spec``'s residents as a bench town in ``folder``."""
+    local = settings.model_copy(
+        update={"data_dir": folder, "database_url": None, "chroma_url": None}
+    )
+    services = Services.open(local)
+    with services.store.session() as s:
+        town = await found_town(
+            s, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
+        )
+    assert town.id is not None
+    return BenchTown(local, services, town, town.id)
+
+
 def report_lines(result: dict[str, Any]) -> list[str]:
     """What a bench's JSON says about the fallback, for the table's reader."""
     lines = [
@@ -198,15 +224,8 @@ async def run_town_bench(
     proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
-            local = settings.model_copy(
-                update={"data_dir": Path(tmp), "database_url": None, "chroma_url": None}
-            )
-            services = Services.open(local)
-            with services.store.session() as s:
-                town = await found_town(
-                    s, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
-                )
-            assert town.id is not None
+            bench = await found_bench_town(settings, spec, Path(tmp))
+            services = bench.services
             flush_queues(services.executor)  # founding's vectors too are not counted
             tally = UsageTally()
             if proc is None:
@@ -216,9 +235,9 @@ async def run_town_bench(
                 client = open_client(url, "bench", max(30.0, latency_ms / 100))
                 gateway = bench_gateway(client, tally, concurrency)
             engine = Engine(
-                services.store, spec, ChainCountingBrain(gateway), services.stream, town.id
+                services.store, spec, ChainCountingBrain(gateway), services.stream, bench.id
             )
-            total = int(timedelta(hours=hours) / timedelta(minutes=town.minutes_per_tick))
+            total = int(timedelta(hours=hours) / timedelta(minutes=bench.town.minutes_per_tick))
             activity: Counter[str] = Counter()
             chain = 0
             began, began_cpu = time.perf_counter(), time.thread_time()
