@@ -54,7 +54,7 @@ def open_held_town(
     folder = town.scenario or town.name
     spec = load_town(folder)
     services = own_streams(shared)
-    brain, usage = build_brain(settings, shared.store, town_id)
+    brain, usage = build_brain(settings, shared.store, town_id, shared.embedder)
     engine = Engine(shared.store, spec, brain, services.stream, town_id, after_commit=usage.flush)
     if tick_lock is not None:
         engine.lock = tick_lock

@@ -60,7 +60,7 @@ async def open_town(
         folder = town.scenario or name
         spec = load_town(folder)
     assert town.id is not None
-    brain, usage = build_brain(settings, services.store, town.id)
+    brain, usage = build_brain(settings, services.store, town.id, services.embedder)
     if founded:
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)

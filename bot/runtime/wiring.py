@@ -50,14 +50,17 @@ def _api_key(settings: Settings) -> str:
     return settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
 
 
-def build_brain(settings: Settings, store: Store, town_id: int) -> tuple[Brain, StoredUsage]:
-    """The configured LLM behind the gateway, or the offline brain when no LLM is configured.
+def build_brain(
+    settings: Settings, store: Store, town_id: int, embedder: Embedder | None = None
+) -> tuple[Brain, StoredUsage]:
+    """The configured LLM behind the gateway, or the offline brain when no LLM is configured
+    (hearing visitors' lines with ``embedder``, the town's, when given).
 
     The usage tally is returned beside it: flush it after each unit of work that used the brain.
     """
     usage = StoredUsage(store, town_id)
     if not settings.uses_llm:
-        return OfflineBrain(), usage
+        return OfflineBrain(embedder), usage
     client = open_client(
         settings.llm_base_url,
         _api_key(settings),

@@ -14,6 +14,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlmodel import Session, col, select
 
@@ -42,6 +43,8 @@ class Responder:
     summary: str
     location: str
     emoji: str
+    action: str = ""
+    persona: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -124,16 +127,22 @@ async def answer(
 ) -> str:
     """The resident's answer: what it recalls of the visitor (the relationship retrieval it
     uses for residents) and of the words, the thread so far, then one ``utter`` call."""
-    queries = [f"What is {resident.name}'s relationship with {visitor}?", f"{visitor}: {words}"]
+    queries = [
+        f"What is {resident.name}'s relationship with {visitor}?",
+        f"{visitor}: {words}",
+        f"{resident.name}'s plans for today",
+        f"news and events in town that {resident.name} knows of",
+    ]
     try:
-        about, context = await stream.recall_each(session, queries, now, k=[3, 6])
+        about, context, *day = await stream.recall_each(session, queries, now, k=[3, 6, 8, 3])
     except Exception as error:
         # (a process beside the one running the town may find the vector index mid-write)
         log.warning("%s answers without recalling: %s", resident.name, error)
-        about, context = [], []
+        about, context, day = [], [], []
+    context = [*context, *(r for found in day for r in found)]
     # a private memory (a feeling, a secret) is never told to a visitor
     about = [r for r in about if not r.memory.private]
-    context = [r for r in context if not r.memory.private]
+    context = list({r.memory.text: r for r in context if not r.memory.private}.values())
     history = talk.said or [Utterance(speaker=visitor, text=words)]
     if history[-1].text != words or history[-1].speaker != visitor:
         history = [*history, Utterance(speaker=visitor, text=words)]
@@ -142,12 +151,45 @@ async def answer(
         UtterInput(
             speaker=resident.name,
             listener=visitor,
-            speaker_summary=resident.summary,
+            speaker_summary=situation(resident, now),
             relationship=" ".join(r.memory.text for r in about),
             memories=[r.memory.text for r in context if words not in r.memory.text],
             history=history,
             location=resident.location,
+            visitor=True,
         ),
         resident=resident.name,
     )
     return audit.clean_text(reply.text, 1000)
+
+
+def situation(resident: Responder, now: datetime) -> str:
+    """The resident as a visitor meets it: its summary, who it is (age, work, traits, home),
+    what it is doing where, and the hour."""
+    name, persona = resident.name, resident.persona
+    lines = [resident.summary]
+    if persona.get("occupation"):
+        traits = list(persona.get("traits", []))
+        listed = (
+            ", ".join(traits[:-1]) + f" and {traits[-1]}" if len(traits) > 1 else "".join(traits)
+        )
+        lines.append(
+            f"{name}, {persona.get('age', '')}, is {_work(persona['occupation'])}; {listed}."
+        )
+    if persona.get("home"):
+        lines.append(f"{name} lives at {str(persona['home']).split(':')[0]}.")
+    if resident.action:
+        area = resident.location.split(":")[0]
+        where = "" if area in resident.action else f" at {area}"
+        lines.append(f"Right now {name} is {resident.action}{where}.")
+    lines.append(f"It is {now:%A %H:%M}.")
+    return " ".join(line for line in lines if line)
+
+
+def _work(occupation: str) -> str:
+    """An occupation with its article: "the owner of Hobbs Cafe", "a retired Navy officer"."""
+    if re.match(r"(?:a|an|the)\s", occupation, re.IGNORECASE):
+        return occupation
+    if re.match(r"\w+(?: \w+)? of ", occupation):
+        return f"the {occupation}"
+    return f"{'an' if occupation[:1].lower() in 'aeiou' else 'a'} {occupation}"

@@ -155,7 +155,9 @@ def _hear(
         present = [r for r in residents.values() if World.area_of(r.location) == area]
         heard.result.heard_by = [r.name for r in present]
         heard.answering = [
-            chat.Responder(r.id or 0, r.name, r.summary, r.location, r.emoji)
+            chat.Responder(
+                r.id or 0, r.name, r.summary, r.location, r.emoji, r.action, dict(r.persona)
+            )
             for r in chat.responders(words, present, heard.thread, replying_to)
         ]
         if not heard.answering and not _told_lately(

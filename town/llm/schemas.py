@@ -153,6 +153,7 @@ class UtterInput(_Model):
     history: list[Utterance] = Field(default_factory=list)
     location: str
     directive: str | None = None
+    visitor: bool = False  # the listener is a visitor (a thread of a chat, not a talk)
 
 
 class UtterResult(_Model):

@@ -20,9 +20,12 @@ from town.llm.offline import gather as offline_gather
 from town.llm.offline import judge as offline_judge
 from town.llm.offline import social as offline_social
 from town.llm.offline import talk as offline_talk
+from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import STATE_CHANGES
 from town.llm.offline.text import emoji_for, importance, words
+from town.llm.offline.visit import answer_visitor
 from town.llm.tasks import Task
+from town.memory.embedders import Embedder
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
@@ -48,7 +51,10 @@ def object_state(inputs: s.ObjectStateInput) -> s.ObjectStateResult:
 
 class OfflineBrain:
     """A brain that needs no model: deterministic answers from the inputs (a feature's task
-    brings its own, ``Task.offline``)."""
+    brings its own, ``Task.offline``).
+
+    ``embedder`` (the town's sentence embedder; the hash embedder when none is given) hears
+    what a visitor's line is by meaning (``hearing.py``)."""
 
     _ANSWERS: Mapping[str, Callable[[Any], BaseModel]] = MappingProxyType(
         {
@@ -72,8 +78,9 @@ class OfflineBrain:
         }
     )
 
-    def __init__(self) -> None:
+    def __init__(self, embedder: Embedder | None = None) -> None:
         self.name = "offline"
+        self.hearing = Hearing(embedder)
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
         return self.answer(task, inputs)
@@ -81,6 +88,8 @@ class OfflineBrain:
     def answer(self, task: Task[I, R], inputs: I) -> R:
         """The same as :meth:`run`, for callers outside an event loop."""
         answer = self._ANSWERS.get(task.name, task.offline)
+        if task.name == "utter":
+            answer = self._utter
         if answer is None:
             raise LookupError(f"the offline brain has no answer for task {task.name!r}")
         if not isinstance(inputs, task.input_model):
@@ -89,3 +98,9 @@ class OfflineBrain:
         if not isinstance(result, task.result_model):
             raise TypeError(f"{task.name} answered with {type(result).__name__}")
         return task.check(inputs, result)
+
+    def _utter(self, inputs: s.UtterInput) -> s.UtterResult:
+        """A visitor's thread is answered as a chat (``visit.py``), a resident's as a talk."""
+        if inputs.visitor:
+            return answer_visitor(inputs, self.hearing)
+        return offline_talk.utter(inputs)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 
@@ -40,3 +42,30 @@ NEWS_WORDS: frozenset[str] = frozenset(TALK["news_words"])
 PLAN_WORDS: frozenset[str] = frozenset(TALK["plan_words"])
 DOING_WORDS: frozenset[str] = frozenset(TALK["doing_words"])
 HUMAN_WORDS: frozenset[str] = frozenset(TALK["human_words"])
+
+
+@dataclass(frozen=True)
+class HeardKind:
+    """One kind of visitor's line: its example lines and keyword rules (``[heard.<kind>]``)."""
+
+    examples: tuple[str, ...]
+    keywords: tuple[re.Pattern[str], ...]
+
+    def matches(self, text: str) -> bool:
+        return any(rule.search(text) for rule in self.keywords)
+
+
+# What a visitor's line may be, by kind (hearing.py).
+HEARD: Mapping[str, HeardKind] = MappingProxyType(
+    {
+        kind: HeardKind(
+            tuple(entry["examples"]),
+            tuple(re.compile(rule, re.IGNORECASE) for rule in entry.get("keywords", [])),
+        )
+        for kind, entry in _LISTS["heard"].items()
+    }
+)
+# How residents answer a visitor: phrasings per answer.
+VISIT: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {key: tuple(value) for key, value in _LISTS.get("visit", {}).items()}
+)

@@ -161,7 +161,7 @@ def _news(inputs: s.UtterInput, said: str) -> tuple[str, str] | None:
 
 
 def utter(inputs: s.UtterInput) -> s.UtterResult:
-    rng = stable_rng("utter", inputs)
+    rng = stable_rng("utter", inputs, exclude={"visitor"})
     name, history = first_name(inputs.listener), inputs.history
     mine = [u.text for u in history if u.speaker == inputs.speaker]
     said = " ".join(u.text for u in history).lower()

@@ -16,9 +16,11 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NAME = re.compile(r"\b[A-Z][a-zA-Z'’-]*(?:\s+[A-Z][a-zA-Z'’-]*)*")
 
 
-def stable_rng(salt: str, inputs: BaseModel) -> random.Random:
-    """A generator seeded by a stable hash of the inputs (the same on every run and machine)."""
-    digest = hashlib.sha256(f"{salt}\n{inputs.model_dump_json()}".encode()).digest()
+def stable_rng(salt: str, inputs: BaseModel, exclude: set[str] | None = None) -> random.Random:
+    """A generator seeded by a stable hash of the inputs (the same on every run and machine),
+    the fields in ``exclude`` left out."""
+    dumped = inputs.model_dump_json(exclude=exclude)
+    digest = hashlib.sha256(f"{salt}\n{dumped}".encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
