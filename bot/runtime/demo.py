@@ -29,6 +29,7 @@ from town.outbox.events import TownEvent
 from town.tick.engine import TickReport
 from town.world.gametime import parse_game_time
 
+DEMO_TOWN = "Smallville"  # the demo's town, called by its name everywhere on the page
 SHOWN = {"said", "reacted", "reflected", "object", "conversation"}
 QUESTIONS = ("What are you planning for Valentine's Day?", "Are you an AI?")
 
@@ -70,13 +71,13 @@ async def serve_demo(settings: Settings, out: Console, tick_seconds: float | Non
                 f"in about {wait:.0f} minutes"
             )
 
-    await serve(demo_settings, ["web"], town="demo", persona="smallville", ready=ready)
+    await serve(demo_settings, ["web"], town=DEMO_TOWN, persona="smallville", ready=ready)
 
 
 async def warm_demo(demo_settings: Settings, out: Console) -> Settings:
     """Found the demo town and run it headless from the scenario's start to ``demo_start``
     (at least one hour, for the residents to wake); its replay goes to the demo folder."""
-    opened = await open_town(demo_settings, "demo", persona="smallville", create=True)
+    opened = await open_town(demo_settings, DEMO_TOWN, persona="smallville", create=True)
     start = opened.town.clock
     until = max(parse_game_time(demo_settings.demo_start), start + timedelta(hours=1))
     out.print(f"the town lives headless from {start:%a %H:%M} to {until:%a %H:%M}...")
@@ -100,7 +101,7 @@ def _url(runtime: TownRuntime) -> str:
 async def run_demo(settings: Settings, out: Console, hours: float = 5.0) -> None:
     demo_settings = _fresh(settings, out)
     folder = demo_settings.data_dir
-    opened = await open_town(demo_settings, "demo", persona="smallville", create=True)
+    opened = await open_town(demo_settings, DEMO_TOWN, persona="smallville", create=True)
     start = opened.town.clock
     out.print(f"25 residents asleep at home, {start:%A %H:%M}. Running {hours:g} game hours.\n")
 

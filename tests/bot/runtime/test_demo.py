@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from sqlmodel import select
 
 from bot.runtime.demo import minutes_to, warm_demo
 from bot.runtime.settings import Settings
+from town.store.db import Store
+from town.store.models import Town
 from town.world.load import load_town
 
 
@@ -44,3 +47,9 @@ async def test_the_demo_lives_headless_up_to_its_start(tmp_path: Path) -> None:
     last = max(datetime.fromisoformat(json.loads(line)["at"]) for line in lines)
     assert last == datetime(2023, 2, 13, 8, 30, tzinfo=UTC)  # its last tick: at 08:30
     assert "from Mon 07:00 to Mon 08:30" in out.export_text()
+    store = Store.open(settings.resolved_database_url)
+    try:
+        with store.session() as session:  # the page welcomes the newcomer to Smallville
+            assert [t.name for t in session.exec(select(Town)).all()] == ["Smallville"]
+    finally:
+        store.dispose()
