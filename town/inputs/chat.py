@@ -25,6 +25,7 @@ from town.memory.stream import MemoryStream
 from town.outbox import audit
 from town.store.models import AuditEntry, Resident
 from town.tick.state import ResidentState
+from town.world.gametime import hhmm, spoken_day
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,7 @@ def situation(resident: Responder, now: datetime) -> str:
         area = resident.location.split(":")[0]
         where = "" if area in resident.action else f" at {area}"
         lines.append(f"Right now {name} is {resident.action}{where}.")
-    lines.append(f"It is {now:%A %H:%M}.")
+    lines.append(f"It is {spoken_day(now.date())}, {hhmm(now)}.")
     return " ".join(line for line in lines if line)
 
 

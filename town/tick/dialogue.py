@@ -14,7 +14,9 @@ from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
 from town.llm.tasks import RATE_IMPORTANCE, UTTER
 from town.memory.stream import NewMemory
 from town.store.models import Conversation, PlanItem, Resident
+from town.tick.planning import chunk_now
 from town.tick.turn import Tick
+from town.world.gametime import hhmm, spoken_day
 from town.world.places import World
 
 MAX_TURNS = 8
@@ -112,16 +114,20 @@ def _with_status(tick: Tick, speaker: Resident) -> str:
     as in the paper's dialogue prompt."""
     doing = tick.state(speaker).item
     item = tick.session.get(PlanItem, doing) if doing else None
+    now = f"It is {spoken_day(tick.now.date())}, {hhmm(tick.now)}."
     if item is None:
-        return speaker.summary
+        chunk = chunk_now(tick, speaker)
+        part = f" This part of the day {speaker.name} is {chunk.description}." if chunk else ""
+        return f"{speaker.summary}{part} {now}"
     area = World.area_of(item.location)
     where = "" if " at " in item.description or area in item.description else f" at {area}"
     status = f"{speaker.summary} Right now {speaker.name} is {item.description}{where}."
     hour = tick.session.get(PlanItem, item.parent_id) if item.parent_id else None
     chunk = tick.session.get(PlanItem, hour.parent_id) if hour and hour.parent_id else None
+    chunk = chunk or chunk_now(tick, speaker)  # (a reaction's item has no chunk above it)
     if chunk is not None and chunk.description != item.description:
         status += f" This part of the day {speaker.name} is {chunk.description}."
-    return status
+    return f"{status} {now}"
 
 
 def _still_together(tick: Tick, first: Resident, second: Resident) -> bool:

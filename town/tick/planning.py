@@ -101,6 +101,11 @@ async def current_action(tick: Tick, resident: Resident) -> PlanItem | None:
     return action
 
 
+def chunk_now(tick: Tick, resident: Resident) -> PlanItem | None:
+    """The day plan's chunk in force now (what this part of the resident's day is)."""
+    return _covering(tick, resident, "day", None)
+
+
 def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) -> PlanItem | None:
     """The ``level`` item (under ``parent``) in force now: the latest started one not yet over."""
     now = tick.now

@@ -11,7 +11,8 @@ from town.llm import schemas as s
 from town.llm.checks import clock, minutes
 from town.llm.offline.events import with_event
 from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_ONLY, HOME_WORDS, PLACE_HINTS
-from town.llm.offline.steps import FIRST_OF_MANY, action_steps, gerund
+from town.llm.offline.meals import AFTER_A_MEAL, fitting, meal_in
+from town.llm.offline.steps import FIRST_OF_MANY, action_steps, gerund, plain
 from town.llm.offline.text import (
     content_words,
     emoji_for,
@@ -194,7 +195,13 @@ def _meals_in_time(items: list[tuple[int, str, str]], wake: int) -> list[tuple[i
 
 def plan_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
     planned = _routine_day(inputs) if inputs.routine else _default_day(inputs)
-    return s.PlanDayResult(chunks=with_event(inputs, planned.chunks))
+    chunks = with_event(inputs, planned.chunks)
+    return s.PlanDayResult(
+        chunks=[
+            c.model_copy(update={"description": fitting(c.description, minutes(c.start))})
+            for c in chunks
+        ]
+    )
 
 
 def _action_lengths(total: int, rng: random.Random) -> list[int]:
@@ -217,14 +224,22 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
         count = max(1, math.ceil(chunk.duration_min / 60))
         lengths = [min(60, chunk.duration_min - 60 * i) for i in range(count)]
         texts = [chunk.description, *(f"still {chunk.description}" for _ in range(count - 1))]
-        if count > 1:  # (the first hour's actions end without closing steps: more follows)
+        if count > 1 and meal_in(chunk.description):  # a meal for an hour, then company
+            texts = [chunk.description, *(f"still {AFTER_A_MEAL}" for _ in range(count - 1))]
+        elif count > 1:  # (the first hour's actions end without closing steps: more follows)
             texts[0] = f"{chunk.description}{FIRST_OF_MANY}"
             texts[-1] = f"{chunk.description}, then wrapping up"
     else:
         lengths = _action_lengths(chunk.duration_min, stable_rng("decompose", inputs))
         texts = action_steps(chunk.description, len(lengths))
         if not _is_home(chunk.location, inputs.resident):  # no shower at the cafe
-            texts = [chunk.description if _home_only(t) else t for t in texts]
+            texts = [plain(chunk.description) if _home_only(t) else t for t in texts]
+        texts = [_here(t, chunk.location) for t in texts]
+        starts = itertools.accumulate([start, *lengths[:-1]])
+        texts = [
+            t if fitting(t, at) == t else "finishing up"
+            for at, t in zip(starts, texts, strict=True)
+        ]
         lengths, texts = _merged(lengths, texts)
     actions = inputs.granularity != "hour"  # (an action carries its emoji, as a model's would)
     items, offset = [], 0
@@ -240,6 +255,16 @@ def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
         )
         offset += length
     return s.DecomposeResult(items=items)
+
+
+def _here(action: str, location: str) -> str:
+    """An action without the name of the place it is done at: the channel it is posted in
+    says where, and a resident kept out (a place closed) is never said to be elsewhere."""
+    area = location.split(":")[0].strip()
+    if not area:
+        return action
+    shorter = re.sub(rf"\s+(?:at|in|to) (?:the )?{re.escape(area)}\b", "", action)
+    return shorter if shorter.strip() else action
 
 
 def _home_only(action: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import dataclass
 
 from town.llm import schemas as s
 from town.llm.checks import clock, minutes
@@ -23,6 +24,39 @@ _EVENT = re.compile(
 )
 _GIVING = r"(?:planning|hosting|throwing|organi[sz]ing|giving)"
 _HOURS = re.compile(r"(\d{1,2})(?::(\d\d))?\s*([ap])m")
+
+
+@dataclass(frozen=True)
+class Happening:
+    """An event a text tells of: what, where, its day ("February 14") and its minutes."""
+
+    what: str
+    where: str
+    day: str
+    start: int
+    end: int
+
+    def on_now(self, day: str, minute: int, place: str) -> bool:
+        """Is it going on at ``place`` on ``day`` at ``minute``?"""
+        return day == self.day and self.start <= minute < self.end and place == self.where
+
+    def begun(self, day: str, minute: int) -> bool:
+        """Has it begun by ``day`` at ``minute`` (news of it is old then)?"""
+        return day == self.day and minute >= self.start
+
+
+def happenings(text: str) -> list[Happening]:
+    """The events a text tells of ("... party at Hobbs Cafe on February 14 from 5 pm to 7 pm")."""
+    return [
+        Happening(
+            f["what"],
+            f["where"],
+            f"{f['month']} {f['day']}",
+            _minute(f["start"]),
+            _minute(f["end"]),
+        )
+        for f in _EVENT.finditer(text)
+    ]
 
 
 def _minute(spoken: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -90,6 +91,12 @@ _STEPS: tuple[tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str,
         ("greeting the first customers",),
     ),
     (
+        frozenset({"hosting"}),
+        ("welcoming the guests at the door",),
+        ("raising a toast to everyone", "{desc}", "chatting with the guests"),
+        ("thanking everyone for coming",),
+    ),
+    (
         frozenset({"party", "celebration"}),
         ("greeting the other guests",),
         ("{desc}", "chatting with friends over drinks", "dancing to the music"),
@@ -114,12 +121,9 @@ _STEPS: tuple[tuple[frozenset[str], tuple[str, ...], tuple[str, ...], tuple[str,
         ("drinking some water",),
     ),
 )
+_GOING_TO_EVENT = re.compile(r"^going to (?=the .*\b(?:party|celebration|festival|concert)\b)")
 FIRST_OF_MANY = ", for a while"  # an hour item's mark: more hours of it follow
-_DEFAULT_STEPS = (
-    (),
-    ("{desc}", "taking a short break", "{desc}"),
-    ("finishing up",),
-)
+_DEFAULT_STEPS = ((), ("{desc}",), ("finishing up",))  # (no breaks: narration of a change)
 
 
 _CHAINED = frozenset(
@@ -187,29 +191,33 @@ def _gerund(phrase: str) -> str:
     return f"{verb} {rest}".strip()
 
 
+def plain(description: str) -> str:
+    """An hour item's description as an action: without its marks ("still ...", "..., for a
+    while", "..., then wrapping up"); at an event, enjoying it rather than going to it."""
+    core = re.sub(r"^(?:still )+", "", description).removesuffix(", then wrapping up")
+    return re.sub(_GOING_TO_EVENT, "enjoying ", core.removesuffix(FIRST_OF_MANY))
+
+
 def action_steps(description: str, count: int) -> list[str]:
     """`count` concrete actions (5-15 minutes each) that make up a plan chunk."""
     found = set(words(description))
     opening, main, closing = next(
         ((o, m, c) for keys, o, m, c in _STEPS if keys & found), _DEFAULT_STEPS
     )
-    if count == 1:
-        return [description]
     # an hour item after the first ("still ...") goes on without the opening steps; one before
-    # the last ("..., then wrapping up" is the last) without the closing ones
-    core = description.removeprefix("still ").removesuffix(", then wrapping up")
-    core = core.removesuffix(FIRST_OF_MANY)
+    # the last ("..., then wrapping up" is the last) without the closing ones. Neither mark is
+    # said: narration tells what changed, never "still ..."
+    core = plain(description)
+    if count == 1:
+        return [core]
     later = description.startswith("still ")
     if description.endswith(FIRST_OF_MANY):
         closing = ()
     if later or description.endswith(", then wrapping up"):
         opening = ()
+        main = tuple(m for m in main if "toast" not in m) or main  # (one toast a party)
     if later and not description.endswith(", then wrapping up"):
         closing = ()
-    if (
-        later and len(main) == 1 and main[0] != "sleeping"
-    ):  # an hour more of one thing: with a pause, not thrice in a row
-        main = (main[0], "taking a short break", main[0])
     opening = opening[: max(0, count - 1)]
     closing = closing[: max(0, count - len(opening) - 1)]
     middle = count - len(opening) - len(closing)

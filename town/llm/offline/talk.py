@@ -13,6 +13,7 @@ import random
 import re
 
 from town.llm import schemas as s
+from town.llm.offline.events import Happening, happenings
 from town.llm.offline.lexicon import (
     AI_WORDS,
     DOING_WORDS,
@@ -42,6 +43,7 @@ _PLAN = re.compile(
 _KNOW_PERSON = re.compile(
     r"\W*(?:[Dd]o|[Dd]id) you know (?P<who>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)*)\s*\??\s*$"
 )
+_NOW = re.compile(r"It is \w+ (?P<day>[A-Z][a-z]+ \d{1,2}), \d{4}, (?P<h>\d\d):(?P<m>\d\d)\.")
 MAX_LINES = 2  # a speaker's lines in one conversation before the next one takes its leave
 
 
@@ -94,23 +96,64 @@ def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
     return f"{plans[0][1]} at {plans[0][2]}" if plans else None
 
 
+def _now(inputs: s.UtterInput) -> tuple[str, int] | None:
+    """The day ("February 14") and minute of the day the talk happens at, if its inputs say."""
+    found = _NOW.search(inputs.speaker_summary)
+    return (found["day"], int(found["h"]) * 60 + int(found["m"])) if found else None
+
+
+def _known_events(inputs: s.UtterInput) -> list[Happening]:
+    return [e for text in [inputs.speaker_summary, *inputs.memories] for e in happenings(text)]
+
+
 def _at_party(inputs: s.UtterInput) -> bool:
-    """Is the speaker at a party now (its status or this part of its day says so)?"""
+    """Is the speaker at a party now (its status or this part of its day says so, or an event
+    it knows of is going on where it is)?"""
     speaker = re.escape(inputs.speaker)
     found = re.findall(
         rf"(?:Right now|This part of the day) {speaker} is ([^.]+)\.", inputs.speaker_summary
     )
-    return any("party" in words(f) for f in found)
+    if any("party" in words(f) for f in found):
+        return True
+    now, place = _now(inputs), inputs.location.split(":")[0].strip()
+    return now is not None and any(e.on_now(*now, place) for e in _known_events(inputs))
+
+
+def _old_news(inputs: s.UtterInput, news: str) -> bool:
+    """Is this news of an event that has begun (no news any more)?"""
+    now = _now(inputs)
+    return now is not None and any(e.begun(*now) for e in happenings(news))
+
+
+def _hosting(inputs: s.UtterInput) -> bool:
+    """Is the speaker the host of the party it is at (its status, or what it knows of the
+    party, says so)?"""
+    speaker = re.escape(inputs.speaker)
+    giving = rf"\b{speaker} is (?:hosting|planning|throwing|giving)\b[^.]*\bparty\b"
+    return any(re.search(giving, t) for t in [inputs.speaker_summary, *inputs.memories])
+
+
+def _mood(inputs: s.UtterInput, plan: str) -> str:
+    """The phrasings of ``plan`` for where the speaker is: at a party (as its host or a guest)
+    the talk is of the party, elsewhere the everyday ones."""
+    if not _at_party(inputs):
+        return plan
+    for variant in (f"party_host_{plan}" if _hosting(inputs) else "", f"party_{plan}"):
+        if variant in TALK:
+            return variant
+    return plan
 
 
 def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) -> str:
     asked = set(words(question))
     doing = _doing(inputs.speaker, inputs.speaker_summary, inputs.memories)
     if re.search(r"\b(?:how|what) about you\b", question, re.IGNORECASE):
-        fine = _say(rng, "how_are_you")
+        fine = _say(rng, _mood(inputs, "how_are_you"))
         return f"{fine} {_say(rng, 'doing', doing=doing)}" if doing else fine
     if re.search(r"\bhow\b", question, re.IGNORECASE) and asked & {"you", "going", "doing"}:
-        return _say(rng, "how_are_you")
+        return _say(rng, _mood(inputs, "how_are_you"))
+    if "party" in asked and _at_party(inputs):  # "Are you enjoying the party?"
+        return _say(rng, _mood(inputs, "how_are_you"))
     if asked & (PLAN_WORDS | DOING_WORDS):
         told = _plans_told(inputs.memories)
         if asked & PLAN_WORDS and told:
@@ -129,9 +172,16 @@ def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) 
         if told and told.startswith("I "):  # (asked about oneself)
             return sentence(told)
         news = news_in(best[2], inputs.speaker)
-        if news:
+        if news and not _old_news(inputs, news[0]):
             return sentence(news[0])
-    return _say(rng, "unsure", name=name)
+    return _say(rng, _mood(inputs, "unsure"), name=name)
+
+
+def _news_told(text: str) -> str:
+    """The sentence of a line that tells news ("By the way, Sam is running for mayor.")."""
+    openings = tuple(p.split("{")[0].strip() for p in TALK["news"])
+    parts = re.split(r"(?<=[.!?])\s+", text)
+    return next((p for p in parts if p.startswith(openings)), text)
 
 
 def _shares_news(text: str) -> bool:
@@ -146,7 +196,7 @@ def _news(inputs: s.UtterInput, said: str) -> tuple[str, str] | None:
     """News the speaker holds that this conversation has not brought up yet."""
     for memory in inputs.memories:
         found = news_in(memory, inputs.speaker)
-        if found is None or found[1] == inputs.listener:
+        if found is None or found[1] == inputs.listener or _old_news(inputs, found[0]):
             continue
         if found[0].startswith((inputs.listener, first_name(inputs.listener) + " ")):
             continue  # no one is told their own news
@@ -170,45 +220,49 @@ def utter(inputs: s.UtterInput) -> s.UtterResult:
         return s.UtterResult(text=_unsaid(rng, "bye", history, name=name), end=True)
     parts: list[str] = []
     if last is None and not history:
-        parts.append(_say(rng, "greet", name=name))
+        parts.append(_say(rng, _mood(inputs, "greet"), name=name))
     elif last is not None and set(words(last.text)) & NEWS_WORDS and _shares_news(last.text):
-        party = "party" in words(last.text)
-        mine_told = re.search(rf"\b{re.escape(first_name(inputs.speaker))} is\b", last.text)
+        told = _news_told(last.text)
+        party = "party" in words(told)
+        mine_told = re.search(rf"\b{re.escape(first_name(inputs.speaker))} is\b", told)
         here = _at_party(inputs)
         plan = (
-            "own_news"
-            if mine_told
-            else "at_event"
+            "at_event"
             if party and here
+            else "own_news"
+            if mine_told
             else "party_reply"
             if party
             else "news_reply"
         )
-        parts.append(_unsaid(rng, plan, history))
+        parts.append(_unsaid(rng, _mood(inputs, plan), history))
     elif last is not None and (question := _question(last.text)):
         parts.append(
             honest(question, inputs.speaker)
             if asks_if_ai(question)
             else _answer(inputs, question, rng, name)
         )
+    elif last is not None and "party" in words(last.text) and _at_party(inputs):
+        parts.append(_unsaid(rng, _mood(inputs, "at_event"), history))
     elif last is not None:
-        parts.append(_say(rng, "ack", name=name))
+        parts.append(_say(rng, _mood(inputs, "ack"), name=name))
     if len(mine) >= MAX_LINES or len(history) >= 4:
-        parts.append(_unsaid(rng, "close", history, name=name))
+        parts.append(_unsaid(rng, _mood(inputs, "close"), history, name=name))
         return s.UtterResult(text=" ".join(parts), end=True)
     parts.append(_move(inputs, rng, name, f"{said} {' '.join(parts).lower()}"))
     text = " ".join(p for p in parts if p)
     if any(text == u.text for u in history):
-        text = f"{parts[0]} {_unsaid(rng, 'ask_back', history, name=name)}"
+        text = f"{parts[0]} {_unsaid(rng, _mood(inputs, 'ask_back'), history, name=name)}"
     return s.UtterResult(text=text, end=False)
 
 
 def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str:
     """The speaker's own move: news, an inner voice acted on, a memory of the listener, a
     question back."""
-    if _at_party(inputs):  # at the party: it is what one talks about
-        if "party" not in said:
-            return _say(rng, "at_event")
+    party = _at_party(inputs)
+    if party:  # at the party: it is what one talks about (its host raises a toast)
+        if "party" not in said or (_hosting(inputs) and "toast" not in said):
+            return _say(rng, _mood(inputs, "at_event"))
         said += " party"  # (its news is old now)
     news = _news(inputs, said)
     if news is not None:
@@ -238,9 +292,9 @@ def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str
         if set(words(told)) & NEWS_WORDS:
             continue  # news is shared as news, once
         return _say(rng, "about_you" if told.startswith("you") else "about_me", told=told)
-    if not inputs.history:
+    if not inputs.history and not party:
         return _say(rng, "place", place=inputs.location.split(":")[0])
-    return _unsaid(rng, "ask_back", [], name=name, avoid=said)
+    return _unsaid(rng, _mood(inputs, "ask_back"), [], name=name, avoid=said)
 
 
 def _unsaid(

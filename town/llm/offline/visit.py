@@ -58,7 +58,7 @@ class Situation:
             me.home = re.sub(rf"^{who}'s\b", "my", home["home"])
             if home["home"] == place:  # at home: "welcome to my home"
                 me.place = "my home"
-        clock = re.search(r"It is \w+ (\d\d:\d\d)\.", summary)
+        clock = re.search(r"It is [^.]*?(\d\d:\d\d)\.", summary)
         me.clock = clock[1] if clock else ""
         me.plans = [(at, _mine(what), where) for at, what, where in plans_in(inputs.memories)]
         return me

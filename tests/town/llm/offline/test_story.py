@@ -8,12 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC
 from typing import Any
 
-import pytest
-from typer.testing import CliRunner
-
-from bot.cli.main import app as bottown
-from town.experiments.society.attendance import present_at, read_replay, whereabouts
-from town.world.load import load_town
+from town.experiments.society.attendance import present_at, whereabouts
 from town.world.persona import TownSpec
 from town.world.places import World
 
@@ -22,27 +17,6 @@ DANGLING = frozenset(
     "a an the and or but of in at on to for from with by his her their my your our its".split()  # noqa: SIM905
 )
 VOCATIVE_I = re.compile(r"\b(?:hi|hey|hello|bye|thanks|talking|see you)\s*,?\s+I\b(?!')|, I[!.?]")
-
-
-@pytest.fixture(scope="module")
-def town() -> TownSpec:
-    return load_town("smallville")
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """Two game days of Smallville with the offline brain (the hash embedder, for speed)."""
-    data = tmp_path_factory.mktemp("story")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("BOTTOWN_DATA_DIR", str(data))
-        env.setenv("BOTTOWN_EMBEDDER", "hash")
-        env.setenv("HF_HUB_OFFLINE", "1")
-        env.chdir(data)
-        done = CliRunner().invoke(bottown, ["simulate", "--days", "2", "--brain", "offline"])
-    assert done.exit_code == 0, done.output
-    events, bad = read_replay(data / "replays" / "smallville.jsonl")
-    assert bad == 0
-    return events
 
 
 def said(run: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
