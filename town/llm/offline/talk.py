@@ -96,7 +96,7 @@ def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
     return f"{plans[0][1]} at {plans[0][2]}" if plans else None
 
 
-def _now(inputs: s.UtterInput) -> tuple[str, int] | None:
+def now_of(inputs: s.UtterInput) -> tuple[str, int] | None:
     """The day ("February 14") and minute of the day the talk happens at, if its inputs say."""
     found = _NOW.search(inputs.speaker_summary)
     return (found["day"], int(found["h"]) * 60 + int(found["m"])) if found else None
@@ -115,13 +115,13 @@ def _at_party(inputs: s.UtterInput) -> bool:
     )
     if any("party" in words(f) for f in found):
         return True
-    now, place = _now(inputs), inputs.location.split(":")[0].strip()
+    now, place = now_of(inputs), inputs.location.split(":")[0].strip()
     return now is not None and any(e.on_now(*now, place) for e in _known_events(inputs))
 
 
-def _old_news(inputs: s.UtterInput, news: str) -> bool:
+def old_news(inputs: s.UtterInput, news: str) -> bool:
     """Is this news of an event that has begun (no news any more)?"""
-    now = _now(inputs)
+    now = now_of(inputs)
     return now is not None and any(e.begun(*now) for e in happenings(news))
 
 
@@ -172,7 +172,7 @@ def _answer(inputs: s.UtterInput, question: str, rng: random.Random, name: str) 
         if told and told.startswith("I "):  # (asked about oneself)
             return sentence(told)
         news = news_in(best[2], inputs.speaker)
-        if news and not _old_news(inputs, news[0]):
+        if news and not old_news(inputs, news[0]):
             return sentence(news[0])
     return _say(rng, _mood(inputs, "unsure"), name=name)
 
@@ -196,7 +196,7 @@ def _news(inputs: s.UtterInput, said: str) -> tuple[str, str] | None:
     """News the speaker holds that this conversation has not brought up yet."""
     for memory in inputs.memories:
         found = news_in(memory, inputs.speaker)
-        if found is None or found[1] == inputs.listener or _old_news(inputs, found[0]):
+        if found is None or found[1] == inputs.listener or old_news(inputs, found[0]):
             continue
         if found[0].startswith((inputs.listener, first_name(inputs.listener) + " ")):
             continue  # no one is told their own news

@@ -17,10 +17,11 @@ import re
 from dataclasses import dataclass, field
 
 from town.llm import schemas as s
+from town.llm.offline.events import happenings
 from town.llm.offline.hearing import Heard, Hearing
 from town.llm.offline.lexicon import NEWS_WORDS, VISIT
 from town.llm.offline.retell import news_in, tell
-from town.llm.offline.talk import honest, plans_in
+from town.llm.offline.talk import honest, now_of, old_news, plans_in
 from town.llm.offline.text import first_name, mentions, names, overlap, sentence, stable_rng
 
 
@@ -155,12 +156,24 @@ class Visit:
         coming = self.me.next_plan()
         return self.say("next", next=coming) if coming else self.say("no_next")
 
+    def _going_on(self) -> list[str]:
+        """An event the resident knows of that is on now ("The party is on right now!")."""
+        now = now_of(self.inputs)
+        for memory in self.inputs.memories:
+            news = news_in(memory, self.inputs.speaker)
+            for event in happenings(news[0]) if news and now else []:
+                if now is None or event.day != now[0] or not event.start <= now[1] < event.end:
+                    continue
+                here = " here" if event.where == self.me.place else f" at {event.where}"
+                return [f"The {event.what} is on right now{here}! Everyone's come."]
+        return []
+
     def _own_news(self) -> list[str]:
         """The resident's own news (a party it hosts), in the first person, with an invitation."""
         found: list[str] = []
         for memory in self.inputs.memories:
-            news = news_in(memory, self.inputs.speaker)
-            if news and news[1] == self.inputs.speaker:
+            news = None if " plans to be " in memory else news_in(memory, self.inputs.speaker)
+            if news and news[1] == self.inputs.speaker and not old_news(self.inputs, news[0]):
                 told = sentence(_first_person(news[0], self.inputs.speaker))
                 if told not in found:
                     found.append(told)
@@ -170,7 +183,11 @@ class Visit:
         return [found[0], self.say("invite")] if festive else found[:1]
 
     def _news(self) -> list[str]:
-        """News the resident holds, its own first; else a plan of its own for an event."""
+        """News the resident holds, its own first; else a plan of its own for an event. An
+        event that has begun is no news: it is on now."""
+        going_on = self._going_on()
+        if going_on:
+            return going_on
         own = self._own_news()
         if own:
             return own
@@ -178,12 +195,13 @@ class Visit:
             news = news_in(memory, self.inputs.speaker)
             if (
                 news
-                and news[1] != self.inputs.listener
+                and news[1] not in (self.inputs.listener, self.inputs.speaker)
                 and set(news[0].lower().split()) & NEWS_WORDS
+                and not old_news(self.inputs, news[0])
             ):
                 return [f"Have you heard? {sentence(news[0])}"]
         for at, what, where in self.me.plans:
-            if set(what.lower().split()) & NEWS_WORDS:
+            if set(what.lower().split()) & NEWS_WORDS and at > self.me.clock:
                 return [f"I'm {what} at {where} at {at}. Everyone's talking about it."]
         return []
 

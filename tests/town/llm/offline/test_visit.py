@@ -61,7 +61,9 @@ PLANS = {
 }
 
 
-def inputs(name: str, *lines: str, answers: tuple[str, ...] = ()) -> s.UtterInput:
+def inputs(
+    name: str, *lines: str, answers: tuple[str, ...] = (), now: datetime = MONDAY
+) -> s.UtterInput:
     """What ``town.inputs.chat`` gives the offline brain: the situation, memories (the seed
     phrases and the day's plan), and the thread so far (the visitor's lines, the answers)."""
     person = spec(name)
@@ -81,7 +83,7 @@ def inputs(name: str, *lines: str, answers: tuple[str, ...] = ()) -> s.UtterInpu
     return s.UtterInput(
         speaker=name,
         listener="Robin Park",
-        speaker_summary=situation(here, MONDAY),
+        speaker_summary=situation(here, now),
         relationship="",
         memories=memories,
         history=history,
@@ -270,3 +272,12 @@ def test_a_host_tells_its_own_party_first_and_invites() -> None:
     said = answer(ISA, "Any news?").text
     assert said.startswith("I'm planning a Valentine's Day party")
     assert re.search(r"come", said)
+
+
+def test_at_the_party_its_host_says_it_is_on_now_and_after_it_no_one_invites_to_it() -> None:
+    during = datetime(2023, 2, 14, 17, 30, tzinfo=UTC)
+    said = brain().answer(UTTER, inputs(ISA, "Anything happening?", now=during)).text
+    assert said.startswith("The Valentine's Day party is on right now here!")
+    after = datetime(2023, 2, 14, 19, 30, tzinfo=UTC)
+    said = brain().answer(UTTER, inputs(ISA, "Anything happening?", now=after)).text
+    assert "come" not in said and "planning" not in said
