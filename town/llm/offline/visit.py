@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from town.llm import schemas as s
+from town.llm.checks import minutes
 from town.llm.offline.events import happenings
 from town.llm.offline.hearing import Heard, Hearing
 from town.llm.offline.lexicon import NEWS_WORDS, VISIT
@@ -86,6 +87,9 @@ def _first_person(news: str, speaker: str) -> str:
     return news
 
 
+LEAVING_MIN = 15  # a plan elsewhere this soon is said, once
+
+
 class Visit:
     """One answer to a visitor's line (see the module's docstring)."""
 
@@ -124,10 +128,20 @@ class Visit:
             parts.append(self.say("ask_back"))
         else:
             parts.extend(self._answer(main))
+        parts.append(self._leaving())
         text = " ".join(p for p in parts if p)
         if text.lower() in self.said:  # (never the same answer twice in a thread)
             text = f"{text} {self.say('ask_back')}"
         return s.UtterResult(text=text, end=False)
+
+    def _leaving(self) -> str:
+        """When the day's plan takes the resident elsewhere soon, it says so, once a thread."""
+        later = [p for p in self.me.plans if self.me.clock and p[0] > self.me.clock]
+        if not later or "soon, though" in self.said:
+            return ""
+        at, _what, where = later[0]
+        soon = minutes(at) - minutes(self.me.clock) <= LEAVING_MIN
+        return self.say("leaving", where=where) if soon and where != self.me.place else ""
 
     def _answer(self, kind: str) -> list[str]:
         me = self.me

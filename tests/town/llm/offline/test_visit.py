@@ -281,3 +281,14 @@ def test_at_the_party_its_host_says_it_is_on_now_and_after_it_no_one_invites_to_
     after = datetime(2023, 2, 14, 19, 30, tzinfo=UTC)
     said = brain().answer(UTTER, inputs(ISA, "Anything happening?", now=after)).text
     assert "come" not in said and "planning" not in said
+
+
+def test_when_its_plan_takes_it_elsewhere_soon_a_resident_says_so_once() -> None:
+    soon = datetime(2023, 2, 13, 12, 50, tzinfo=UTC)  # Klaus is due at the library at 13:00
+    first = brain().answer(UTTER, inputs(KLAUS, "Hi Klaus!", now=soon))
+    assert "head to Oak Hill College soon" in first.text or "at Oak Hill College soon" in first.text
+    assert not first.end
+    again = brain().answer(
+        UTTER, inputs(KLAUS, "Hi Klaus!", "How are you?", answers=(first.text,), now=soon)
+    )
+    assert "soon, though" not in again.text and not again.end
