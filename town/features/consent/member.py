@@ -1,0 +1,74 @@
+"""A member as the town knows them: their platform id, the names they went by, and the
+distinctive things they said; how a text that holds them is found and redacted."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from town.inputs.naming import MARKER
+
+FORGOTTEN = "forgotten visitor"
+GONE = "[forgotten]"
+MIN_PHRASE = 12  # shorter words ("hi", "ok") are everyone's, not the member's
+
+
+@dataclass(frozen=True)
+class Member:
+    platform: str
+    user_id: str
+    names: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+
+    @property
+    def logged_as(self) -> str:
+        """The tail of the member's audit identity: ``(discord:1234)``."""
+        return f"({self.platform}:{self.user_id})"
+
+    @cached_property
+    def _names(self) -> set[str]:
+        """Each name as given, without the visitor marker, and unquoted."""
+        names = set(self.names) | {n.removesuffix(MARKER).strip() for n in self.names}
+        return {n for n in names | {n.strip('"') for n in names} if n}
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str] | None:
+        longest_first = sorted(self._names, key=len, reverse=True)
+        parts = [rf"(?<!\w){re.escape(n)}(?!\w)" for n in longest_first]
+        parts += [re.escape(p) for p in self.phrases if len(p) >= MIN_PHRASE]
+        parts.append(re.escape(self.logged_as))
+        return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+    def held_in(self, text: str) -> bool:
+        """Whether ``text`` names the member or quotes them."""
+        return self._pattern is not None and self._pattern.search(text) is not None
+
+    def redact(self, text: str) -> str:
+        """``text`` with the member's names and words taken out."""
+        if self._pattern is None:
+            return text
+        names = {n.casefold() for n in self._names}
+        return self._pattern.sub(
+            lambda m: FORGOTTEN if m.group(0).casefold() in names else GONE, text
+        )
+
+    def redact_json(self, value: Any) -> Any:
+        """A JSON value with every string redacted."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self.redact_json(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.redact_json(v) for k, v in value.items()}
+        return value
+
+    def held_in_json(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return self.held_in(value)
+        if isinstance(value, list):
+            return any(self.held_in_json(v) for v in value)
+        if isinstance(value, dict):
+            return any(self.held_in_json(v) for v in value.values())
+        return False
