@@ -83,6 +83,11 @@ class TownPort(Protocol):
         as if named."""
         ...
 
+    async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
+        """A member was banned (``how`` "ban"), kicked ("kick") or left ("leave"): forgotten if
+        the deployment's ``forget_on_leave`` says so; whether they were."""
+        ...
+
     def visitor_name(self, name: str) -> str:
         """``name`` as the town shows a visitor's: marked ("Isabella Rodriguez (a visitor)")
         if it could pass for a resident, an inner voice or a mention."""

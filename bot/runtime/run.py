@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Adapter, Caller, Reply, Thinking
 from bot.runtime.commands import Command, Commands, thinking
+from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
@@ -65,6 +66,8 @@ class TownRuntime:
                 limit_calls=self.settings.daily_call_budget,
             ),
             extra_status=self._adapter_status,
+            replays=replay_paths(self.settings.data_dir),
+            forget_on=leaving_forgets(self.settings.forget_on_leave),
         )
         self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
         for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
@@ -200,6 +203,10 @@ class TownRuntime:
         return thinking(self.engine.brain)
 
     # -- the web page's map and resident cards (issue 32) -------------------------------------
+
+    async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
+        """A member banned, kicked or gone: forgotten as ``forget_on_leave`` says."""
+        return await self.commands.consent.member_left(platform, user_id, how, name)
 
     async def town_map(self) -> TownMap:
         return await card.town_map(self.engine)

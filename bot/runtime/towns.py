@@ -11,9 +11,11 @@ from pathlib import Path
 
 from sqlmodel import select
 
+from bot.runtime.consent import replay_paths
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_brain
 from town.features.coaching.room import plug_in
+from town.features.consent.forget import finish_pending
 from town.outbox.events import TownEvent
 from town.store.models import Town
 from town.store.usage import StoredUsage
@@ -65,6 +67,7 @@ async def open_town(
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
     plug_in(engine, folder)  # the mock interview, in a town with interview rooms
+    await finish_pending(engine, replay_paths(settings.data_dir))  # forgets a crash cut short
     return OpenTown(services, engine, usage, town, founded)
 
 

@@ -26,7 +26,7 @@ class TownEvent(Protocol):
 E = TypeVar("E", bound=TownEvent)
 
 QUIET, CLOSED, OPEN = "quiet", "closed", "open"
-MODES = (QUIET, CLOSED, OPEN)
+MODES = (OPEN, QUIET, CLOSED)
 SPEECH = frozenset({"said", "notice"})
 
 
