@@ -10,11 +10,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.core.ports import Caller, Reply
+from bot.runtime.settings import Settings
 from town.features.consent.forget import UnknownMember, find_members, forget
 from town.inputs.consent import set_muted
 from town.inputs.unit import area_named
+from town.llm.port import Brain
+from town.outbox.moderation import (
+    Blocklist,
+    Check,
+    ModeratedBrain,
+    ModerationEndpoint,
+    read_blocklist,
+)
 from town.outbox.switches import MODES, set_switch, switches
+from town.store.db import Store
 from town.tick.engine import Engine
+from town.world.load import town_folder
+from town.world.persona import PersonaError
 from town.world.places import World
 
 CONFIRM = "confirm"
@@ -140,3 +152,23 @@ class Consent:
         except UnknownMember:
             return False
         return True
+
+
+def moderated(brain: Brain, settings: Settings, folder: str, store: Store, town_id: int) -> Brain:
+    """``brain`` with its residents' spoken lines checked (``town.outbox.moderation``) against
+    the town folder's ``blocklist.txt``, ``BOTTOWN_BLOCKLIST`` and ``BOTTOWN_MODERATION_URL``;
+    the offline brain and a town with none of them are left as they are."""
+    words = read_blocklist(settings.blocklist.split(","))
+    try:
+        listed = town_folder(folder) / "blocklist.txt"
+        if listed.is_file():
+            words += read_blocklist(listed.read_text(encoding="utf-8").splitlines())
+    except PersonaError:
+        pass
+    checks: list[Check] = [Blocklist(words)] if words else []
+    if settings.moderation_url:
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else ""
+        checks.append(ModerationEndpoint(settings.moderation_url, key))
+    if not checks or brain.name == "offline":
+        return brain
+    return ModeratedBrain(brain, checks, store, town_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from bot.runtime.consent import replay_paths
+from bot.runtime.consent import moderated, replay_paths
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_brain
 from town.features.coaching.room import plug_in
@@ -63,6 +63,7 @@ async def open_town(
         spec = load_town(folder)
     assert town.id is not None
     brain, usage = build_brain(settings, services.store, town.id)
+    brain = moderated(brain, settings, folder, services.store, town.id)
     if founded:
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)

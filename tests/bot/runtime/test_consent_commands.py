@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 from sqlmodel import select
 
 from adapters.core.ports import Caller
 from bot.runtime.commands import Commands
-from tests.factories import CAFE_PAIR, at_cafe, memories, until
+from bot.runtime.consent import moderated
+from bot.runtime.settings import load_settings
+from tests.factories import CAFE_PAIR, MINITOWN, at_cafe, memories, until
 from town.inputs.visitor import say
+from town.llm.offline.brain import OfflineBrain
+from town.llm.port import ScriptedBrain
+from town.outbox.moderation import Blocklist, ModeratedBrain, ModerationEndpoint
 from town.store.db import Store
 from town.store.models import MutedMember, Visitor
 from town.tick.engine import Engine
@@ -94,3 +102,29 @@ async def test_help_lists_the_consent_commands(commands: Commands) -> None:
     admin = (await commands.handle(ADMIN, "help")).text
     assert "forget <member>" in admin and "channel open|quiet|closed" in admin
     assert "confirm" in (await commands.handle(MEMBER, "help forget-me")).text
+
+
+def test_the_brain_is_moderated_by_the_town_words_and_the_settings(
+    store: Store, tmp_path: Path
+) -> None:
+    folder = tmp_path / "town"
+    shutil.copytree(MINITOWN, folder)
+    (folder / "blocklist.txt").write_text("# ours\nfrobnicate\n", encoding="utf-8")
+    settings = load_settings(blocklist="zonk, blarg")
+    brain = moderated(ScriptedBrain(), settings, str(folder), store, 1)
+    assert isinstance(brain, ModeratedBrain) and len(brain.checks) == 1
+    checks = brain.checks[0]
+    assert isinstance(checks, Blocklist) and checks.words == ["blarg", "frobnicate", "zonk"]
+    with_url = moderated(
+        ScriptedBrain(),
+        load_settings(moderation_url="http://127.0.0.1:1/v1/moderations"),
+        str(MINITOWN),
+        store,
+        1,
+    )
+    assert isinstance(with_url, ModeratedBrain)
+    assert isinstance(with_url.checks[-1], ModerationEndpoint)
+    offline = OfflineBrain()
+    assert moderated(offline, settings, str(folder), store, 1) is offline
+    plain = ScriptedBrain()
+    assert moderated(plain, load_settings(), str(MINITOWN), store, 1) is plain
