@@ -267,6 +267,7 @@ def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
             token=settings.discord_token.get_secret_value(),
             guild_id=settings.discord_guild_id,
             message_content=settings.discord_message_content,
+            member_departures="leave" in leaving_forgets(settings.forget_on_leave),
         )
     if name == "slack":
         if settings.slack_bot_token is None:
