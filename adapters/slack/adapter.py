@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.core.links import ChannelLinks
 from adapters.core.ports import Outgoing, TownPort
 from adapters.slack.channels import LocationChannels
+from adapters.slack.departures import Departures
 from adapters.slack.inbound import PLATFORM, Inbound
 from adapters.slack.members import Members
 from adapters.slack.poster import MAX_CHARS, MIN_INTERVAL_S, SlackPoster
@@ -88,6 +89,8 @@ class SlackAdapter:
         self.app.event("message")(self.inbound.on_message)
         self.app.event("app_mention")(self.inbound.on_mention)
         self.app.command("/town")(self.inbound.on_command)
+        self.departures = Departures(town, self.inbound.hand_off)
+        self.app.event("user_change")(self.departures.on_user_change)
         self._team = ""
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None

@@ -136,6 +136,10 @@ class Inbound:
             self._chains[chain] = task
             task.add_done_callback(lambda done: self._end_chain(chain, done))
 
+    def hand_off(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` in the background, awaited by ``idle`` (other listeners' work)."""
+        self._hand_off(work)
+
     def _end_chain(self, chain: str, done: asyncio.Task[None]) -> None:
         if self._chains.get(chain) is done:
             del self._chains[chain]

@@ -1,0 +1,67 @@
+"""Members decide what the town keeps of them, on Slack: forget-me and mute by /town, and a
+member removed from the workspace (deactivated: ``user_change`` with ``deleted``) is forgotten."""
+
+from __future__ import annotations
+
+from adapters.slack.adapter import SlackAdapter
+from bot.runtime.run import TownRuntime
+from tests.adapters.consent_support import PHRASE, held_anywhere, knows, remembered, write_replay
+from tests.adapters.slack.support import CAFE, event_callback, message, post, slash
+from tests.fakes.slack_api import FakeSlack
+
+ZEPH = "U0ZEPHYR"
+
+
+async def _heard(runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack, words: str) -> None:
+    """Zephyrine spoke at the cafe, in the morning, and was heard at the next tick."""
+    slack.add_user(ZEPH, "Zephyrine Quill")
+    for _ in range(4):
+        await runtime.opened.engine.tick()
+    assert await post(adapter, message(slack.channel_id(CAFE), words, user=ZEPH)) == 200
+    await runtime.opened.engine.tick()
+    assert remembered(runtime, words)
+
+
+async def test_forget_me_on_slack_leaves_nothing_of_the_member(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    await _heard(runtime, adapter, slack, f"Isabella, {PHRASE}!")
+    write_replay(runtime)
+    needles = [ZEPH, "Zephyrine", PHRASE]
+    assert held_anywhere(runtime, needles)
+    cafe = slack.channel_id(CAFE)
+    await post(adapter, slash("forget-me", ZEPH, cafe, slack, "ask"), form=True)
+    assert "forget-me confirm" in slack.responses[-1]["text"]
+    assert slack.responses[-1]["response_type"] == "ephemeral"
+    await post(adapter, slash("forget-me confirm", ZEPH, cafe, slack, "go"), form=True)
+    assert "forgotten you" in slack.responses[-1]["text"]
+    assert held_anywhere(runtime, needles) == []
+    assert not await knows(runtime, "Isabella", "Zephyrine")
+
+
+async def test_a_muted_member_is_neither_heard_nor_answered_on_slack(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    slack.add_user(ZEPH, "Zephyrine Quill")
+    for _ in range(4):
+        await runtime.opened.engine.tick()
+    cafe = slack.channel_id(CAFE)
+    await post(adapter, slash("mute", ZEPH, cafe, slack, "mute"), form=True)
+    assert slack.responses[-1]["text"].startswith("Muted")
+    posts = len(slack.outbox_posts())
+    await post(adapter, message(cafe, "Isabella, zebra umbrellas for all!", user=ZEPH))
+    await post(adapter, slash("look", ZEPH, cafe, slack, "look"), form=True)
+    assert slack.responses[-1]["text"].startswith("Hobbs Cafe")  # commands still work
+    await runtime.opened.engine.tick()
+    await runtime.opened.engine.tick()
+    assert not remembered(runtime, "zebra umbrellas") and not remembered(runtime, "Zephyrine")
+    assert not [p for p in slack.outbox_posts()[posts:] if "Zephyrine" in p[2]]
+
+
+async def test_a_member_removed_from_the_workspace_is_forgotten(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    await _heard(runtime, adapter, slack, f"Isabella, {PHRASE}!")
+    removed = {**slack.users[ZEPH], "deleted": True}
+    assert await post(adapter, event_callback({"type": "user_change", "user": removed})) == 200
+    assert held_anywhere(runtime, [ZEPH, "Zephyrine", PHRASE]) == []
