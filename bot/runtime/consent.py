@@ -5,13 +5,15 @@ Platform-neutral: ``bot.runtime.commands`` registers them beside the others."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from adapters.core.ports import Caller, Reply
 from bot.runtime.settings import Settings
 from town.features.consent.forget import UnknownMember, find_members, forget
+from town.features.consent.member import Member
 from town.inputs.consent import set_muted
 from town.inputs.unit import area_named
 from town.llm.port import Brain
@@ -54,6 +56,14 @@ class Consent:
     engine: Engine
     replays: Sequence[Path] = ()
     forget_on: frozenset[str] = field(default_factory=lambda: frozenset({"ban", "kick"}))
+    # told of each forget, to drop what they show from memory (the web page's feed)
+    listeners: list[Callable[[Member], None]] = field(default_factory=list)
+
+    async def _forget(self, platform: str, user_id: str, **kw: Any) -> None:
+        done = await forget(self.engine, platform, user_id, replays=self.replays, **kw)
+        if done.member is not None:
+            for listener in self.listeners:
+                listener(done.member)
 
     async def forget_me(self, caller: Caller, args: list[str]) -> Reply:
         if [a.lower() for a in args] != [CONFIRM]:
@@ -63,13 +73,7 @@ class Consent:
                 True,
             )
         try:
-            await forget(
-                self.engine,
-                caller.platform,
-                caller.user_id,
-                names=[caller.display_name],
-                replays=self.replays,
-            )
+            await self._forget(caller.platform, caller.user_id, names=[caller.display_name])
         except UnknownMember:
             return Reply("The town holds nothing of you; nothing was changed.", True)
         return Reply("Done: the town has forgotten you.", True)
@@ -87,7 +91,7 @@ class Consent:
                 f"{who!r} could be any of {ids}; name one (forget {found[0][0]}:...).", True
             )
         ((platform, user_id),) = found
-        await forget(self.engine, platform, user_id, reason="admin", replays=self.replays)
+        await self._forget(platform, user_id, reason="admin")
         return Reply(f"Done: the town has forgotten {who}.", True)
 
     def _find(self, who: str) -> list[tuple[str, str]]:
@@ -141,14 +145,7 @@ class Consent:
         if how not in self.forget_on:
             return False
         try:
-            await forget(
-                self.engine,
-                platform,
-                user_id,
-                reason=how,
-                names=[name] if name else [],
-                replays=self.replays,
-            )
+            await self._forget(platform, user_id, reason=how, names=[name] if name else [])
         except UnknownMember:
             return False
         return True

@@ -23,6 +23,7 @@ from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
+from town.features.consent.member import Member
 from town.inputs import card, visitor
 from town.inputs.card import ResidentCard, TownMap
 from town.inputs.limits import VisitorRateLimit
@@ -70,6 +71,7 @@ class TownRuntime:
             forget_on=leaving_forgets(self.settings.forget_on_leave),
         )
         self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
+        self.commands.consent.listeners.append(self._forgotten)
         for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
             if name in self.commands.table:
                 self.commands.table[name] = self._then_follow(self.commands.table[name])
@@ -203,6 +205,13 @@ class TownRuntime:
         return thinking(self.engine.brain)
 
     # -- the web page's map and resident cards (issue 32) -------------------------------------
+
+    def _forgotten(self, member: Member) -> None:
+        """A forget done: adapters that show members' words from memory drop them."""
+        for adapter in self.adapters:
+            drop = getattr(adapter, "forgotten", None)
+            if callable(drop):
+                drop(member.held_in)
 
     async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
         """A member banned, kicked or gone: forgotten as ``forget_on_leave`` says."""

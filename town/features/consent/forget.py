@@ -36,6 +36,7 @@ class UnknownMember(LookupError):
 @dataclass(frozen=True)
 class Forgotten:
     erased: dict[str, int]  # per place of the registry, what was erased or redacted
+    member: Member | None = None  # whom (for what the adapters show from memory: a page's feed)
 
     @property
     def total(self) -> int:
@@ -194,7 +195,7 @@ async def finish(engine: Engine, order_id: int, replays: Sequence[Path] = ()) ->
     await asyncio.to_thread(_outside, engine, member, replays, erased)
     await asyncio.to_thread(_close, engine, order_id)
     log.info("a member was forgotten (%d rows, memories, vectors and lines)", sum(erased.values()))
-    return Forgotten(erased)
+    return Forgotten(erased, member)
 
 
 def _places(*, in_store: bool) -> list[Place]:
