@@ -33,6 +33,10 @@ class Reply:
     text: str
     private: bool = False  # shown only to the caller where the platform can (ephemeral)
     ok: bool = True
+    # a command line a button under the answer runs for the caller ("forget-me confirm"), on
+    # platforms with buttons (Discord, Slack); the text says how to type it elsewhere
+    confirm: str = ""
+    confirm_label: str = ""
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class DiscordAdapter:
         bucket = ServerBucket(clock=clock, sleep=sleep)  # the server-wide webhook bucket
         self.poster = WebhookPoster(self.channels, port, avatar_url, bucket)
         self.inbound = Inbound(port, self.client, self.channels, links, self.proxies)
+        self.client.confirmed = self.inbound.confirmed
         self._gateway: asyncio.Task[None] | None = None
 
     @property

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 import discord
 from discord import app_commands
 
+from adapters.discord.confirm import ConfirmButton, Confirmed
 from adapters.discord.departures import Departures
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ class TownClient(discord.Client):
         super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, guild_ready_timeout=ready)
         self._handle, self._deleted = on_message, on_delete
         self.departures = departures
+        self.confirmed: Confirmed | None = None  # what a confirmation button runs (inbound)
+        self.add_dynamic_items(ConfirmButton)
         self.tree: app_commands.CommandTree[TownClient] = app_commands.CommandTree(self)
 
     async def on_message(self, message: discord.Message) -> None:

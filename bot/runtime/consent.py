@@ -71,6 +71,8 @@ class Consent:
                 f"forget-me erases what the town keeps of you: {WHAT_GOES}. The residents will "
                 f"no longer know you. It cannot be undone. To go on: forget-me {CONFIRM}",
                 True,
+                confirm=f"forget-me {CONFIRM}",
+                confirm_label="Forget me",
             )
         try:
             await self._forget(caller.platform, caller.user_id, names=[caller.display_name])

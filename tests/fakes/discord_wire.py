@@ -126,5 +126,25 @@ async def body_of(request: web.Request) -> Any:
     return json.loads(raw) if raw else {}
 
 
+def components_problem(body: Json) -> str | None:
+    """What Discord would refuse in a message's ``components`` (action rows of buttons)."""
+    rows = body.get("components") or []
+    if not isinstance(rows, list) or len(rows) > 5:
+        return "components: at most 5 action rows"
+    for row in rows:
+        items = row.get("components") if isinstance(row, dict) else None
+        if row.get("type") != 1 or not isinstance(items, list) or not 1 <= len(items) <= 5:
+            return "components: each row is an action row (type 1) of 1 to 5 components"
+        for item in items:
+            if item.get("type") != 2 or item.get("style") not in (1, 2, 3, 4):
+                return "components: only buttons (type 2, style 1-4) here"
+            custom_id = item.get("custom_id")
+            if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= 100:
+                return "components: a button's custom_id is 1 to 100 characters"
+            if len(str(item.get("label") or "")) > 80:
+                return "components: a button's label is at most 80 characters"
+    return None
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat()

@@ -12,7 +12,7 @@ from tests.adapters.consent_support import PHRASE, held_anywhere, knows, remembe
 from tests.adapters.discord.support import channel_of, make_adapter, morning, until
 from tests.factories import memories
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.discord_wire import VIEW_AUDIT_LOG
+from tests.fakes.discord_wire import EPHEMERAL, VIEW_AUDIT_LOG
 from town.store.models import Visitor
 
 
@@ -102,3 +102,47 @@ async def test_a_leave_forgets_when_the_deployment_asks_for_it(
         await until(lambda: not held_anywhere(runtime, [gone["id"], "Fernanda", PHRASE]))
     finally:
         await bot.stop()
+
+
+def _button(message: dict[str, Any]) -> str:
+    (row,) = message["body"]["components"]
+    (button,) = row["components"]
+    assert button["label"] == "Forget me" and button["style"] == 4
+    return str(button["custom_id"])
+
+
+async def test_forget_me_has_a_private_confirmation_button_only_its_member_can_press(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    zeph = await _heard(runtime, fake, "Zephyrine", f"Isabella, {PHRASE}!")
+    other = fake.add_member("Mallory")
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    token = await fake.slash(
+        zeph, cafe, "town", [{"name": "line", "type": 3, "value": "forget-me"}]
+    )
+    asked = (await until(lambda: fake.interactions[token].followups))[-1]
+    assert asked["flags"] & EPHEMERAL and "forget-me confirm" in asked["content"]
+    custom_id = _button(asked)
+
+    stranger = await fake.click(other, asked, custom_id)  # not theirs: nothing happens
+    await runtime.opened.engine.tick()
+    assert not fake.interactions[stranger].callbacks and remembered(runtime, PHRASE)
+
+    pressed = await fake.click(zeph, asked, custom_id)
+    done = (await until(lambda: fake.interactions[pressed].followups))[-1]
+    assert done["flags"] & EPHEMERAL and "forgotten you" in done["content"]
+    assert held_anywhere(runtime, [zeph["id"], "Zephyrine", PHRASE]) == []
+
+
+async def test_the_button_comes_by_direct_message_to_a_typed_command(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    zeph = await _heard(runtime, fake, "Zephyrine", f"Isabella, {PHRASE}!")
+    await fake.member_says(zeph, channel_of(runtime, "Hobbs Cafe"), "!town forget-me")
+    asked = (await until(lambda: [d for d in fake.direct if d["to"] == zeph["id"]]))[-1]
+    pressed = await fake.click(zeph, asked, _button(asked))
+    done = (await until(lambda: fake.interactions[pressed].followups))[-1]
+    assert "forgotten you" in done["content"]
+    assert not remembered(runtime, PHRASE)
