@@ -3,10 +3,12 @@ member removed from the workspace (deactivated: ``user_change`` with ``deleted``
 
 from __future__ import annotations
 
+import json
+
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.run import TownRuntime
 from tests.adapters.consent_support import PHRASE, held_anywhere, knows, remembered, write_replay
-from tests.adapters.slack.support import CAFE, event_callback, message, post, slash
+from tests.adapters.slack.support import CAFE, event_callback, message, post, press, slash
 from tests.fakes.slack_api import FakeSlack
 
 ZEPH = "U0ZEPHYR"
@@ -65,3 +67,42 @@ async def test_a_member_removed_from_the_workspace_is_forgotten(
     removed = {**slack.users[ZEPH], "deleted": True}
     assert await post(adapter, event_callback({"type": "user_change", "user": removed})) == 200
     assert held_anywhere(runtime, [ZEPH, "Zephyrine", PHRASE]) == []
+
+
+def _button(answer: dict[str, object]) -> dict[str, object]:
+    blocks = answer["blocks"]
+    assert isinstance(blocks, list)
+    (button,) = blocks[-1]["elements"]
+    assert button["text"]["text"] == "Forget me" and button["style"] == "danger"
+    return dict(button)
+
+
+async def test_forget_me_has_a_private_confirmation_button(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    await _heard(runtime, adapter, slack, f"Isabella, {PHRASE}!")
+    cafe = slack.channel_id(CAFE)
+    await post(adapter, slash("forget-me", ZEPH, cafe, slack, "ask"), form=True)
+    asked = slack.responses[-1]
+    assert asked["response_type"] == "ephemeral"
+    pressed = press(slack, ZEPH, cafe, _button(asked), "pressed")
+    assert await post(adapter, pressed, form=True) == 200
+    done = slack.responses[-1]
+    assert done["name"] == "pressed" and "forgotten you" in done["text"]
+    assert done["response_type"] == "ephemeral" and done["replace_original"] is True
+    assert held_anywhere(runtime, [ZEPH, "Zephyrine", PHRASE]) == []
+
+
+async def test_a_mentioned_forget_me_answers_with_the_button_ephemerally(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    await _heard(runtime, adapter, slack, f"Isabella, {PHRASE}!")
+    cafe = slack.channel_id(CAFE)
+    mention = {"type": "app_mention", "channel": cafe, "user": ZEPH, "text": "<@U0BOT> forget-me"}
+    await post(adapter, event_callback(mention))
+    (asked,) = [e for e in slack.ephemerals if e["user"] == ZEPH]
+    blocks = asked["blocks"]
+    button = _button({"blocks": json.loads(blocks) if isinstance(blocks, str) else blocks})
+    await post(adapter, press(slack, ZEPH, cafe, button, "pressed"), form=True)
+    assert "forgotten you" in slack.responses[-1]["text"]
+    assert not remembered(runtime, PHRASE)
