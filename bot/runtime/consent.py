@@ -12,7 +12,7 @@ from typing import Any
 
 from adapters.core.ports import Caller, Reply
 from bot.runtime.settings import Settings
-from town.features.consent.forget import UnknownMember, find_members, forget
+from town.features.consent.forget import UnknownMember, characters_of, find_members, forget
 from town.features.consent.member import Member
 from town.inputs.consent import set_muted
 from town.inputs.unit import area_named
@@ -60,10 +60,23 @@ class Consent:
     listeners: list[Callable[[Member], None]] = field(default_factory=list)
 
     async def _forget(self, platform: str, user_id: str, **kw: Any) -> None:
-        done = await forget(self.engine, platform, user_id, replays=self.replays, **kw)
-        if done.member is not None:
-            for listener in self.listeners:
-                listener(done.member)
+        """Forget the member, and the characters they wrote as through a proxy bot; raises
+        ``UnknownMember`` when the town holds nothing of either."""
+        with self.engine.store.session() as session:
+            also = characters_of(session, self.engine.town_id, platform, user_id)
+        done = []
+        try:
+            done.append(await forget(self.engine, platform, user_id, replays=self.replays, **kw))
+        except UnknownMember:
+            if not also:
+                raise
+        kw.pop("names", None)
+        for character in also:
+            done.append(await forget(self.engine, platform, character, replays=self.replays, **kw))
+        for each in done:
+            if each.member is not None:
+                for listener in self.listeners:
+                    listener(each.member)
 
     async def forget_me(self, caller: Caller, args: list[str]) -> Reply:
         if [a.lower() for a in args] != [CONFIRM]:

@@ -128,3 +128,24 @@ def test_the_brain_is_moderated_by_the_town_words_and_the_settings(
     assert moderated(offline, settings, str(folder), store, 1) is offline
     plain = ScriptedBrain()
     assert moderated(plain, load_settings(), str(MINITOWN), store, 1) is plain
+
+
+async def test_forget_me_takes_the_characters_a_member_wrote_as_through_a_proxy_bot(
+    commands: Commands, store: Store
+) -> None:
+    engine = commands.engine
+    await say(
+        engine,
+        "Hobbs Cafe",
+        "Sparkle",
+        "Isabella, glitter is my whole personality",
+        platform="discord",
+        user_id="4242:Sparkle",
+    )
+    await engine.tick()
+    member = Caller("discord", "4242", "Alex", is_admin=False, location="Hobbs Cafe")
+    done = await commands.handle(member, "forget-me confirm")
+    assert "forgotten you" in done.text
+    with store.session() as s:
+        assert s.exec(select(Visitor)).first() is None
+    assert not any("glitter" in m.text for m in memories(store, "Isabella Rodriguez"))

@@ -18,6 +18,7 @@ from town.features.consent.member import FORGOTTEN, Member
 from town.features.consent.places import REGISTRY, Place, Scope
 from town.inputs.naming import MARKER
 from town.inputs.unit import input_unit
+from town.memory.embedding_queue import flush_queues
 from town.outbox import audit
 from town.store.models import AuditEntry, ForgetOrder, MutedMember, Resident, Visitor
 from town.tick.engine import Engine
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 FORGET_KIND = "forget"
 REASONS = ("asked", "admin", "ban", "kick", "leave")
+FLUSH_S = 60.0  # at most this long for the embedding thread's pending index writes
 SPOKEN = ("say", "say:limited", "say:place", "say:muted")  # audit kinds of a member's words
 
 
@@ -80,6 +82,19 @@ def find_members(session: Session, town_id: int, who: str) -> list[tuple[str, st
             where, _, uid = tail.removesuffix(")").partition(":")
             found.add((where, uid))
     return sorted(found)
+
+
+def characters_of(session: Session, town_id: int, platform: str, user_id: str) -> list[str]:
+    """The ids the member's words were also heard under: a Discord member writing through a
+    proxy bot (PluralKit, Tupperbox) is a visitor per character, ``<user id>:<character>``."""
+    rows = session.exec(
+        select(Visitor.platform_user_id).where(
+            Visitor.town_id == town_id,
+            Visitor.platform == platform,
+            col(Visitor.platform_user_id).startswith(f"{user_id}:"),
+        )
+    )
+    return sorted(set(rows))
 
 
 def _known(session: Session, town_id: int, platform: str, user_id: str) -> bool:
@@ -224,6 +239,8 @@ class _TownVectors:
 
     def __init__(self, engine: Engine, session: Session, residents: list[int]) -> None:
         stream = engine.streams(residents[0])
+        if stream.executor is not None:  # vectors still on their way in land before the sweep
+            flush_queues(stream.executor, timeout=FLUSH_S)
         self.index = stream.index
         self.collection = stream.town_collection(session)
 
