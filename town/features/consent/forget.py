@@ -91,7 +91,7 @@ def characters_of(session: Session, town_id: int, platform: str, user_id: str) -
         select(Visitor.platform_user_id).where(
             Visitor.town_id == town_id,
             Visitor.platform == platform,
-            col(Visitor.platform_user_id).startswith(f"{user_id}:"),
+            col(Visitor.platform_user_id).startswith(f"{user_id}:", autoescape=True),
         )
     )
     return sorted(set(rows))
@@ -108,7 +108,8 @@ def _known(session: Session, town_id: int, platform: str, user_id: str) -> bool:
     ).first()
     said = session.exec(
         select(AuditEntry.id).where(
-            AuditEntry.town_id == town_id, col(AuditEntry.who).endswith(member.logged_as)
+            AuditEntry.town_id == town_id,
+            col(AuditEntry.who).endswith(member.logged_as, autoescape=True),
         )
     ).first()
     return visitor is not None or said is not None
@@ -130,7 +131,9 @@ def member_of(session: Session, town_id: int, platform: str, user_id: str) -> Me
         names.add(visitor.display_name)
     phrases: set[str] = set()
     for row in session.exec(
-        select(AuditEntry).where(AuditEntry.town_id == town_id, col(AuditEntry.who).endswith(tail))
+        select(AuditEntry).where(
+            AuditEntry.town_id == town_id, col(AuditEntry.who).endswith(tail, autoescape=True)
+        )
     ):
         names.add(audit.name_of(row.who))
         if row.kind in SPOKEN:

@@ -3,13 +3,18 @@ distinctive things they said; how a text that holds them is found and redacted."
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from sqlalchemy import String, cast, or_
+from sqlalchemy.sql.elements import ColumnElement
+
 from town.inputs.naming import MARKER
 
+SQL_TERMS = 100  # LIKE terms per query (SQLite caps an expression's depth at 1000)
 FORGOTTEN = "forgotten visitor"
 GONE = "[forgotten]"
 MIN_PHRASE = 12  # shorter words ("hi", "ok") are everyone's, not the member's
@@ -72,3 +77,29 @@ class Member:
         if isinstance(value, dict):
             return any(self.held_in_json(v) for v in value.values())
         return False
+
+    @property
+    def needles(self) -> list[str]:
+        """What ``held_in`` looks for, as plain text: names, phrases and the audit identity."""
+        phrases = [p for p in self.phrases if len(p) >= MIN_PHRASE]
+        return sorted({*self._names, *phrases, self.logged_as})
+
+    def where_held(self, column: Any, *, as_json: bool = False) -> list[ColumnElement[bool]]:
+        """SQL conditions (one per batch of terms, to be OR-ed by running each) that keep the
+        rows whose ``column`` may hold the member, any case: a coarse sieve in the database
+        before ``held_in`` decides. JSON columns are matched as their stored text."""
+        target = cast(column, String) if as_json else column
+        terms: set[str] = set()
+        for needle in self.needles:
+            terms.add(needle)
+            if as_json:
+                terms.add(json.dumps(needle)[1:-1])  # as the JSON text escapes it
+        patterns = [f"%{_like_escaped(t)}%" for t in sorted(terms)]
+        return [
+            or_(*(target.ilike(p, escape="\\") for p in patterns[i : i + SQL_TERMS]))
+            for i in range(0, len(patterns), SQL_TERMS)
+        ]
+
+
+def _like_escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sqlalchemy import String, Text
 from sqlmodel import Session, SQLModel, col, select
 
 from town.features.consent.member import FORGOTTEN, GONE, Member
@@ -110,16 +111,20 @@ class AuditRows:
             scope.db.exec(
                 select(AuditEntry).where(
                     AuditEntry.town_id == scope.town_id,
-                    col(AuditEntry.who).endswith(member.logged_as),
+                    col(AuditEntry.who).endswith(member.logged_as, autoescape=True),
                 )
             )
         )
 
     def _naming(self, scope: Scope, member: Member) -> list[AuditEntry]:
-        rows = scope.db.exec(select(AuditEntry).where(AuditEntry.town_id == scope.town_id))
+        found: dict[int, AuditEntry] = {}
+        for column in (AuditEntry.text, AuditEntry.who):
+            for sieve in member.where_held(column):
+                query = select(AuditEntry).where(AuditEntry.town_id == scope.town_id, sieve)
+                found.update((r.id or 0, r) for r in scope.db.exec(query))
         return [
             r
-            for r in rows
+            for r in found.values()
             if not r.who.endswith(member.logged_as)
             and (member.held_in(r.text) or member.held_in(r.who))
         ]
@@ -147,36 +152,43 @@ class Memories:
     name: str = "memories"
     in_store: bool = True
 
-    def _rows(self, scope: Scope) -> list[Memory]:
+    def _held(self, scope: Scope, member: Member) -> dict[int, Memory]:
         ids = scope.resident_ids()
-        return list(scope.db.exec(select(Memory).where(col(Memory.resident_id).in_(ids))))
+        found: dict[int, Memory] = {}
+        for sieve in member.where_held(Memory.text):
+            query = select(Memory).where(col(Memory.resident_id).in_(ids), sieve)
+            found.update((m.id or 0, m) for m in scope.db.exec(query) if member.held_in(m.text))
+        return found
 
     def find(self, scope: Scope, member: Member) -> int:
-        return sum(1 for m in self._rows(scope) if member.held_in(m.text))
+        return len(self._held(scope, member))
 
     def erase(self, scope: Scope, member: Member) -> int:
-        rows = self._rows(scope)
-        gone = {m.id for m in rows if member.held_in(m.text) and m.id is not None}
+        held = self._held(scope, member)
+        query = select(Memory).where(
+            col(Memory.resident_id).in_(scope.resident_ids()), Memory.kind == "reflection"
+        )
+        reflections = [r for r in scope.db.exec(query) if r.cites and r.id not in held]
+        gone = set(held)
         changed = True
         while changed:  # a reflection on reflections that went goes too
             changed = False
-            for m in rows:
-                if m.id in gone or not m.cites or not set(m.cites) & gone:
-                    continue
-                if set(m.cites) <= gone:
+            for m in reflections:
+                if m.id not in gone and set(m.cites) <= gone:
                     gone.add(m.id or 0)
                     changed = True
-        for m in rows:
-            if m.id in gone:
-                scope.db.delete(m)
-            elif m.cites and set(m.cites) & gone:
+        for m in [*held.values(), *(r for r in reflections if r.id in gone)]:
+            scope.db.delete(m)
+        for m in reflections:
+            if m.id not in gone and set(m.cites) & gone:
                 m.cites = [c for c in m.cites if c not in gone]
                 scope.db.add(m)
-        plans = scope.db.exec(select(PlanItem).where(col(PlanItem.memory_id).in_(gone)))
-        for plan in plans:
-            plan.memory_id = None
-            scope.db.add(plan)
-        scope.erased_memories |= {g for g in gone if g is not None}
+        if gone:
+            plans = scope.db.exec(select(PlanItem).where(col(PlanItem.memory_id).in_(gone)))
+            for plan in plans:
+                plan.memory_id = None
+                scope.db.add(plan)
+        scope.erased_memories |= gone
         return len(gone)
 
 
@@ -192,8 +204,18 @@ class Redacted:
     in_store: bool = True
 
     def _rows(self, scope: Scope, member: Member) -> list[Any]:
-        rows = scope.db.exec(select(self.model).where(self.belongs(scope)))
-        return [r for r in rows if any(member.held_in_json(getattr(r, f)) for f in self.fields)]
+        found: dict[Any, Any] = {}
+        for name in self.fields:
+            column = getattr(self.model, name)
+            as_json = not isinstance(column.type, (String, Text))
+            for sieve in member.where_held(column, as_json=as_json):
+                query = select(self.model).where(self.belongs(scope), sieve)
+                found.update((id(r), r) for r in scope.db.exec(query))
+        return [
+            r
+            for r in found.values()
+            if any(member.held_in_json(getattr(r, f)) for f in self.fields)
+        ]
 
     def find(self, scope: Scope, member: Member) -> int:
         return len(self._rows(scope, member))

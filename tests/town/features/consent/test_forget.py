@@ -135,3 +135,16 @@ async def test_a_member_is_found_by_name_id_or_mention(store: Store, tmp_path: P
         for who in ("Prober", "prober", f"discord:{USER}", f"<@{USER}>"):
             assert find_members(s, engine.town_id, who) == [("discord", USER)], who
         assert s.exec(select(Visitor).where(Visitor.platform_user_id == USER)).one()
+
+
+async def test_ids_with_like_wildcards_forget_only_their_member(store: Store) -> None:
+    engine = await make_engine(store)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
+    await say(
+        engine, HOBBS, "Una", "Isabella, unicorns drink oat lattes", user_id="v_1", platform="web"
+    )
+    await say(engine, HOBBS, "Vic", "Isabella, volcanoes bake bread", user_id="vx1", platform="web")
+    await engine.tick()
+    await forget(engine, "web", "v_1")
+    assert traces(store, ["unicorns drink"]) == []
+    assert traces(store, ["volcanoes bake"])  # another member, whose id the wildcard fits
