@@ -1,12 +1,12 @@
-"""Output moderation: every line a resident speaks passes a word list (the town folder's
-``blocklist.txt`` and ``BOTTOWN_BLOCKLIST``) and, when configured, an OpenAI-compatible
-``/moderations`` endpoint, before it can enter the outbox. A flagged line is never posted: the
-offline brain's line for that moment is, and the audit log records the flag and its category,
-never the text.
+"""Output moderation: every line a resident speaks, and the plans, reactions and object states
+the channels narrate, pass a word list (the town folder's ``blocklist.txt`` and
+``BOTTOWN_BLOCKLIST``) and, when configured, an OpenAI-compatible ``/moderations`` endpoint,
+before they can enter the outbox. A flagged result is never posted: the offline brain's answer
+for that moment is, and the audit log records the flag and its category, never the text.
 
-``ModeratedBrain`` wraps the brain, so the check sits where speech is made (a resident's
-``utter``, for a tick's conversation and for an answer to a visitor alike), after the LLM call
-and outside any transaction or lock."""
+``ModeratedBrain`` wraps the brain, so the check sits where those words are made (``utter`` for
+a tick's conversation and an answer to a visitor alike, ``react``, ``decompose``, ...), after
+the LLM call and outside any transaction or lock."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - as town.llm.port
 R = TypeVar("R", bound=BaseModel)
-SPOKEN_TASKS = frozenset({"utter"})  # tasks whose result is a resident's posted words
+# tasks whose results the channels show: speech (utter), reactions and plans (narration), an
+# object's new state
+POSTED_TASKS = frozenset({"utter", "react", "decompose", "plan_day", "object_state"})
 MODERATED = "moderated"  # the audit kind of a flagged line
 
 
@@ -109,13 +111,12 @@ class ModeratedBrain:
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
         result = await self.inner.run(task, inputs, resident=resident)
-        text = getattr(result, "text", None)
-        if task.name not in SPOKEN_TASKS or not isinstance(text, str):
+        if task.name not in POSTED_TASKS:
             return result
-        verdict = await self.verdict(text)
+        verdict = await self.verdict("\n".join(_texts(result.model_dump())))
         if not verdict.flagged:
             return result
-        await asyncio.to_thread(self._record, resident or "", verdict, inputs)
+        await asyncio.to_thread(self._record, resident or "", verdict, task.name, inputs)
         return await self.offline.run(task, inputs, resident=resident)
 
     async def verdict(self, text: str) -> Verdict:
@@ -125,7 +126,7 @@ class ModeratedBrain:
                 return found
         return PASSED
 
-    def _record(self, resident: str, verdict: Verdict, inputs: BaseModel) -> None:
+    def _record(self, resident: str, verdict: Verdict, task: str, inputs: BaseModel) -> None:
         with self.store.session() as session:
             town = session.get(Town, self.town_id)
             if town is None:
@@ -136,7 +137,18 @@ class ModeratedBrain:
                 audit.OUT,
                 MODERATED,
                 resident or "town",
-                f"flagged ({verdict.category}); the offline brain's line was posted instead",
+                f"{task} flagged ({verdict.category}); the offline brain's was used instead",
                 game_time=town.clock,
                 channel=str(getattr(inputs, "location", "") or "").partition(":")[0],
             )
+
+
+def _texts(value: Any) -> list[str]:
+    """Every string in a result's fields, in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []

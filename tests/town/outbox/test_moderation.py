@@ -106,3 +106,28 @@ def test_the_fake_endpoint_answers_each_input(fake_llm: str) -> None:
         results = json.loads(reply.read())["results"]
     assert [r["flagged"] for r in results] == [False, True]
     assert results[1]["categories"]["violence"] and not results[1]["categories"]["hate"]
+
+
+async def test_narration_is_checked_too_and_other_tasks_are_not(store: Store) -> None:
+    from town.llm.offline.brain import OfflineBrain
+    from town.llm.schemas import RateImportanceInput, ReactInput
+    from town.llm.tasks import RATE_IMPORTANCE, REACT
+
+    engine = await make_engine(store)
+    scripted = ScriptedBrain()
+    brain = ModeratedBrain(scripted, [Blocklist(["gloopy"])], store, engine.town_id)
+    react = ReactInput(
+        resident="Isabella Rodriguez",
+        current_action="serving",
+        observation="a cat",
+        relationship="",
+        present=[],
+    )
+    scripted.enqueue("react", {"react": True, "reaction": "How gloopy!", "talk_to": None})
+    got = await brain.run(REACT, react, resident="Isabella Rodriguez")
+    assert got == await OfflineBrain().run(REACT, react)
+    rate = RateImportanceInput(resident="Isabella Rodriguez", observations=["gloopy soup"])
+    assert await brain.run(RATE_IMPORTANCE, rate) == await scripted.run(RATE_IMPORTANCE, rate)
+    with store.session() as s:
+        (flag,) = s.exec(select(AuditEntry).where(AuditEntry.kind == MODERATED)).all()
+        assert flag.text.startswith("react flagged (blocklist)")
