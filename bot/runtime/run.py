@@ -23,6 +23,7 @@ from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
+from town.features.consent.forget import finish_pending
 from town.features.consent.member import Member
 from town.inputs import card, visitor
 from town.inputs.card import ResidentCard, TownMap
@@ -356,7 +357,8 @@ async def run_town(
     tasks: list[asyncio.Task[None]] = []
     own_keeper = keeper is None
     keeper = keeper or Timekeeper(runtime.store, runtime.settings)
-    try:
+    try:  # a forget a crash cut short (a worker's town too) finishes first
+        await finish_pending(runtime.engine, replay_paths(runtime.settings.data_dir))
         for name in platforms:
             adapter = build_adapter(name, runtime)
             await adapter.start()
