@@ -146,3 +146,19 @@ async def test_the_button_comes_by_direct_message_to_a_typed_command(
     done = (await until(lambda: fake.interactions[pressed].followups))[-1]
     assert "forgotten you" in done["content"]
     assert not remembered(runtime, PHRASE)
+
+
+async def test_an_admin_forgets_a_member_by_mention(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    mod = fake.add_member("Mod", admin=True)
+    zeph = await _heard(runtime, fake, "Zephyrine", f"Isabella, {PHRASE}!")
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    await fake.member_says(zeph, cafe, "!town forget Mod")  # members may not
+    refused = (await until(lambda: [d for d in fake.direct if d["to"] == zeph["id"]]))[-1]
+    assert refused["content"] == "Only admins may use forget."
+    await fake.member_says(mod, cafe, f"!town forget <@{zeph['id']}>")
+    done = (await until(lambda: [d for d in fake.direct if d["to"] == mod["id"]]))[-1]
+    assert "has forgotten" in done["content"]
+    assert held_anywhere(runtime, [zeph["id"], "Zephyrine", PHRASE]) == []

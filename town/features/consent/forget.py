@@ -47,9 +47,10 @@ class Forgotten:
 
 def find_members(session: Session, town_id: int, who: str) -> list[tuple[str, str]]:
     """The (platform, user id) pairs ``who`` stands for: ``discord:1234``, a mention
-    (``<@1234>``, ``<@U0ABC>``), or a name a visitor went by (any case, marker or not)."""
+    (``<@1234>``, ``<@U0ABC|alice>``), or a name a visitor went by (any case, marker or not,
+    ``@`` or not)."""
     wanted = who.strip()
-    mention = wanted.removeprefix("<@").removeprefix("!").removesuffix(">")
+    mention = wanted.removeprefix("<@").removeprefix("!").removesuffix(">").partition("|")[0]
     if wanted.startswith("<@") and mention:
         rows = session.exec(
             select(Visitor.platform, Visitor.platform_user_id).where(
@@ -66,7 +67,7 @@ def find_members(session: Session, town_id: int, who: str) -> list[tuple[str, st
         and _known(session, town_id, platform, user)
     ):
         return [(platform, user)]
-    folded = wanted.removesuffix(MARKER).strip().strip('"').casefold()
+    folded = wanted.removeprefix("@").removesuffix(MARKER).strip().strip('"').casefold()
     found = {
         (v.platform, v.platform_user_id)
         for v in session.exec(select(Visitor).where(Visitor.town_id == town_id))

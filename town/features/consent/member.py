@@ -17,6 +17,7 @@ from town.inputs.naming import MARKER
 SQL_TERMS = 100  # LIKE terms per query (SQLite caps an expression's depth at 1000)
 FORGOTTEN = "forgotten visitor"
 GONE = "[forgotten]"
+MIN_ID = 6  # a shorter user id (a web page's made-up one) could be anyone's word
 MIN_PHRASE = 12  # shorter words ("hi", "ok") are everyone's, not the member's
 
 
@@ -44,6 +45,8 @@ class Member:
         parts = [rf"(?<!\w){re.escape(n)}(?!\w)" for n in longest_first]
         parts += [re.escape(p) for p in self.phrases if len(p) >= MIN_PHRASE]
         parts.append(re.escape(self.logged_as))
+        if len(self.user_id) >= MIN_ID:  # a mention of them (<@1234...>, an admin's forget)
+            parts.append(rf"(?<!\w){re.escape(self.user_id)}(?!\w)")
         return re.compile("|".join(parts), re.IGNORECASE) if parts else None
 
     def held_in(self, text: str) -> bool:
@@ -82,7 +85,8 @@ class Member:
     def needles(self) -> list[str]:
         """What ``held_in`` looks for, as plain text: names, phrases and the audit identity."""
         phrases = [p for p in self.phrases if len(p) >= MIN_PHRASE]
-        return sorted({*self._names, *phrases, self.logged_as})
+        ids = [self.user_id] if len(self.user_id) >= MIN_ID else []
+        return sorted({*self._names, *phrases, self.logged_as, *ids})
 
     def where_held(self, column: Any, *, as_json: bool = False) -> list[ColumnElement[bool]]:
         """SQL conditions (one per batch of terms, to be OR-ed by running each) that keep the

@@ -132,7 +132,7 @@ async def test_a_forget_a_crash_cut_short_finishes_on_the_next_start(
 async def test_a_member_is_found_by_name_id_or_mention(store: Store, tmp_path: Path) -> None:
     engine = await _known_member(store, tmp_path / "r.jsonl")
     with store.session() as s:
-        for who in ("Prober", "prober", f"discord:{USER}", f"<@{USER}>"):
+        for who in ("Prober", "@prober", f"discord:{USER}", f"<@{USER}>", f"<@{USER}|prober>"):
             assert find_members(s, engine.town_id, who) == [("discord", USER)], who
         assert s.exec(select(Visitor).where(Visitor.platform_user_id == USER)).one()
 
