@@ -232,6 +232,7 @@ class ForgetOrder(SQLModel, table=True):
     platform: str = Field(default="", max_length=20)
     platform_user_id: str = Field(default="", max_length=100)
     names: list[str] = Field(default_factory=list, sa_column=_json())
+    phrases: list[str] = Field(default_factory=list, sa_column=_json())  # what they said
     reason: str = Field(default="asked", max_length=20)  # asked, admin, ban, kick, leave
     requested_at: datetime = Field(default_factory=utcnow)
     done_at: datetime | None = None

@@ -180,6 +180,7 @@ def _record_order(
             platform=platform[:20],
             platform_user_id=user_id[:100],
             names=sorted({*known.names, *(n for n in names if n)}),
+            phrases=list(known.phrases),
             reason=reason,
         )
         session.add(order)
@@ -200,7 +201,7 @@ async def finish(engine: Engine, order_id: int, replays: Sequence[Path] = ()) ->
             order.platform,
             order.platform_user_id,
             tuple(sorted({*known.names, *order.names})),
-            known.phrases,
+            tuple(sorted({*known.phrases, *order.phrases})),
         )
     erased: dict[str, int] = {}
     async with input_unit(engine) as unit:
@@ -209,7 +210,8 @@ async def finish(engine: Engine, order_id: int, replays: Sequence[Path] = ()) ->
             erased[place.name] = place.erase(scope, member)
         order = unit.session.get(ForgetOrder, order_id)
         assert order is not None
-        order.names = sorted({*order.names, *member.names})  # kept until the order is closed
+        # kept until the order is closed: the audit rows they came from are redacted now
+        order.names, order.phrases = sorted(member.names), sorted(member.phrases)
         unit.session.add(order)
     await asyncio.to_thread(_outside, engine, member, replays, erased)
     await asyncio.to_thread(_close, engine, order_id)
@@ -271,7 +273,8 @@ def _close(engine: Engine, order_id: int) -> None:
         )
         for row in muted:
             session.delete(row)
-        order.platform_user_id, order.names, order.done_at = "", [], datetime.now(UTC)
+        order.platform_user_id, order.done_at = "", datetime.now(UTC)
+        order.names, order.phrases = [], []
         session.add(order)
         clock = engine.town(session).clock
         audit.record(

@@ -9,7 +9,7 @@ import pytest
 from sqlmodel import col, select
 
 from bot.runtime.towns import replay_line
-from tests.factories import CAFE_PAIR, at_cafe, make_engine, memories, until
+from tests.factories import CAFE_PAIR, T0, at_cafe, make_engine, memories, until
 from tests.town.features.consent.support import (
     PHRASE,
     add_reflection,
@@ -113,6 +113,9 @@ async def test_a_forget_a_crash_cut_short_finishes_on_the_next_start(
     def crash(*args: object) -> None:
         raise RuntimeError("killed")
 
+    with replay.open("a", encoding="utf-8") as out:  # their words alone, without their name
+        quoted = TownEvent("said", HOBBS, T0, "Klaus Mueller", f"Hi Isabella, {PHRASE}!")
+        out.write(replay_line(quoted) + "\n")
     monkeypatch.setattr(forgetting, "_outside", crash)
     with pytest.raises(RuntimeError):
         await forget(engine, "discord", USER, replays=[replay])

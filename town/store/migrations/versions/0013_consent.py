@@ -28,9 +28,10 @@ def upgrade() -> None:
         sa.Column("platform", sa.String(length=20), nullable=False),
         sa.Column("platform_user_id", sa.String(length=100), nullable=False),
         sa.Column("names", sa.JSON(), nullable=False),
+        sa.Column("phrases", sa.JSON(), nullable=False),
         sa.Column("reason", sa.String(length=20), nullable=False),
-        sa.Column("requested_at", sa.DateTime(), nullable=False),
-        sa.Column("done_at", sa.DateTime(), nullable=True),
+        sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("done_at", sa.DateTime(timezone=True), nullable=True),
     )
     op.create_index("ix_forgetorder_town_id", "forgetorder", ["town_id"])
     op.create_table(
@@ -39,7 +40,7 @@ def upgrade() -> None:
         sa.Column("town_id", sa.Integer(), sa.ForeignKey("town.id"), nullable=False),
         sa.Column("platform", sa.String(length=20), nullable=False),
         sa.Column("platform_user_id", sa.String(length=100), nullable=False),
-        sa.Column("since", sa.DateTime(), nullable=False),
+        sa.Column("since", sa.DateTime(timezone=True), nullable=False),
         sa.UniqueConstraint("town_id", "platform", "platform_user_id"),
     )
     op.create_index("ix_mutedmember_town_id", "mutedmember", ["town_id"])
