@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import String, Text
+from sqlalchemy import String, Text, and_
 from sqlmodel import Session, SQLModel, col, select
 
 from town.features.consent.member import FORGOTTEN, GONE, Member
@@ -71,22 +71,17 @@ class Place(Protocol):
 
 
 @dataclass
-class VisitorRows:
-    """The member's visitor rows: deleted."""
+class Rows:
+    """A table's rows that are the member's own (``mine``: the condition that picks them):
+    deleted."""
 
-    name: str = "visitors"
+    name: str
+    model: type[SQLModel]
+    mine: Callable[[Scope, Member], Any]
     in_store: bool = True
 
-    def _rows(self, scope: Scope, member: Member) -> list[Visitor]:
-        return list(
-            scope.db.exec(
-                select(Visitor).where(
-                    Visitor.town_id == scope.town_id,
-                    Visitor.platform == member.platform,
-                    Visitor.platform_user_id == member.user_id,
-                )
-            )
-        )
+    def _rows(self, scope: Scope, member: Member) -> list[Any]:
+        return list(scope.db.exec(select(self.model).where(self.mine(scope, member))))
 
     def find(self, scope: Scope, member: Member) -> int:
         return len(self._rows(scope, member))
@@ -96,6 +91,14 @@ class VisitorRows:
         for row in rows:
             scope.db.delete(row)
         return len(rows)
+
+
+def _visitor_of(scope: Scope, member: Member) -> Any:
+    return and_(
+        col(Visitor.town_id) == scope.town_id,
+        col(Visitor.platform) == member.platform,
+        col(Visitor.platform_user_id) == member.user_id,
+    )
 
 
 @dataclass
@@ -317,7 +320,7 @@ def _residents_rows(model: Any) -> Callable[[Scope], Any]:
 
 
 REGISTRY: list[Place] = [
-    VisitorRows(),
+    Rows("visitors", Visitor, _visitor_of),
     AuditRows(),
     Memories(),
     Redacted("residents", Resident, ("summary", "action", "state"), _town_rows(Resident)),
