@@ -33,6 +33,10 @@ class Reply:
     text: str
     private: bool = False  # shown only to the caller where the platform can (ephemeral)
     ok: bool = True
+    # a command line a button under the answer runs for the caller ("forget-me confirm"), on
+    # platforms with buttons (Discord, Slack); the text says how to type it elsewhere
+    confirm: str = ""
+    confirm_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,11 @@ class TownPort(Protocol):
         ``replying_to``: the name the message the member replied to was posted under (a
         Discord reply, a Slack thread); a resident present and awake of that name answers,
         as if named."""
+        ...
+
+    async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
+        """A member was banned (``how`` "ban"), kicked ("kick") or left ("leave"): forgotten if
+        the deployment's ``forget_on_leave`` says so; whether they were."""
         ...
 
     def visitor_name(self, name: str) -> str:

@@ -20,6 +20,7 @@ from adapters.core.links import ChannelLinks
 from adapters.core.ports import Outgoing, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import TownClient
+from adapters.discord.departures import Departures
 from adapters.discord.errors import NETWORK_ERRORS
 from adapters.discord.inbound import PLATFORM, Inbound
 from adapters.discord.pacing import ServerBucket
@@ -52,6 +53,7 @@ class DiscordAdapter:
         token: str,
         guild_id: int | None = None,
         message_content: bool = True,
+        member_departures: bool = False,
         avatar_url: str | None = DEFAULT_AVATAR,
         guild_ready_timeout: float = 2.0,
         connect_timeout: float = 60.0,
@@ -66,15 +68,23 @@ class DiscordAdapter:
         intents.guilds = True
         intents.guild_messages = True
         intents.message_content = message_content
+        intents.moderation = True  # bans and kicks (a kick is seen in the audit log)
+        intents.members = member_departures  # privileged: only to forget members who leave
         self.proxies = ProxyWatch(sleep=sleep)
+        self.departures = Departures(port, guild_id)
         self.client = TownClient(
-            self._on_message, intents, guild_ready_timeout, self.proxies.deleted
+            self._on_message,
+            intents,
+            guild_ready_timeout,
+            self.proxies.deleted,
+            self.departures,
         )
         links = ChannelLinks(store, town_id, PLATFORM)
         self.channels = LocationChannels(self.client, port, links, webhook_name(port.town_name))
         bucket = ServerBucket(clock=clock, sleep=sleep)  # the server-wide webhook bucket
         self.poster = WebhookPoster(self.channels, port, avatar_url, bucket)
         self.inbound = Inbound(port, self.client, self.channels, links, self.proxies)
+        self.client.confirmed = self.inbound.confirmed
         self._gateway: asyncio.Task[None] | None = None
 
     @property
@@ -113,6 +123,7 @@ class DiscordAdapter:
             self._gateway.add_done_callback(_gateway_ended)
             await self._wait_ready(self._gateway)
             guild = self._pick_guild()
+            self.departures.guild_id = guild.id
             await self.channels.provision(guild)
             await self.proxies.look(guild)
             await self.inbound.sync_commands(guild)

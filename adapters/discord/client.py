@@ -8,6 +8,9 @@ from collections.abc import Awaitable, Callable
 import discord
 from discord import app_commands
 
+from adapters.discord.confirm import ConfirmButton, Confirmed
+from adapters.discord.departures import Departures
+
 log = logging.getLogger(__name__)
 
 NO_MENTIONS = discord.AllowedMentions.none()
@@ -22,9 +25,13 @@ class TownClient(discord.Client):
         intents: discord.Intents,
         ready: float,
         on_delete: Callable[[int], None] = lambda message_id: None,
+        departures: Departures | None = None,
     ) -> None:
         super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, guild_ready_timeout=ready)
         self._handle, self._deleted = on_message, on_delete
+        self.departures = departures
+        self.confirmed: Confirmed | None = None  # what a confirmation button runs (inbound)
+        self.add_dynamic_items(ConfirmButton)
         self.tree: app_commands.CommandTree[TownClient] = app_commands.CommandTree(self)
 
     async def on_message(self, message: discord.Message) -> None:
@@ -35,3 +42,16 @@ class TownClient(discord.Client):
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         self._deleted(payload.message_id)
+
+    # a member banned, kicked or gone (``adapters.discord.departures``)
+    async def on_member_ban(self, guild: discord.Guild, user: discord.abc.User) -> None:
+        if self.departures is not None:
+            await self.departures.on_member_ban(guild, user)
+
+    async def on_audit_log_entry_create(self, entry: discord.AuditLogEntry) -> None:
+        if self.departures is not None:
+            await self.departures.on_audit_log_entry_create(entry)
+
+    async def on_raw_member_remove(self, payload: discord.RawMemberRemoveEvent) -> None:
+        if self.departures is not None:
+            await self.departures.on_raw_member_remove(payload)

@@ -19,6 +19,7 @@ from adapters.core.links import ChannelLinks
 from adapters.core.ports import Caller, Reply, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS, TownClient
+from adapters.discord.confirm import confirm_view
 from adapters.discord.poster import answer_parts, webhook_name
 from adapters.discord.proxies import ProxyWatch
 
@@ -128,7 +129,7 @@ class Inbound:
             return Reply("Something went wrong in the town; it is in the bot's log.", True, False)
 
     async def _reply(self, message: discord.Message, reply: Reply) -> None:
-        if reply.private and await self._direct(message, reply.text):
+        if reply.private and await self._direct(message, reply):
             return
         first, *rest = answer_parts(reply.text)
         await message.channel.send(
@@ -140,13 +141,17 @@ class Inbound:
         for part in rest:
             await message.channel.send(part, allowed_mentions=NO_MENTIONS)
 
-    async def _direct(self, message: discord.Message, text: str) -> bool:
+    async def _direct(self, message: discord.Message, reply: Reply) -> bool:
         """A private answer to a command written in a channel, as a direct message (only
         interactions have ephemeral replies), the command marked 📬; False for a member who
         takes no direct messages, who is answered in the channel instead."""
         try:
-            for part in answer_parts(text):
+            *parts, last = answer_parts(reply.text)
+            for part in parts:
                 await message.author.send(part, allowed_mentions=NO_MENTIONS)
+            await message.author.send(
+                last, allowed_mentions=NO_MENTIONS, **_button(reply, message.author)
+            )
         except discord.Forbidden:
             return False
         with contextlib.suppress(discord.HTTPException):  # no add_reactions permission: fine
@@ -212,8 +217,28 @@ class Inbound:
                     "Answered in the channel.", ephemeral=True, allowed_mentions=NO_MENTIONS
                 )
                 return
+        *parts, last = answer_parts(reply.text)
+        for part in parts:
+            await interaction.followup.send(part, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await interaction.followup.send(
+            last, ephemeral=True, allowed_mentions=NO_MENTIONS, **_button(reply, interaction.user)
+        )
+
+    async def confirmed(self, interaction: discord.Interaction[Any], line: str) -> None:
+        """A member pressed the confirmation button under a private answer: the line runs for
+        them, and the answer is theirs alone too."""
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        area = self.channels.area_of(interaction.channel_id or 0)
+        reply = await self._run(_caller(interaction.user, area), line)
         for part in answer_parts(reply.text):
             await interaction.followup.send(part, ephemeral=True, allowed_mentions=NO_MENTIONS)
+
+
+def _button(reply: Reply, user: discord.abc.User) -> dict[str, Any]:
+    """The ``view`` keyword of a message that carries the answer's confirmation button."""
+    if not reply.confirm:
+        return {}
+    return {"view": confirm_view(reply.confirm, user.id, reply.confirm_label)}
 
 
 def _caller(user: discord.User | discord.Member, area: str | None) -> Caller:

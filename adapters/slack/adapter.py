@@ -25,9 +25,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.core.links import ChannelLinks
 from adapters.core.ports import Outgoing, TownPort
 from adapters.slack.channels import LocationChannels
+from adapters.slack.confirm import ACTION_ID, Confirmations
+from adapters.slack.departures import Departures
 from adapters.slack.inbound import PLATFORM, Inbound
 from adapters.slack.members import Members
 from adapters.slack.poster import MAX_CHARS, MIN_INTERVAL_S, SlackPoster
+from adapters.slack.text import escape
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,10 @@ class SlackAdapter:
         self.app.event("message")(self.inbound.on_message)
         self.app.event("app_mention")(self.inbound.on_mention)
         self.app.command("/town")(self.inbound.on_command)
+        self.departures = Departures(town, self.inbound.hand_off)
+        self.app.event("user_change")(self.departures.on_user_change)
+        self.confirmations = Confirmations(self.inbound.confirmed, escape)
+        self.app.action(ACTION_ID)(self.confirmations.on_action)
         self._team = ""
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None

@@ -16,7 +16,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 
-from adapters.core.ports import Caller, TownPort
+from adapters.core.ports import Caller, Reply, TownPort
 from adapters.slack.channels import LocationChannels
 from adapters.slack.members import Members
 from adapters.slack.poster import SlackPoster
@@ -136,6 +136,10 @@ class Inbound:
             self._chains[chain] = task
             task.add_done_callback(lambda done: self._end_chain(chain, done))
 
+    def hand_off(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` in the background, awaited by ``idle`` (other listeners' work)."""
+        self._hand_off(work)
+
     def _end_chain(self, chain: str, done: asyncio.Task[None]) -> None:
         if self._chains.get(chain) is done:
             del self._chains[chain]
@@ -184,6 +188,10 @@ class Inbound:
         line = unescape(str(command.get("text") or ""))
         reply = await self.town.command(await self._caller(user, channel), line)
         await self.poster.answer_slash(respond, reply)
+
+    async def confirmed(self, user: str, channel: str, line: str) -> Reply:
+        """A confirmation button's line, run for the member who pressed it."""
+        return await self.town.command(await self._caller(user, channel), line)
 
     async def _caller(self, user: str, channel: str) -> Caller:
         member = await self.members.get(user)

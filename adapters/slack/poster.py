@@ -24,6 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.core.ports import DeliveryError, Outgoing, Reply, TownPort
 from adapters.slack.channels import LocationChannels
+from adapters.slack.confirm import confirm_blocks
 from adapters.slack.errors import as_delivery_errors, error_code, maybe_stored
 from adapters.slack.text import NAME_LIMIT, TOWN_ICON, escape, icon_emoji
 
@@ -129,8 +130,13 @@ class SlackPoster:
     async def answer_mention(self, channel: str, user: str, reply: Reply) -> None:
         """The answer to ``@bot <command>``: ephemeral if private, else the town speaking."""
         if reply.private:
+            text = escape(reply.text)
             await self._client.chat_postEphemeral(
-                channel=channel, user=user, text=escape(reply.text), link_names=False
+                channel=channel,
+                user=user,
+                text=text,
+                blocks=confirm_blocks(reply, text),
+                link_names=False,
             )
         else:
             await self._client.chat_postMessage(
@@ -143,8 +149,10 @@ class SlackPoster:
             )
 
     async def answer_slash(self, respond: AsyncRespond, reply: Reply) -> None:
+        text = escape(reply.text)
         await respond(
-            text=escape(reply.text),
+            text=text,
+            blocks=confirm_blocks(reply, text),
             response_type="ephemeral" if reply.private else "in_channel",
             unfurl_links=False,
         )

@@ -109,6 +109,10 @@ class WebAdapter:
     def status_line(self) -> str:
         return f"Web: {self.url or 'not started'}"
 
+    def forgotten(self, holds: Callable[[str], bool]) -> None:
+        """A member forgotten: their messages leave the channels' recent history."""
+        self.feed.drop(holds)
+
     async def typing(self, area: str, author: str) -> None:
         try:
             emoji = await self.views.avatar(author)

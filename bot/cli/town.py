@@ -21,6 +21,7 @@ from bot.cli.common import (
     settings_with_brain,
 )
 from bot.runtime.commands import MINUTES_REALTIME, SECONDS_REALTIME, Commands
+from bot.runtime.consent import replay_paths
 from bot.runtime.settings import SettingsError
 from bot.runtime.towns import RunSummary, open_town, target_time
 from bot.runtime.towns import simulate as run_simulation
@@ -193,10 +194,12 @@ def command(
     async def go() -> Reply:
         opened = await open_town(settings_and_logging(), town)
         try:
+            settings = opened.services.settings
             commands = Commands(
                 opened.engine,
                 opened.usage,
-                DailyTokenBudget(opened.usage, opened.services.settings.daily_token_budget),
+                DailyTokenBudget(opened.usage, settings.daily_token_budget),
+                replays=replay_paths(settings.data_dir),
             )
             caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
             await audit.record_command(opened.engine, "cli", as_name, as_name, at or "", line)
@@ -208,6 +211,29 @@ def command(
     (out if reply.ok else err).print(reply.text, highlight=False, markup=False)
     if not reply.ok:
         raise typer.Exit(1)
+
+
+def forget(
+    who: Annotated[str, typer.Option(help="The member: a name, a mention or platform:id.")],
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
+) -> None:
+    """Make the town forget a member: their rows, words, the memories that hold or quote them,
+    vectors and replay lines; the audit log keeps their rows with name and words taken out."""
+
+    async def go() -> Reply:
+        opened = await open_town(settings_and_logging(), town)
+        try:
+            commands = Commands(
+                opened.engine, replays=replay_paths(opened.services.settings.data_dir)
+            )
+            return await commands.consent.forget_member(Caller("cli", "shell", "shell"), [who])
+        finally:
+            opened.services.close()
+
+    reply = guarded(lambda: asyncio.run(go()))
+    out.print(reply.text, highlight=False, markup=False)
+    if reply.text.startswith("Nobody") or " could be any of " in reply.text:
+        raise typer.Exit(2)
 
 
 def run(
@@ -324,3 +350,4 @@ def register(app: typer.Typer) -> None:
     app.command()(whisper)
     app.command("set-state")(set_state)
     app.command()(say)
+    app.command()(forget)

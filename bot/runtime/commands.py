@@ -8,10 +8,12 @@ a help text; bad input gets a clear reply, never an exception.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from adapters.core.ports import Caller, Reply, Thinking
+from bot.runtime.consent import Consent
 from town.features.coaching.feedback import feedback
 from town.inputs import admin, query, visitor
 from town.llm.gateway import MODE_LLM
@@ -40,6 +42,9 @@ class Commands:
     budget: DailyTokenBudget | None = None
     extra_status: Callable[[], str] | None = None  # e.g. the adapter's intents
     table: dict[str, Command] = field(default_factory=dict)
+    replays: Sequence[Path] = ()  # replay files a forget rewrites
+    forget_on: frozenset[str] = frozenset({"ban", "kick"})  # departures that forget a member
+    consent: Consent = field(init=False)
 
     def __post_init__(self) -> None:
         add = self.table.__setitem__
@@ -104,6 +109,24 @@ class Commands:
             ),
         )
         add("status", Command("status", "clock, who is awake, LLM use today", True, self._status))
+        self._add_consent()
+
+    def _add_consent(self) -> None:
+        """What members decide the town keeps of them (``bot.runtime.consent``)."""
+        self.consent = c = Consent(self.engine, self.replays, self.forget_on)
+        add = self.table.__setitem__
+        what = "erase what the town keeps of you (asks you to confirm)"
+        add("forget-me", Command("forget-me [confirm]", what, False, c.forget_me))
+        what = "erase what the town keeps of a member (a name, a mention or platform:id)"
+        add("forget", Command("forget <member>", what, True, c.forget_member))
+        what = "the residents stop hearing and answering you; only the audit log keeps your words"
+        add("mute", Command("mute", what, False, c.mute))
+        add("unmute", Command("unmute", "the residents hear you again", False, c.unmute))
+        what = (
+            "a place's channel: quiet (answers to visitors, no narration), closed (no resident "
+            "posts), or open"
+        )
+        add("channel", Command("channel open|quiet|closed [place]", what, True, c.channel))
 
     async def handle(self, caller: Caller, line: str) -> Reply:
         """Run one command line such as ``interview Isabella "what is new?"``."""
@@ -293,6 +316,7 @@ class Commands:
         if budget is not None:
             lines.append(budget.describe())
         lines.extend(status_lines(self.engine.brain))  # answers by the model and by the fallback
+        lines.extend(line for line in (self.consent.status_line(),) if line)
         extra = self.extra_status() if self.extra_status is not None else ""
         if extra:
             lines.append(extra)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
+from bot.runtime.consent import moderated
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
 from bot.runtime.wiring import Services, build_brain
@@ -55,6 +56,7 @@ def open_held_town(
     spec = load_town(folder)
     services = own_streams(shared)
     brain, usage = build_brain(settings, shared.store, town_id, shared.embedder)
+    brain = moderated(brain, settings, folder, shared.store, town_id)
     engine = Engine(shared.store, spec, brain, services.stream, town_id, after_commit=usage.flush)
     if tick_lock is not None:
         engine.lock = tick_lock

@@ -19,9 +19,12 @@ from pydantic import SecretStr
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Adapter, Caller, Reply, Thinking
 from bot.runtime.commands import Command, Commands, thinking
+from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
+from town.features.consent.forget import finish_pending
+from town.features.consent.member import Member
 from town.inputs import card, visitor
 from town.inputs.card import ResidentCard, TownMap
 from town.inputs.limits import VisitorRateLimit
@@ -65,8 +68,11 @@ class TownRuntime:
                 limit_calls=self.settings.daily_call_budget,
             ),
             extra_status=self._adapter_status,
+            replays=replay_paths(self.settings.data_dir),
+            forget_on=leaving_forgets(self.settings.forget_on_leave),
         )
         self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
+        self.commands.consent.listeners.append(self._forgotten)
         for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
             if name in self.commands.table:
                 self.commands.table[name] = self._then_follow(self.commands.table[name])
@@ -201,6 +207,17 @@ class TownRuntime:
 
     # -- the web page's map and resident cards (issue 32) -------------------------------------
 
+    def _forgotten(self, member: Member) -> None:
+        """A forget done: adapters that show members' words from memory drop them."""
+        for adapter in self.adapters:
+            drop = getattr(adapter, "forgotten", None)
+            if callable(drop):
+                drop(member.held_in)
+
+    async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
+        """A member banned, kicked or gone: forgotten as ``forget_on_leave`` says."""
+        return await self.commands.consent.member_left(platform, user_id, how, name)
+
     async def town_map(self) -> TownMap:
         return await card.town_map(self.engine)
 
@@ -260,6 +277,7 @@ def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
             token=settings.discord_token.get_secret_value(),
             guild_id=settings.discord_guild_id,
             message_content=settings.discord_message_content,
+            member_departures="leave" in leaving_forgets(settings.forget_on_leave),
         )
     if name == "slack":
         if settings.slack_bot_token is None:
@@ -339,7 +357,8 @@ async def run_town(
     tasks: list[asyncio.Task[None]] = []
     own_keeper = keeper is None
     keeper = keeper or Timekeeper(runtime.store, runtime.settings)
-    try:
+    try:  # a forget a crash cut short (a worker's town too) finishes first
+        await finish_pending(runtime.engine, replay_paths(runtime.settings.data_dir))
         for name in platforms:
             adapter = build_adapter(name, runtime)
             await adapter.start()

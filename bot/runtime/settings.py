@@ -118,6 +118,20 @@ class Settings(BaseSettings):
         default_factory=list,
         description='Extra admins as "platform:user_id" (e.g. "discord:1234", "web:alice").',
     )
+    forget_on_leave: str = Field(
+        "ban,kick",
+        pattern=r"^\s*((ban|kick|leave)\s*(,\s*(ban|kick|leave)\s*)*|none)?\s*$",
+        description="Which departures forget a member: any of ban, kick, leave; or none.",
+    )
+    blocklist: str = Field(
+        "",
+        description="Words residents never post, comma-separated, besides the town folder's "
+        "blocklist.txt.",
+    )
+    moderation_url: str | None = Field(
+        None,
+        description="An OpenAI-compatible /moderations endpoint every resident's line passes.",
+    )
 
     web_host: str = Field("127.0.0.1", description="Address the local web adapter listens on.")
     web_port: int = Field(8765, ge=0, le=65535, description="Port of the web adapter (0: any).")

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from sqlmodel import select
 
+from bot.runtime.consent import moderated, replay_paths
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_brain
 from town.features.coaching.room import plug_in
+from town.features.consent.forget import finish_pending
 from town.outbox.events import TownEvent
 from town.store.models import Town
 from town.store.usage import StoredUsage
@@ -61,10 +63,12 @@ async def open_town(
         spec = load_town(folder)
     assert town.id is not None
     brain, usage = build_brain(settings, services.store, town.id, services.embedder)
+    brain = moderated(brain, settings, folder, services.store, town.id)
     if founded:
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
     plug_in(engine, folder)  # the mock interview, in a town with interview rooms
+    await finish_pending(engine, replay_paths(settings.data_dir))  # forgets a crash cut short
     return OpenTown(services, engine, usage, town, founded)
 
 

@@ -24,6 +24,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from standins.llm import wire
+from standins.llm.moderation import moderations
 from town.llm.offline.brain import OfflineBrain
 from town.llm.tasks import Task
 from town.world.gametime import sleep_until
@@ -298,6 +299,7 @@ def make_app(
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/moderations", moderations)
     app.router.add_post("/_fake/faults", queue_faults)
     app.router.add_get("/_fake/stats", stats)
     app.router.add_post("/_fake/reset", reset)

@@ -15,6 +15,7 @@ from tests.fakes.discord_wire import (
     InteractionRecord,
     Json,
     body_of,
+    components_problem,
     error,
     json_response,
     pinged,
@@ -58,6 +59,55 @@ class Interactions(Guild):
         await self.dispatch("INTERACTION_CREATE", payload)
         return token
 
+    async def click(self, user: Json, message: Json, custom_id: str) -> str:
+        """A member presses a button of a message the bot sent (in a channel, ephemeral or
+        not, or in a direct message): INTERACTION_CREATE of type 3; the interaction token."""
+        buttons = [
+            item["custom_id"]
+            for row in (message.get("body") or {}).get("components") or []
+            for item in row["components"]
+        ]
+        assert custom_id in buttons, f"no button {custom_id!r} on that message: {buttons}"
+        token = "itoken-" + secrets.token_hex(8)
+        shown = {k: v for k, v in message.items() if k not in ("body", "pinged", "to")}
+        shown["components"] = message["body"]["components"]
+        payload: Json = {
+            "id": str(self.snowflake()),
+            "application_id": str(self.app_id),
+            "type": 3,
+            "token": token,
+            "version": 1,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "message": shown,
+            "channel_id": message["channel_id"],
+            "locale": "en-US",
+            "entitlements": [],
+            "attachment_size_limit": 8 * 1024 * 1024,
+        }
+        if "guild_id" in message:
+            member = dict(self.members[user["id"]])
+            member["permissions"] = str(self._permissions(member))
+            payload.update(
+                guild_id=str(self.guild_id),
+                guild={"id": str(self.guild_id), "locale": "en-US", "features": []},
+                channel=self.channels[message["channel_id"]],
+                member=member,
+                app_permissions=str(MEMBER_PERMISSIONS),
+                guild_locale="en-US",
+                authorizing_integration_owners={"0": str(self.guild_id)},
+                context=0,
+            )
+        else:  # a direct message: the user, no member
+            payload.update(
+                user=user,
+                channel={"id": message["channel_id"], "type": 1},
+                authorizing_integration_owners={"0": "0"},
+                context=1,
+            )
+        self.interactions[token] = InteractionRecord(payload, created=self.clock())
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return token
+
     async def _followup(self, request: web.Request, token: str) -> web.Response:
         record = self.interactions.get(token)
         if record is None:
@@ -65,6 +115,8 @@ class Interactions(Guild):
         if self.clock() - record.created > 15 * 60:
             return error(401, 50027, "Invalid Webhook Token")
         body = await body_of(request)
+        if problem := components_problem(body):
+            return error(400, 50035, f"Invalid Form Body ({problem})")
         channel_id = record.payload["channel_id"]
         if record.original is not None and not (record.original_edited or record.original_deleted):
             # Discord: the first follow-up after a deferral edits the "thinking" message and
@@ -150,7 +202,7 @@ class Interactions(Guild):
             self.messages.append(message)
         interaction = {
             "id": record.payload["id"],
-            "type": 2,
+            "type": record.payload["type"],
             "response_message_id": message["id"],
             "response_message_loading": kind == 5,
             "response_message_ephemeral": bool(flags & EPHEMERAL),

@@ -4,7 +4,15 @@ bot (PluralKit, Tupperbox) repost their words under a character's name."""
 from __future__ import annotations
 
 from tests.fakes.discord_guild import Guild
-from tests.fakes.discord_wire import Json, now
+from tests.fakes.discord_wire import (
+    AUDIT_MEMBER_BAN_ADD,
+    AUDIT_MEMBER_KICK,
+    INTENT_GUILD_MEMBERS,
+    INTENT_GUILD_MODERATION,
+    VIEW_AUDIT_LOG,
+    Json,
+    now,
+)
 
 
 class Members(Guild):
@@ -98,3 +106,42 @@ class Members(Guild):
         repost["application_id"] = proxy["application_id"]
         self.messages.append(repost)
         await self.dispatch("MESSAGE_CREATE", self._as_received(repost))
+
+    # -- departures, with the gateway events Discord sends for each (to a bot whose intents and
+    # permissions let it see them) ---------------------------------------------------------------
+
+    async def ban(self, user: Json, by: Json, reason: str | None = None) -> None:
+        """A moderator bans a member: GUILD_BAN_ADD and the audit log entry (moderation
+        intent; the entry only with View Audit Log), then GUILD_MEMBER_REMOVE (members)."""
+        await self._gone(user, by, AUDIT_MEMBER_BAN_ADD, reason)
+
+    async def kick(self, user: Json, by: Json, reason: str | None = None) -> None:
+        """A moderator kicks a member: no event of its own, only the audit log entry (moderation
+        intent and View Audit Log) and GUILD_MEMBER_REMOVE (members intent)."""
+        await self._gone(user, by, AUDIT_MEMBER_KICK, reason)
+
+    async def leaves(self, user: Json) -> None:
+        """A member leaves the server: GUILD_MEMBER_REMOVE, to the members intent only."""
+        await self._gone(user, None, None, None)
+
+    async def _gone(
+        self, user: Json, by: Json | None, action: int | None, reason: str | None
+    ) -> None:
+        self.members.pop(user["id"], None)
+        guild_id = str(self.guild_id)
+        if action == AUDIT_MEMBER_BAN_ADD and self.intents & INTENT_GUILD_MODERATION:
+            await self.dispatch("GUILD_BAN_ADD", {"guild_id": guild_id, "user": user})
+        seen = self.intents & INTENT_GUILD_MODERATION and self.bot_permissions & VIEW_AUDIT_LOG
+        if action is not None and by is not None and seen:
+            entry = {
+                "guild_id": guild_id,
+                "id": str(self.snowflake()),
+                "action_type": action,
+                "target_id": user["id"],
+                "user_id": by["id"],
+                "reason": reason,
+                "changes": [],
+            }
+            await self.dispatch("GUILD_AUDIT_LOG_ENTRY_CREATE", entry)
+        if self.intents & INTENT_GUILD_MEMBERS:
+            await self.dispatch("GUILD_MEMBER_REMOVE", {"guild_id": guild_id, "user": user})

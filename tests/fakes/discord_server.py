@@ -57,6 +57,7 @@ from tests.fakes.discord_wire import (
     Json,
     answer,
     body_of,
+    components_problem,
     error,
     invalid,
     json_response,
@@ -365,6 +366,8 @@ class FakeDiscord(Interactions, Members):
         if self.dms[channel_id] in self.closed_dms:
             return error(403, 50007, "Cannot send messages to this user")
         body = await body_of(request)
+        if problem := components_problem(body):
+            return error(400, 50035, f"Invalid Form Body ({problem})")
         message = self._message(channel_id, body.get("content", ""), self.bot_user, body=body)
         del message["guild_id"]
         message["to"] = self.dms[channel_id]  # whom it went to, for the tests

@@ -13,9 +13,13 @@ from aiohttp import web
 API = "/api/v10"
 DISCORD_EPOCH_MS = 1420070400000
 INTENT_GUILDS = 1 << 0
+INTENT_GUILD_MEMBERS = 1 << 1  # privileged: GUILD_MEMBER_REMOVE among others
+INTENT_GUILD_MODERATION = 1 << 2  # GUILD_BAN_ADD, GUILD_AUDIT_LOG_ENTRY_CREATE
 INTENT_GUILD_MESSAGES = 1 << 9
 INTENT_MESSAGE_CONTENT = 1 << 15
 MANAGE_GUILD = 1 << 5
+VIEW_AUDIT_LOG = 1 << 7  # needed for GUILD_AUDIT_LOG_ENTRY_CREATE (a kick's only trace)
+AUDIT_MEMBER_KICK, AUDIT_MEMBER_BAN_ADD = 20, 22
 MEMBER_PERMISSIONS = (1 << 10) | (1 << 11) | (1 << 16) | (1 << 31)  # view, send, history, slash
 EPHEMERAL = 1 << 6
 LOADING = 1 << 7
@@ -120,6 +124,26 @@ def pinged(content: str, allowed: Json | None) -> list[str]:
 async def body_of(request: web.Request) -> Any:
     raw = await request.read()  # aiohttp keeps the body: the middleware read it already
     return json.loads(raw) if raw else {}
+
+
+def components_problem(body: Json) -> str | None:
+    """What Discord would refuse in a message's ``components`` (action rows of buttons)."""
+    rows = body.get("components") or []
+    if not isinstance(rows, list) or len(rows) > 5:
+        return "components: at most 5 action rows"
+    for row in rows:
+        items = row.get("components") if isinstance(row, dict) else None
+        if row.get("type") != 1 or not isinstance(items, list) or not 1 <= len(items) <= 5:
+            return "components: each row is an action row (type 1) of 1 to 5 components"
+        for item in items:
+            if item.get("type") != 2 or item.get("style") not in (1, 2, 3, 4):
+                return "components: only buttons (type 2, style 1-4) here"
+            custom_id = item.get("custom_id")
+            if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= 100:
+                return "components: a button's custom_id is 1 to 100 characters"
+            if len(str(item.get("label") or "")) > 80:
+                return "components: a button's label is at most 80 characters"
+    return None
 
 
 def now() -> str:

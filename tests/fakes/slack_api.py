@@ -302,6 +302,11 @@ class FakeSlack:
             return {"ok": False, "error": "not_in_channel"}
         if not p.get("text"):
             return {"ok": False, "error": "no_text"}
+        blocks = p.get("blocks")
+        if isinstance(blocks, str):  # a form-encoded call sends them as JSON text
+            blocks = json.loads(blocks)
+        if problem := blocks_problem(blocks):
+            return {"ok": False, "error": "invalid_blocks", "errors": [problem]}
         ts = self._next_ts()
         record = {"channel": channel["id"], "ts": ts, **p}
         if method == "chat.postEphemeral":
@@ -309,6 +314,39 @@ class FakeSlack:
             return {"ok": True, "message_ts": ts}
         self.messages.append({**_POSTED_BY, **record})  # as Slack stores an app's post
         return {"ok": True, "channel": channel["id"], "ts": ts, "message": {"text": p["text"]}}
+
+
+def blocks_problem(blocks: Any) -> str | None:
+    """What Slack would refuse in a message's Block Kit blocks (the kinds the town sends)."""
+    if blocks is None:
+        return None
+    if not isinstance(blocks, list) or not 1 <= len(blocks) <= 50:
+        return "blocks must be a list of 1 to 50 blocks"
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "section":
+            text = block.get("text") or {}
+            if (
+                text.get("type") not in ("mrkdwn", "plain_text")
+                or not 1 <= len(str(text.get("text") or "")) <= 3000
+            ):
+                return "a section's text is 1 to 3000 characters"
+        elif kind == "actions":
+            for element in block.get("elements") or [None]:
+                if not isinstance(element, dict) or element.get("type") != "button":
+                    return "actions hold buttons here"
+                label = element.get("text") or {}
+                if label.get("type") != "plain_text" or not 1 <= len(label.get("text", "")) <= 75:
+                    return "a button's text is plain_text of 1 to 75 characters"
+                if not 1 <= len(str(element.get("action_id") or "")) <= 255:
+                    return "a button's action_id is 1 to 255 characters"
+                if len(str(element.get("value") or "")) > 2000:
+                    return "a button's value is at most 2000 characters"
+                if element.get("style") not in (None, "primary", "danger"):
+                    return "a button's style is primary or danger"
+        else:
+            return f"unknown block type {kind!r}"
+    return None
 
 
 def _truthy(value: Any) -> bool:
@@ -348,7 +386,10 @@ def _app(fake: FakeSlack) -> web.Application:
         return web.json_response(fake.answer(method, params, token))
 
     async def respond(request: web.Request) -> web.Response:
-        fake.responses.append({"name": request.match_info["name"], **await request.json()})
+        body = await request.json()
+        if blocks_problem(body.get("blocks")):
+            return web.Response(status=400, text="invalid_blocks")
+        fake.responses.append({"name": request.match_info["name"], **body})
         return web.Response(text="ok")
 
     async def link(request: web.Request) -> web.WebSocketResponse:

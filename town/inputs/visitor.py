@@ -15,7 +15,7 @@ from uuid import uuid4
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from town.inputs import chat
+from town.inputs import chat, consent
 from town.inputs.handlers import Visit, place_handlers
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
@@ -103,6 +103,8 @@ async def say(
     name = clean_text(speaker, 80) or "a visitor"
     user = user_id or name
     keys = [user, *([f"connection:{connection}"] if connection else [])]
+    if (area := consent.unanswered(engine, location, name, words, platform, user)) is not None:
+        return SayResult(area)  # a muted member, or a closed place (town.inputs.consent)
     heard = _hear(engine, location, name, words, role, platform, user, rate, keys, replying_to)
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, name, words, role, platform, user_id)

@@ -47,6 +47,10 @@ class VectorIndex(Protocol):
 
     def drop(self, collection: str) -> None: ...
 
+    def delete(self, collection: str, ids: Sequence[int]) -> None:
+        """The vectors of these memories, gone (a member forgotten)."""
+        ...
+
 
 def _where(resident: int | None) -> dict[str, Any] | None:
     return None if resident is None else {"resident": int(resident)}
@@ -206,6 +210,11 @@ class ChromaIndex:
             self._names = {getattr(c, "name", c) for c in found}
         return set(self._names)
 
+    def delete(self, collection: str, ids: Sequence[int]) -> None:
+        coll = self._collection(collection)
+        for start in range(0, len(ids), _BATCH):
+            coll.delete(ids=[str(i) for i in ids[start : start + _BATCH]])
+
     def drop(self, collection: str) -> None:
         self._collections.pop(collection, None)
         if self._names is not None:
@@ -244,6 +253,11 @@ class InMemoryIndex:
 
     def names(self) -> set[str]:
         return set(self._data)
+
+    def delete(self, collection: str, ids: Sequence[int]) -> None:
+        coll = self._data.get(collection, {})
+        for i in ids:
+            coll.pop(int(i), None)
 
     def drop(self, collection: str) -> None:
         self._data.pop(collection, None)

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from town.outbox import audit
+from town.outbox import audit, switches
 from town.store.models import OutboxEvent
 
 
@@ -35,6 +35,7 @@ def write_outbox(
 ) -> list[OutboxEvent]:
     """One outbox row per event, keyed so that the same tick can never be written twice; the
     town's words also go to the audit log, in the same unit of work. Returns the rows."""
+    events = switches.let_through(session, town_id, events)  # quiet and closed channels
     for event in events:
         if event.kind in audit.OUTPUT_EVENTS:
             to = str(event.data.get("reply_to", ""))  # a resident answering a visitor

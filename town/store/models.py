@@ -220,3 +220,41 @@ class WorkerRow(SQLModel, table=True):
     host: str = Field(default="", max_length=200)
     pid: int = 0
     heartbeat_at: datetime = Field(default_factory=utcnow)
+
+
+class ForgetOrder(SQLModel, table=True):
+    """A member the town is to forget (``town.features.consent``), written before the forget
+    begins so a forget a crash interrupted finishes on the next start. Once done, the member's
+    identity is cleared from the row: the order records that a forget happened, not whom."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    platform: str = Field(default="", max_length=20)
+    platform_user_id: str = Field(default="", max_length=100)
+    names: list[str] = Field(default_factory=list, sa_column=_json())
+    phrases: list[str] = Field(default_factory=list, sa_column=_json())  # what they said
+    reason: str = Field(default="asked", max_length=20)  # asked, admin, ban, kick, leave
+    requested_at: datetime = Field(default_factory=utcnow)
+    done_at: datetime | None = None
+
+
+class MutedMember(SQLModel, table=True):
+    """A member who asked the residents neither to hear nor to answer them."""
+
+    __table_args__ = (UniqueConstraint("town_id", "platform", "platform_user_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    platform: str = Field(max_length=20)
+    platform_user_id: str = Field(max_length=100)
+    since: datetime = Field(default_factory=utcnow)
+
+
+class ChannelSwitch(SQLModel, table=True):
+    """An admin's switch on one place's channel: ``quiet`` (residents answer visitors but post
+    no narration there) or ``closed`` (no resident posts there at all)."""
+
+    __table_args__ = (UniqueConstraint("town_id", "area"),)
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    area: str = Field(max_length=300)
+    mode: str = Field(max_length=10)  # quiet, closed

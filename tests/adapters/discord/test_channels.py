@@ -11,6 +11,7 @@ from tests.adapters.discord.support import AREAS, add_event, links, make_adapter
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.discord_wire import (
     INTENT_GUILD_MESSAGES,
+    INTENT_GUILD_MODERATION,
     INTENT_GUILDS,
     INTENT_MESSAGE_CONTENT,
     MANAGE_CHANNELS,
@@ -38,7 +39,7 @@ async def test_provisioning_twice_creates_nothing_new(runtime: Any, fake: FakeDi
     assert len(fake.calls_of("PUT", r"/applications/\d+/guilds/\d+/commands")) == 1
     assert [c["name"] for c in fake.commands] == ["town"]
     assert fake.identifies[0]["intents"] == (
-        INTENT_GUILDS | INTENT_GUILD_MESSAGES | INTENT_MESSAGE_CONTENT
+        INTENT_GUILDS | INTENT_GUILD_MESSAGES | INTENT_MESSAGE_CONTENT | INTENT_GUILD_MODERATION
     )
 
     second = make_adapter(runtime)

@@ -208,3 +208,36 @@ def delivery_of(runtime: TownRuntime, text: str) -> Delivery:
         outbox = [r for r in s.exec(select(OutboxEvent)).all() if r.payload.get("text") == text]
         assert len(outbox) == 1
         return s.exec(select(Delivery).where(Delivery.outbox_id == outbox[0].id)).one()
+
+
+def press(fake: FakeSlack, user: str, channel: str, action: dict[str, Any], name: str) -> str:
+    """A member presses a button of an ephemeral answer: Slack's ``block_actions`` payload, as
+    the form body it posts to the app."""
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0TOWN",
+        "token": "legacy",
+        "container": {
+            "type": "message",
+            "message_ts": "1.000001",
+            "channel_id": channel,
+            "is_ephemeral": True,
+        },
+        "trigger_id": f"{next(_event_ids)}.7.8",
+        "team": {"id": TEAM_ID, "domain": "town"},
+        "channel": {"id": channel, "name": "mini-hobbs-cafe"},
+        "response_url": fake.response_url(name),
+        "actions": [
+            {
+                "action_id": action["action_id"],
+                "block_id": "b1",
+                "text": action["text"],
+                "value": action["value"],
+                "style": action.get("style", "primary"),
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})

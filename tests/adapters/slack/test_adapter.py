@@ -94,6 +94,7 @@ def test_the_manifest_asks_for_what_the_adapter_uses() -> None:
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
         "message.channels",
         "app_mention",
+        "user_change",  # a member removed from the workspace is forgotten
     }
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/town"]
     assert manifest["settings"]["socket_mode_enabled"] is True

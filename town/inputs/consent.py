@@ -1,0 +1,78 @@
+"""A member's say over what the residents hear of them: ``mute`` (the residents neither hear nor
+answer them; their messages are audited as received and nothing else is kept) and ``unmute``;
+and, at a place an admin closed, words heard but not answered. ``unanswered`` is the one call the
+visitor path makes (``town.inputs.visitor.say``)."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, select
+
+from town.inputs.naming import visitor_name
+from town.inputs.unit import area_named
+from town.outbox import audit
+from town.outbox.switches import CLOSED, switches
+from town.store.models import MutedMember
+from town.tick.engine import Engine
+from town.world.places import World
+
+MUTED = "say:muted"
+
+
+def is_muted(session: Session, town_id: int, platform: str, user_id: str) -> bool:
+    """Whether the member asked the residents not to hear them."""
+    return _row(session, town_id, platform, user_id) is not None
+
+
+def _row(session: Session, town_id: int, platform: str, user_id: str) -> MutedMember | None:
+    return session.exec(
+        select(MutedMember).where(
+            MutedMember.town_id == town_id,
+            MutedMember.platform == platform,
+            MutedMember.platform_user_id == user_id[:100],
+        )
+    ).first()
+
+
+def set_muted(engine: Engine, platform: str, user_id: str, muted: bool) -> bool:
+    """Mute or unmute a member; whether that changed anything."""
+    if not user_id:
+        raise ValueError("mute whom? a member's id is needed")
+    with engine.unit(changes_town=False) as session:
+        row = _row(session, engine.town_id, platform, user_id)
+        if muted and row is None:
+            session.add(
+                MutedMember(town_id=engine.town_id, platform=platform, platform_user_id=user_id)
+            )
+            return True
+        if not muted and row is not None:
+            session.delete(row)
+            return True
+        return False
+
+
+def unanswered(
+    engine: Engine, location: str, name: str, words: str, platform: str, user_id: str
+) -> str | None:
+    """Words nobody answers, recorded here; returns the area (None: the visitor path goes on).
+    A muted member's words are audited as received (``say:muted``: no resident hears them); at
+    a closed place the words are heard at the next tick like any, but nobody answers there."""
+    with engine.unit(changes_town=False) as session:
+        muted = is_muted(session, engine.town_id, platform, user_id)
+        area = area_named(World.load(session, engine.town_id, engine.spec), location)
+        closed = switches(session, engine.town_id).get(area) == CLOSED
+        if not (muted or closed):
+            return None
+        residents = [r.name for r in engine.spec.residents]
+        who = audit.identity(visitor_name(name, residents), platform, user_id)
+        audit.record(
+            session,
+            engine.town_id,
+            audit.IN,
+            MUTED if muted else audit.SAY,
+            who,
+            words,
+            game_time=engine.town(session).clock,
+            platform=platform,
+            channel=area,
+        )
+        return area
