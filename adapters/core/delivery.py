@@ -10,19 +10,20 @@ For each pending event (an outbox row with no delivery row for this platform yet
    the row in "sending"; ``recover()`` marks such rows "unknown" and they are not sent again
    (at most once: a missing line is better than a doubled one).
 3. Messages longer than the platform's limit are split at sentence ends.
-4. Channels are served concurrently, each in order, never faster than the platform's
-   ``min_interval_s``. A 429 waits as long as the platform asked; other failures back off
-   exponentially with full jitter. After ``max_attempts`` the claim is released, so the event is
-   tried again on the next round and nothing is lost.
+4. Channels are served concurrently, each in order, paced by ``adapters.core.allowance``. A 429
+   waits as long as the platform asked; other failures back off exponentially with full jitter.
+   After ``max_attempts`` the claim is released: it is tried again next round, nothing is lost.
 5. A resident's answer to a visitor may be posted at once by ``express`` (the runtime does,
    before the answer is stored; the store then records it as sent). A channel's replies to
-   visitors (events with ``reply_to``) go out first, one by one, and never in a digest;
-   narration that falls behind by more than ``digest_after`` events gets one digest (split if
-   long) instead of a flood.
-6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
-   at its limit is left for a later round, its events still pending and in order; while it
-   waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
-   long message wait inside a round, so one busy channel never holds up the others.
+   visitors (events with ``reply_to``) go out first, one by one, and never in a digest.
+6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit), and a
+   share of that minute is kept free for replies (``adapters.core.allowance``): a reply to a
+   person is never held behind narration. A channel whose narration cannot all go out within
+   what the minute leaves it (or is more than ``digest_after`` events behind) folds the town's
+   narration into one digest (``adapters.core.digest``), keyed by the events it holds; residents'
+   speech keeps messages of its own, after the digest, in order, and what the minute cannot
+   take waits for a later round, still pending and in order. Only the parts of one long
+   message wait inside a round, so one busy channel never holds up the others.
 7. A credentials problem (a revoked token, a missing scope or permission: ``DeliveryError``
    with ``credentials``) pauses delivery to that platform: the claim is released, the events
    stay pending, the log says what to fix, and every ``credentials_retry_s`` one channel tries
@@ -38,15 +39,16 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import delete, exists, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
+from adapters.core.allowance import REPLY_SHARE, ChannelAllowance
+from adapters.core.digest import MOST, digest_key, digest_text
 from adapters.core.ports import DeliveryError, Outgoing, Platform
 from adapters.core.text import render, split_text
-from town.inputs.limits import ChannelRate
 from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.models import Delivery, OutboxEvent, utcnow
@@ -77,6 +79,7 @@ class PumpStats:
     retries: int = 0
     released: int = 0  # claims given back after max_attempts, to be tried again
     deferred: int = 0  # times a channel at its rate limit left its events for a later round
+    held: int = 0  # replies to people that waited longer for the channel than replies alone make
 
 
 @dataclass
@@ -89,17 +92,22 @@ class OutboxPump:
     max_backoff_s: float = 30.0
     digest_after: int = DIGEST_AFTER
     channel_per_minute: int = 0  # posts per channel per minute; 0: no limit
+    reply_share: float = REPLY_SHARE  # of that minute, kept free for replies to people
     credentials_retry_s: float = 60.0  # while paused on a credentials problem, try this often
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     stats: PumpStats = field(default_factory=PumpStats)
     paused: str = ""  # the credentials problem delivery waits on ("" while it flows)
-    _last_post: dict[str, float] = field(default_factory=dict)
-    _rate: ChannelRate = field(init=False)
+    _allowance: ChannelAllowance = field(init=False)
     _probe_at: float = 0.0  # while paused: when one channel may try again
 
     def __post_init__(self) -> None:
-        self._rate = ChannelRate(self.channel_per_minute, clock=self.clock)
+        self._allowance = ChannelAllowance(
+            self.channel_per_minute,
+            self.platform.min_interval_s,
+            reply_share=self.reply_share,
+            clock=self.clock,
+        )
 
     def recover(self) -> int:
         """Rows a crash left in "sending" become "unknown" and are never posted again."""
@@ -154,11 +162,11 @@ class OutboxPump:
         posted: list[str] = []
         try:
             for n, part in enumerate(parts):
-                await self._pace(event.channel)
+                await self._pace(event.channel, reply=True)
                 piece_key = key if len(parts) == 1 else f"{key}#{n + 1}"
                 posted.append(
                     await self.platform.send(
-                        Outgoing(piece_key, event.channel, author, part, emoji)
+                        Outgoing(piece_key, event.channel, author, part, emoji, reply=True)
                     )
                 )
         except DeliveryError as error:
@@ -220,39 +228,46 @@ class OutboxPump:
 
     async def _channel(self, area: str, items: list[Pending]) -> None:
         """A channel's pending events: replies to visitors first, one by one, in order; then
-        the narration, in order, as one digest when it is long."""
+        the rest, in order. When the rest cannot all go out within what the channel's minute
+        leaves narration (or is long), the town's narration folds into one digest, and
+        residents' speech follows it as messages of its own."""
         if self.paused and self.clock() < self._probe_at:
             return  # another channel found the credentials broken this round
         replies = [i for i in items if i.reply]
-        narration = [i for i in items if not i.reply]
-        if not await self._one_by_one(area, replies):
-            return  # narration waits behind a reply still pending
-        if len(narration) > self.digest_after and self._rate.room(area) != 0:
-            await self._post(narration, self._digest(area, narration), "digested")
-            self.stats.digests += 1
+        rest = [i for i in items if not i.reply]
+        if not await self._one_by_one(area, replies, reply=True):
+            return  # the rest waits behind a reply still pending
+        if not rest:
             return
-        await self._one_by_one(area, narration)
+        room = self._allowance.room(area, reply=False)
+        if room == 0:
+            self.stats.deferred += 1
+            return  # the rest waits for a later round (or a digest), still in order
+        if len(rest) > self.digest_after or (room is not None and len(rest) > room):
+            told = [i for i in rest if not i.author][:MOST]
+            if len(told) > 1:
+                if not await self._post(told, self._digest(area, told), "digested"):
+                    return
+                self.stats.digests += 1
+                folded = {i.outbox_id for i in told}
+                rest = [i for i in rest if i.outbox_id not in folded]
+        await self._one_by_one(area, rest)
 
-    async def _one_by_one(self, area: str, items: list[Pending]) -> bool:
+    async def _one_by_one(self, area: str, items: list[Pending], *, reply: bool = False) -> bool:
         """Post ``items`` in order; False when some are left for a later round."""
         for item in items:
-            if self._rate.room(area) == 0:
+            if self._allowance.room(area, reply=reply) == 0:
                 self.stats.deferred += 1
                 return False  # the rest waits for a later round (or a digest), still in order
             if self.paused and self.clock() < self._probe_at:
                 return False  # a credentials problem: the rest waits, in order
-            message = Outgoing(item.key, area, item.author, item.text, item.emoji)
+            message = Outgoing(item.key, area, item.author, item.text, item.emoji, reply=reply)
             if not await self._post([item], message, "sent"):
                 return False  # keep the channel's order: the rest waits for the next round
         return True
 
     def _digest(self, area: str, items: list[Pending]) -> Outgoing:
-        lines = [f"While the channel caught up, {len(items)} things happened here:"]
-        for item in items:
-            who = f"{item.author}: " if item.author else ""
-            lines.append(f"{item.clock} {who}{item.text}")
-        key = f"digest:{items[0].key}..{items[-1].key}"
-        return Outgoing(key, area, "", "\n".join(lines))
+        return Outgoing(digest_key(i.outbox_id for i in items), area, "", digest_text(items))
 
     async def _post(self, items: list[Pending], message: Outgoing, done: str) -> bool:
         ids = [i.outbox_id for i in items]
@@ -262,7 +277,7 @@ class OutboxPump:
         posted: list[str] = []
         for n, part in enumerate(parts):
             key = message.key if len(parts) == 1 else f"{message.key}#{n + 1}"
-            piece = Outgoing(key, message.area, message.author, part, message.emoji)
+            piece = replace(message, key=key, text=part)
             result = await self._send_with_retry(piece)
             if isinstance(result, DeliveryError):
                 if result.credentials and not posted:
@@ -284,7 +299,7 @@ class OutboxPump:
     async def _send_with_retry(self, message: Outgoing) -> str | DeliveryError:
         error = DeliveryError("not tried")
         for attempt in range(self.max_attempts):
-            await self._pace(message.area)
+            await self._pace(message.area, reply=message.reply)
             try:
                 message_id = await self.platform.send(message)
             except DeliveryError as exc:
@@ -330,16 +345,17 @@ class OutboxPump:
             log.warning("%s: delivery resumed (%s is fixed)", self.platform.name, self.paused)
             self.paused = ""
 
-    async def _pace(self, area: str) -> None:
-        """Wait for the platform's interval and the channel's rate (only the later parts of a
-        long message ever wait for the rate: ``_channel`` starts none at the limit)."""
-        last = self._last_post.get(area)
-        wait = 0.0 if last is None else last + self.platform.min_interval_s - self.clock()
-        wait = max(wait, self._rate.wait(area))
+    async def _pace(self, area: str, *, reply: bool) -> None:
+        """Wait for the channel's allowance: a reply only for what replies alone make it wait
+        (``adapters.core.allowance``), narration for the platform's interval and its share of
+        the minute (only the later parts of a long message ever wait for the minute:
+        ``_channel`` starts none without room)."""
+        if reply and self._allowance.held_by_narration(area):
+            self.stats.held += 1
+        wait = self._allowance.wait(area, reply=reply)
         if wait > 0:
             await self.sleep(wait)
-        self._last_post[area] = self.clock()
-        self._rate.note(area)
+        self._allowance.note(area, reply=reply)
 
     def _claim(self, ids: list[int]) -> bool:
         try:
