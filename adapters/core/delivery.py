@@ -41,17 +41,17 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
-from sqlalchemy import delete, exists, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import exists
 from sqlmodel import col, select
 
 from adapters.core.allowance import REPLY_SHARE, ChannelAllowance
+from adapters.core.claims import Claims
 from adapters.core.digest import MOST, digest_key, digest_text
 from adapters.core.ports import DeliveryError, Outgoing, Platform
 from adapters.core.text import render, split_text
 from town.outbox.events import TownEvent
 from town.store.db import Store
-from town.store.models import Delivery, OutboxEvent, utcnow
+from town.store.models import Delivery, OutboxEvent
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +99,12 @@ class OutboxPump:
     stats: PumpStats = field(default_factory=PumpStats)
     paused: str = ""  # the credentials problem delivery waits on ("" while it flows)
     _allowance: ChannelAllowance = field(init=False)
+    _claims: Claims = field(init=False)
+    _news: asyncio.Event | None = None  # set while ``run`` waits: news that ends a round early
     _probe_at: float = 0.0  # while paused: when one channel may try again
 
     def __post_init__(self) -> None:
+        self._claims = Claims(self.store, self.town_id, self.platform.name)
         self._allowance = ChannelAllowance(
             self.channel_per_minute,
             self.platform.min_interval_s,
@@ -111,27 +114,7 @@ class OutboxPump:
 
     def recover(self) -> int:
         """Rows a crash left in "sending" become "unknown" and are never posted again."""
-        with self.store.session() as s:
-            result = s.execute(
-                update(Delivery)
-                .where(
-                    col(Delivery.platform) == self.platform.name,
-                    col(Delivery.status) == "sending",
-                    col(Delivery.outbox_id).in_(
-                        select(OutboxEvent.id).where(OutboxEvent.town_id == self.town_id)
-                    ),
-                )
-                .values(status="unknown", updated_at=utcnow())
-            )
-            count = int(getattr(result, "rowcount", 0) or 0)
-        if count:
-            log.warning(
-                "%d %s message(s) may or may not have been posted before a restart; "
-                "they are not posted again",
-                count,
-                self.platform.name,
-            )
-        return count
+        return self._claims.recover()
 
     async def deliver_pending(self) -> int:
         """One round: everything pending now, channels concurrently. Returns events delivered.
@@ -181,14 +164,18 @@ class OutboxPump:
         """Deliver until cancelled: a round whenever ``wake`` is set (after a tick or an input),
         and every ``poll_s`` seconds anyway."""
         await asyncio.to_thread(self.recover)
-        while True:
-            wake.clear()  # before the round: news during the round means another round
-            try:
-                await self.deliver_pending()
-            except Exception:  # a broken round must not end delivery for good
-                log.exception("outbox delivery to %s failed; trying again", self.platform.name)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), poll_s)
+        self._news = wake  # news during a round ends its waits for narration: replies first
+        try:
+            while True:
+                wake.clear()  # before the round: news during the round means another round
+                try:
+                    await self.deliver_pending()
+                except Exception:  # a broken round must not end delivery for good
+                    log.exception("outbox delivery to %s failed; trying again", self.platform.name)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), poll_s)
+        finally:
+            self._news = None
 
     # -- internals ------------------------------------------------------------------------
 
@@ -270,8 +257,10 @@ class OutboxPump:
         return Outgoing(digest_key(i.outbox_id for i in items), area, "", digest_text(items))
 
     async def _post(self, items: list[Pending], message: Outgoing, done: str) -> bool:
+        if not message.reply and not await self._narration_turn(message.area):
+            return False  # news came first: the round ends, the rest waits in order
         ids = [i.outbox_id for i in items]
-        if not await asyncio.to_thread(self._claim, ids):
+        if not await asyncio.to_thread(self._claims.claim, ids):
             return True  # another worker has them
         parts = split_text(message.text, self.platform.max_chars)
         posted: list[str] = []
@@ -285,13 +274,13 @@ class OutboxPump:
                 elif result.permanent or posted:
                     # a part already went out, or retrying cannot help: record, never repost
                     await asyncio.to_thread(
-                        self._finish, ids, "failed", ",".join(posted), str(result)
+                        self._claims.finish, ids, "failed", ",".join(posted), str(result)
                     )
                 else:
                     await asyncio.to_thread(self._release, ids)
                 return False
             posted.append(result)
-        await asyncio.to_thread(self._finish, ids, done, ",".join(posted), "")
+        await asyncio.to_thread(self._claims.finish, ids, done, ",".join(posted), "")
         self.stats.sent += len(posted)
         self.stats.events += len(ids)
         return True
@@ -345,6 +334,24 @@ class OutboxPump:
             log.warning("%s: delivery resumed (%s is fixed)", self.platform.name, self.paused)
             self.paused = ""
 
+    async def _narration_turn(self, area: str) -> bool:
+        """Wait for narration's turn in the channel, unless news comes first (``run``'s wake:
+        a reply stored, a tick): then False, and the round ends so that the next one serves
+        the channel's replies first. A post whose turn has come always goes."""
+        wait, news = self._allowance.wait(area, reply=False), self._news
+        if news is None or wait <= 0:
+            return True  # ``_pace`` waits, uninterrupted, when there is no news to hear
+        if news.is_set():
+            return False
+        napping = asyncio.ensure_future(self.sleep(wait))
+        heard = asyncio.ensure_future(news.wait())
+        try:
+            done, _ = await asyncio.wait({napping, heard}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            napping.cancel()
+            heard.cancel()
+        return heard not in done
+
     async def _pace(self, area: str, *, reply: bool) -> None:
         """Wait for the channel's allowance: a reply only for what replies alone make it wait
         (``adapters.core.allowance``), narration for the platform's interval and its share of
@@ -357,44 +364,6 @@ class OutboxPump:
             await self.sleep(wait)
         self._allowance.note(area, reply=reply)
 
-    def _claim(self, ids: list[int]) -> bool:
-        try:
-            with self.store.session() as s:
-                for outbox_id in ids:
-                    s.add(
-                        Delivery(
-                            outbox_id=outbox_id,
-                            platform=self.platform.name,
-                            status="sending",
-                            attempts=1,
-                        )
-                    )
-        except IntegrityError:
-            return False
-        return True
-
-    def _finish(self, ids: list[int], status: str, message_id: str, error: str) -> None:
-        with self.store.session() as s:
-            s.execute(
-                update(Delivery)
-                .where(
-                    col(Delivery.outbox_id).in_(ids), col(Delivery.platform) == self.platform.name
-                )
-                .values(
-                    status=status,
-                    message_id=message_id[:200],
-                    error=error[:500],
-                    updated_at=utcnow(),
-                )
-            )
-        if status == "failed":
-            log.warning("%s: gave up on a message: %s", self.platform.name, error)
-
     def _release(self, ids: list[int]) -> None:
-        with self.store.session() as s:
-            s.execute(
-                delete(Delivery).where(
-                    col(Delivery.outbox_id).in_(ids), col(Delivery.platform) == self.platform.name
-                )
-            )
+        self._claims.release(ids)
         self.stats.released += len(ids)

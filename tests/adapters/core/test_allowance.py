@@ -3,6 +3,10 @@ narration, in the allowance alone and through the outbox pump (clocks injected).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
+
 import pytest
 
 from adapters.core.allowance import ChannelAllowance, reserved_for_replies
@@ -112,3 +116,46 @@ async def test_narration_folds_sooner_when_the_minute_cannot_take_it(store: Stor
         "Busy in here.",
     )
     assert pump.stats.digests == 1 and pump.stats.deferred == 0
+
+
+async def test_a_reply_stored_while_narration_waits_its_turn_goes_first(store: Store) -> None:
+    """Through ``run``: news (the reply stored, the wake set) ends narration's wait for the
+    platform's interval, and the next round posts the reply before the rest."""
+    town_id = town_with_events(store, [("action", "Cafe", f"narration {n}") for n in range(3)])
+    clock, platform, wake = Clock(), FakePlatform(min_interval_s=2.5), asyncio.Event()
+    naps: list[asyncio.Future[None]] = []
+
+    async def sleep(seconds: float) -> None:  # the first nap lasts until news ends it
+        if naps:  # the later ones pass at once, moving the clock on
+            clock.now += seconds
+            return
+        naps.append(asyncio.get_running_loop().create_future())
+        await naps[-1]
+
+    async def until(condition: Callable[[], bool]) -> None:
+        for _ in range(10_000):  # a guard, not a timing: the state comes, or the test fails
+            if condition():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError(f"the state never came: {[m.text for m in platform.sent]}, {naps}")
+
+    pump = OutboxPump(store, town_id, platform, sleep=sleep, clock=clock)
+    delivery = asyncio.create_task(pump.run(wake, poll_s=0.05))
+    try:
+        await until(lambda: len(platform.sent) == 1 and bool(naps))  # narration 1 waits
+        with store.session() as s:
+            reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
+            write_outbox(s, town_id, "say:1", [reply])
+        wake.set()
+        await until(lambda: len(platform.sent) == 4)
+        assert naps[0].cancelled() and pump.stats.held == 0
+        assert [m.text for m in platform.sent] == [
+            "☕ narration 0",
+            "Hi Alice!",
+            "☕ narration 1",
+            "☕ narration 2",
+        ]
+    finally:
+        delivery.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await delivery
