@@ -4,11 +4,14 @@ it kept free for replies to people.
 Two limits meet in a channel: ours (``BOTTOWN_CHANNEL_MESSAGES_PER_MINUTE``, a sliding minute;
 0: none) and the platform's (``Platform.min_interval_s`` between two posts, Discord's 2.5 s
 keeping a webhook below its 30 posts a minute). Narration (the town's lines, residents' talk
-among themselves, digests) may use the minute only up to ``per_minute - reserved``, so that
-``reserved`` posts always stay free for a reply to a person, and keeps the platform's interval
-after any post. A reply may use the whole minute and keeps the interval only after another
-reply, while the channel's minute stays within the platform's own pace (``60 /
-min_interval_s`` posts); past that it keeps the interval after any post, as narration does.
+among themselves, digests) leaves free, at any moment, as many posts of the minute as replies
+took in the last one, and at least ``reserved`` (a quarter); it goes no faster than its share of
+the minute spread evenly (20 a minute: one narration post every 4 s), so it never spends the
+minute in a burst before the replies come; and it keeps the platform's interval after any
+post. A reply may use the whole minute and keeps no interval while the channel's minute stays
+within the platform's own pace (``60 / min_interval_s`` posts: Discord's 24 stay under its 30;
+its bursts are spaced by the server's bucket, ``adapters.discord.pacing``); past that it keeps
+the interval after any post, as narration does.
 
 A reply that waits longer than replies alone would have made it wait is **held behind
 narration**; ``OutboxPump`` counts those (``PumpStats.held``), and ``bottown bench chat`` prints
@@ -31,7 +34,7 @@ REPLY_SHARE = 0.25  # of a channel's minute, kept free for replies to people
 class _Channel:
     posts: deque[tuple[float, bool]] = field(default_factory=deque)  # (when, a reply?)
     last_post: float | None = None
-    last_reply: float | None = None
+    last_told: float | None = None  # the last narration post
 
 
 def reserved_for_replies(per_minute: int, share: float = REPLY_SHARE) -> int:
@@ -66,23 +69,33 @@ class ChannelAllowance:
         self.platform_per_minute = (
             int(window_s / self.min_interval_s) if self.min_interval_s > 0 else 0
         )
+        # narration's share of the minute, spread evenly
+        self.narration_gap_s = (
+            window_s / (per_minute - self.reserved) if per_minute > self.reserved else 0.0
+        )
         self._channels: dict[str, _Channel] = {}
 
     def room(self, area: str, *, reply: bool) -> int | None:
         """Posts of this kind the channel may take now by the minute (``None``: no limit)."""
         if self.per_minute == 0:
             return None
-        cap = self.per_minute if reply else self.per_minute - self.reserved
-        return max(0, cap - len(self._recent(area)))
+        return max(0, self._cap(area, reply=reply) - len(self._recent(area)))
+
+    def kept(self, area: str) -> int:
+        """Posts of the minute narration leaves free now: as many as replies took in the last
+        minute, and at least ``reserved``."""
+        replies = sum(1 for _, was_reply in self._recent(area) if was_reply)
+        return max(self.reserved, replies)
 
     def wait(self, area: str, *, reply: bool) -> float:
         """Seconds before the channel may take a post of this kind (0: now)."""
-        return self._wait(area, reply=reply, only_replies=False)
+        return self._wait(area, self.clock(), reply=reply, only_replies=False)
 
     def held_by_narration(self, area: str) -> bool:
         """Whether a reply now must wait longer than replies alone would make it wait."""
-        return self._wait(area, reply=True, only_replies=False) > self._wait(
-            area, reply=True, only_replies=True
+        now = self.clock()
+        return self._wait(area, now, reply=True, only_replies=False) > self._wait(
+            area, now, reply=True, only_replies=True
         )
 
     def note(self, area: str, *, reply: bool) -> None:
@@ -91,31 +104,31 @@ class ChannelAllowance:
         channel = self._channel(area)
         self._recent(area).append((now, reply))
         channel.last_post = now
-        if reply:
-            channel.last_reply = now
+        if not reply:
+            channel.last_told = now
 
     # -- internals ------------------------------------------------------------------------
 
-    def _wait(self, area: str, *, reply: bool, only_replies: bool) -> float:
-        now = self.clock()
+    def _wait(self, area: str, now: float, *, reply: bool, only_replies: bool) -> float:
         channel = self._channel(area)
         posts = [at for at, was_reply in self._recent(area) if was_reply or not only_replies]
-        after = channel.last_reply if only_replies else channel.last_post
-        if reply and not only_replies and not self._beyond_platform_pace(area):
-            after = channel.last_reply  # a reply need not keep the interval after narration
+        after = channel.last_post
+        if reply and not self._beyond_platform_pace(len(posts)):
+            after = None  # within the platform's pace a reply keeps no interval
         wait = 0.0 if after is None else after + self.min_interval_s - now
+        if not reply and channel.last_told is not None:
+            wait = max(wait, channel.last_told + self.narration_gap_s - now)
         if self.per_minute:
-            cap = self.per_minute if reply else self.per_minute - self.reserved
-            if cap <= 0:
-                return math.inf
+            cap = max(1, self._cap(area, reply=reply))  # a message begun finishes
             if len(posts) >= cap:
                 wait = max(wait, posts[len(posts) - cap] + self.window_s - now)
         return max(0.0, wait)
 
-    def _beyond_platform_pace(self, area: str) -> bool:
-        return bool(self.platform_per_minute) and (
-            len(self._recent(area)) >= self.platform_per_minute
-        )
+    def _cap(self, area: str, *, reply: bool) -> int:
+        return self.per_minute if reply else self.per_minute - self.kept(area)
+
+    def _beyond_platform_pace(self, posts: int) -> bool:
+        return bool(self.platform_per_minute) and posts >= self.platform_per_minute
 
     def _channel(self, area: str) -> _Channel:
         return self._channels.setdefault(area, _Channel())

@@ -216,8 +216,8 @@ class OutboxPump:
     async def _channel(self, area: str, items: list[Pending]) -> None:
         """A channel's pending events: replies to visitors first, one by one, in order; then
         the rest, in order. When the rest cannot all go out within what the channel's minute
-        leaves narration (or is long), the town's narration folds into one digest, and
-        residents' speech follows it as messages of its own."""
+        leaves narration, must wait for narration's next turn, or is long, the town's narration
+        folds into one digest, and residents' speech follows it as messages of its own."""
         if self.paused and self.clock() < self._probe_at:
             return  # another channel found the credentials broken this round
         replies = [i for i in items if i.reply]
@@ -230,7 +230,8 @@ class OutboxPump:
         if room == 0:
             self.stats.deferred += 1
             return  # the rest waits for a later round (or a digest), still in order
-        if len(rest) > self.digest_after or (room is not None and len(rest) > room):
+        waiting = room is not None and self._allowance.wait(area, reply=False) > 0
+        if len(rest) > self.digest_after or (room is not None and len(rest) > room) or waiting:
             told = [i for i in rest if not i.author][:MOST]
             if len(told) > 1:
                 if not await self._post(told, self._digest(area, told), "digested"):

@@ -32,16 +32,17 @@ def test_a_share_of_the_minute_is_kept_for_replies() -> None:
         ChannelAllowance(-1, 0.0)
 
 
-def test_a_reply_keeps_the_platforms_interval_only_after_a_reply() -> None:
+def test_a_reply_keeps_no_interval_within_the_platforms_pace() -> None:
     clock = Clock()
     allowance = ChannelAllowance(20, 2.5, clock=clock)  # Discord's pace
     allowance.note("Cafe", reply=False)
     assert allowance.wait("Cafe", reply=True) == 0  # not after narration
-    assert allowance.wait("Cafe", reply=False) == pytest.approx(2.5)
+    assert allowance.narration_gap_s == pytest.approx(4.0)  # 15 a minute, spread evenly
+    assert allowance.wait("Cafe", reply=False) == pytest.approx(4.0)
     allowance.note("Cafe", reply=True)
     clock.now += 1
-    assert allowance.wait("Cafe", reply=True) == pytest.approx(1.5)  # after another reply
-    assert allowance.wait("Cafe", reply=False) == pytest.approx(1.5)
+    assert allowance.wait("Cafe", reply=True) == 0  # nor after another reply
+    assert allowance.wait("Cafe", reply=False) == pytest.approx(3.0)
     assert not allowance.held_by_narration("Cafe")
 
 
@@ -54,6 +55,31 @@ def test_past_the_platforms_own_pace_a_reply_waits_as_narration_does_and_is_held
     clock.now -= 1.4  # the last narration post went 1 s ago
     assert allowance.wait("Cafe", reply=True) == pytest.approx(1.5)
     assert allowance.held_by_narration("Cafe")
+
+
+def test_narration_leaves_free_as_many_posts_as_replies_took() -> None:
+    clock = Clock()
+    allowance = ChannelAllowance(20, 0.0, clock=clock)
+    for _ in range(8):  # a busy minute of answers to visitors
+        allowance.note("Cafe", reply=True)
+    assert allowance.kept("Cafe") == 8 and allowance.room("Cafe", reply=False) == 4
+    clock.now += 61  # a quiet minute after
+    assert allowance.kept("Cafe") == 5 and allowance.room("Cafe", reply=False) == 15
+
+
+async def test_narration_waiting_for_its_turn_folds_what_piled_up(store: Store) -> None:
+    town_id = town_with_events(store, [("action", "Cafe", "first")])
+    clock, platform = Clock(), FakePlatform()
+    pump = OutboxPump(
+        store, town_id, platform, channel_per_minute=20, sleep=Sleeps(clock), clock=clock
+    )
+    assert await pump.deliver_pending() == 1  # narration's turn: every 4 s at 20 a minute
+    with store.session() as s:
+        more = [TownEvent("action", "Cafe", T0, "", f"then {n}") for n in range(3)]
+        write_outbox(s, town_id, "t2", more)
+    clock.now += 1
+    assert await pump.deliver_pending() == 3  # at its next turn, in one digest
+    assert len(platform.sent) == 2 and "3 things happened" in platform.sent[-1].text
 
 
 async def test_narration_flowing_never_holds_a_reply(store: Store) -> None:
