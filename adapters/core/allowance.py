@@ -3,19 +3,22 @@ it kept free for replies to people.
 
 Two limits meet in a channel: ours (``BOTTOWN_CHANNEL_MESSAGES_PER_MINUTE``, a sliding minute;
 0: none) and the platform's (``Platform.min_interval_s`` between two posts, Discord's 2.5 s
-keeping a webhook below its 30 posts a minute). Narration (the town's lines, residents' talk
-among themselves, digests) leaves free, at any moment, as many posts of the minute as replies
-took in the last one, and at least ``reserved`` (a quarter); it goes no faster than its share of
-the minute spread evenly (20 a minute: one narration post every 4 s), so it never spends the
-minute in a burst before the replies come; and it keeps the platform's interval after any
-post. A reply may use the whole minute and keeps no interval while the channel's minute stays
-within the platform's own pace (``60 / min_interval_s`` posts: Discord's 24 stay under its 30;
-its bursts are spaced by the server's bucket, ``adapters.discord.pacing``); past that it keeps
-the interval after any post, as narration does.
+keeping a webhook at 24 of its 30 posts a minute).
+
+- Narration (the town's lines, residents' talk among themselves, digests) counts every post of
+  the minute against ours and leaves free as many as replies took in the last minute, and at
+  least ``reserved`` (a quarter). It goes no faster than its share spread evenly (20 a minute:
+  one narration post every 4 s), so it never spends the minute in a burst before people write,
+  and keeps the platform's interval after any post.
+- A reply to a person counts only replies against ours, so what narration took never holds it
+  up; it keeps the platform's pace (its interval and ``60 / min_interval_s`` posts a minute)
+  only once the channel's minute holds that many posts of any kind. A busy minute may so carry
+  more posts than ours, by narration posted before the replies came, never more than the
+  platform's pace; the Discord poster also spaces all posts 0.5 s apart server-wide.
 
 A reply that waits longer than replies alone would have made it wait is **held behind
-narration**; ``OutboxPump`` counts those (``PumpStats.held``), and ``bottown bench chat`` prints
-them. The clock is injected for tests.
+narration** (only the platform's own limit can do that); ``OutboxPump`` counts those
+(``PumpStats.held``), and ``bottown bench chat`` prints them. The clock is injected for tests.
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ class ChannelAllowance:
         """Posts of this kind the channel may take now by the minute (``None``: no limit)."""
         if self.per_minute == 0:
             return None
-        return max(0, self._cap(area, reply=reply) - len(self._recent(area)))
+        recent = self._recent(area)
+        counted = sum(1 for _, was_reply in recent if was_reply) if reply else len(recent)
+        return max(0, self._cap(area, reply=reply) - counted)
 
     def kept(self, area: str) -> int:
         """Posts of the minute narration leaves free now: as many as replies took in the last
@@ -111,18 +116,34 @@ class ChannelAllowance:
 
     def _wait(self, area: str, now: float, *, reply: bool, only_replies: bool) -> float:
         channel = self._channel(area)
-        posts = [at for at, was_reply in self._recent(area) if was_reply or not only_replies]
-        after = channel.last_post
-        if reply and not self._beyond_platform_pace(len(posts)):
-            after = None  # within the platform's pace a reply keeps no interval
-        wait = 0.0 if after is None else after + self.min_interval_s - now
-        if not reply and channel.last_told is not None:
+        recent = self._recent(area)
+        replies = [at for at, was_reply in recent if was_reply]
+        every = replies if only_replies else [at for at, _ in recent]
+        if reply:
+            return self._reply_wait(every, replies, now)
+        wait = 0.0 if channel.last_post is None else channel.last_post + self.min_interval_s - now
+        if channel.last_told is not None:
             wait = max(wait, channel.last_told + self.narration_gap_s - now)
         if self.per_minute:
-            cap = max(1, self._cap(area, reply=reply))  # a message begun finishes
-            if len(posts) >= cap:
-                wait = max(wait, posts[len(posts) - cap] + self.window_s - now)
+            wait = max(wait, self._minute_wait(every, max(1, self._cap(area, reply=False)), now))
         return max(0.0, wait)
+
+    def _reply_wait(self, posts: list[float], replies: list[float], now: float) -> float:
+        """A reply waits for the platform's pace over ``posts`` (the interval after the last
+        and the platform's minute, once the minute holds that many) and for ours over the
+        ``replies`` alone."""
+        wait = 0.0
+        if self.platform_per_minute and len(posts) >= self.platform_per_minute:
+            wait = max(posts[-1] + self.min_interval_s - now, 0.0)
+            wait = max(wait, self._minute_wait(posts, self.platform_per_minute, now))
+        if self.per_minute:
+            wait = max(wait, self._minute_wait(replies, self.per_minute, now))
+        return max(0.0, wait)
+
+    def _minute_wait(self, posts: list[float], cap: int, now: float) -> float:
+        if len(posts) < cap:
+            return 0.0
+        return posts[len(posts) - cap] + self.window_s - now
 
     def _cap(self, area: str, *, reply: bool) -> int:
         return self.per_minute if reply else self.per_minute - self.kept(area)

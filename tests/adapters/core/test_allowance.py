@@ -25,8 +25,14 @@ def test_a_share_of_the_minute_is_kept_for_replies() -> None:
         assert allowance.room("Cafe", reply=False) != 0
         allowance.note("Cafe", reply=False)
     assert allowance.room("Cafe", reply=False) == 0  # narration has used its share
-    assert allowance.room("Cafe", reply=True) == 5 and allowance.wait("Cafe", reply=True) == 0
     assert allowance.wait("Cafe", reply=False) == pytest.approx(60)
+    # replies count only replies against the minute: narration never holds one up
+    assert allowance.room("Cafe", reply=True) == 20 and allowance.wait("Cafe", reply=True) == 0
+    for _ in range(20):
+        allowance.note("Cafe", reply=True)
+    assert allowance.room("Cafe", reply=True) == 0
+    assert allowance.wait("Cafe", reply=True) == pytest.approx(60)
+    assert not allowance.held_by_narration("Cafe")  # replies alone made it wait
     assert ChannelAllowance(0, 0.0).room("Cafe", reply=False) is None
     with pytest.raises(ValueError):
         ChannelAllowance(-1, 0.0)
@@ -52,8 +58,8 @@ def test_past_the_platforms_own_pace_a_reply_waits_as_narration_does_and_is_held
     for _ in range(24):
         allowance.note("Cafe", reply=False)
         clock.now += 2.4
-    clock.now -= 1.4  # the last narration post went 1 s ago
-    assert allowance.wait("Cafe", reply=True) == pytest.approx(1.5)
+    clock.now -= 1.4  # the last narration post went 1 s ago, the first 56.2 s ago
+    assert allowance.wait("Cafe", reply=True) == pytest.approx(3.8)  # till the first is gone
     assert allowance.held_by_narration("Cafe")
 
 
