@@ -10,19 +10,20 @@ For each pending event (an outbox row with no delivery row for this platform yet
    the row in "sending"; ``recover()`` marks such rows "unknown" and they are not sent again
    (at most once: a missing line is better than a doubled one).
 3. Messages longer than the platform's limit are split at sentence ends.
-4. Channels are served concurrently, each in order, never faster than the platform's
-   ``min_interval_s``. A 429 waits as long as the platform asked; other failures back off
-   exponentially with full jitter. After ``max_attempts`` the claim is released, so the event is
-   tried again on the next round and nothing is lost.
+4. Channels are served concurrently, each in order, paced by ``adapters.core.allowance``. A 429
+   waits as long as the platform asked; other failures back off exponentially with full jitter.
+   After ``max_attempts`` the claim is released: it is tried again next round, nothing is lost.
 5. A resident's answer to a visitor may be posted at once by ``express`` (the runtime does,
    before the answer is stored; the store then records it as sent). A channel's replies to
-   visitors (events with ``reply_to``) go out first, one by one, and never in a digest;
-   narration that falls behind by more than ``digest_after`` events gets one digest (split if
-   long) instead of a flood.
-6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit). A channel
-   at its limit is left for a later round, its events still pending and in order; while it
-   waits, its backlog may pass ``digest_after`` and go out as one digest. Only the parts of one
-   long message wait inside a round, so one busy channel never holds up the others.
+   visitors (events with ``reply_to``) go out first, one by one, and never in a digest.
+6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit), and a
+   share of that minute is kept free for replies (``adapters.core.allowance``): a reply to a
+   person is never held behind narration. A channel whose narration cannot all go out within
+   what the minute leaves it (or is more than ``digest_after`` events behind) folds the town's
+   narration into one digest (``adapters.core.digest``), keyed by the events it holds; residents'
+   speech keeps messages of its own, after the digest, in order, and what the minute cannot
+   take waits for a later round, still pending and in order. Only the parts of one long
+   message wait inside a round, so one busy channel never holds up the others.
 7. A credentials problem (a revoked token, a missing scope or permission: ``DeliveryError``
    with ``credentials``) pauses delivery to that platform: the claim is released, the events
    stay pending, the log says what to fix, and every ``credentials_retry_s`` one channel tries
@@ -38,18 +39,19 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from sqlalchemy import delete, exists, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import exists
 from sqlmodel import col, select
 
+from adapters.core.allowance import REPLY_SHARE, ChannelAllowance
+from adapters.core.claims import Claims
+from adapters.core.digest import MOST, digest_key, digest_text
 from adapters.core.ports import DeliveryError, Outgoing, Platform
 from adapters.core.text import render, split_text
-from town.inputs.limits import ChannelRate
 from town.outbox.events import TownEvent
 from town.store.db import Store
-from town.store.models import Delivery, OutboxEvent, utcnow
+from town.store.models import Delivery, OutboxEvent
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,7 @@ class PumpStats:
     retries: int = 0
     released: int = 0  # claims given back after max_attempts, to be tried again
     deferred: int = 0  # times a channel at its rate limit left its events for a later round
+    held: int = 0  # replies to people that waited longer for the channel than replies alone make
 
 
 @dataclass
@@ -89,41 +92,29 @@ class OutboxPump:
     max_backoff_s: float = 30.0
     digest_after: int = DIGEST_AFTER
     channel_per_minute: int = 0  # posts per channel per minute; 0: no limit
+    reply_share: float = REPLY_SHARE  # of that minute, kept free for replies to people
     credentials_retry_s: float = 60.0  # while paused on a credentials problem, try this often
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     stats: PumpStats = field(default_factory=PumpStats)
     paused: str = ""  # the credentials problem delivery waits on ("" while it flows)
-    _last_post: dict[str, float] = field(default_factory=dict)
-    _rate: ChannelRate = field(init=False)
+    _allowance: ChannelAllowance = field(init=False)
+    _claims: Claims = field(init=False)
+    _news: asyncio.Event | None = None  # set while ``run`` waits: news that ends a round early
     _probe_at: float = 0.0  # while paused: when one channel may try again
 
     def __post_init__(self) -> None:
-        self._rate = ChannelRate(self.channel_per_minute, clock=self.clock)
+        self._claims = Claims(self.store, self.town_id, self.platform.name)
+        self._allowance = ChannelAllowance(
+            self.channel_per_minute,
+            self.platform.min_interval_s,
+            reply_share=self.reply_share,
+            clock=self.clock,
+        )
 
     def recover(self) -> int:
         """Rows a crash left in "sending" become "unknown" and are never posted again."""
-        with self.store.session() as s:
-            result = s.execute(
-                update(Delivery)
-                .where(
-                    col(Delivery.platform) == self.platform.name,
-                    col(Delivery.status) == "sending",
-                    col(Delivery.outbox_id).in_(
-                        select(OutboxEvent.id).where(OutboxEvent.town_id == self.town_id)
-                    ),
-                )
-                .values(status="unknown", updated_at=utcnow())
-            )
-            count = int(getattr(result, "rowcount", 0) or 0)
-        if count:
-            log.warning(
-                "%d %s message(s) may or may not have been posted before a restart; "
-                "they are not posted again",
-                count,
-                self.platform.name,
-            )
-        return count
+        return self._claims.recover()
 
     async def deliver_pending(self) -> int:
         """One round: everything pending now, channels concurrently. Returns events delivered.
@@ -154,11 +145,11 @@ class OutboxPump:
         posted: list[str] = []
         try:
             for n, part in enumerate(parts):
-                await self._pace(event.channel)
+                await self._pace(event.channel, reply=True)
                 piece_key = key if len(parts) == 1 else f"{key}#{n + 1}"
                 posted.append(
                     await self.platform.send(
-                        Outgoing(piece_key, event.channel, author, part, emoji)
+                        Outgoing(piece_key, event.channel, author, part, emoji, reply=True)
                     )
                 )
         except DeliveryError as error:
@@ -173,14 +164,18 @@ class OutboxPump:
         """Deliver until cancelled: a round whenever ``wake`` is set (after a tick or an input),
         and every ``poll_s`` seconds anyway."""
         await asyncio.to_thread(self.recover)
-        while True:
-            wake.clear()  # before the round: news during the round means another round
-            try:
-                await self.deliver_pending()
-            except Exception:  # a broken round must not end delivery for good
-                log.exception("outbox delivery to %s failed; trying again", self.platform.name)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), poll_s)
+        self._news = wake  # news during a round ends its waits for narration: replies first
+        try:
+            while True:
+                wake.clear()  # before the round: news during the round means another round
+                try:
+                    await self.deliver_pending()
+                except Exception:  # a broken round must not end delivery for good
+                    log.exception("outbox delivery to %s failed; trying again", self.platform.name)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), poll_s)
+        finally:
+            self._news = None
 
     # -- internals ------------------------------------------------------------------------
 
@@ -220,49 +215,59 @@ class OutboxPump:
 
     async def _channel(self, area: str, items: list[Pending]) -> None:
         """A channel's pending events: replies to visitors first, one by one, in order; then
-        the narration, in order, as one digest when it is long."""
+        the rest, in order. When the rest cannot all go out within what the channel's minute
+        leaves narration, must wait for narration's next turn, or is long, the town's narration
+        folds into one digest, and residents' speech follows it as messages of its own."""
         if self.paused and self.clock() < self._probe_at:
             return  # another channel found the credentials broken this round
         replies = [i for i in items if i.reply]
-        narration = [i for i in items if not i.reply]
-        if not await self._one_by_one(area, replies):
-            return  # narration waits behind a reply still pending
-        if len(narration) > self.digest_after and self._rate.room(area) != 0:
-            await self._post(narration, self._digest(area, narration), "digested")
-            self.stats.digests += 1
+        rest = [i for i in items if not i.reply]
+        if not await self._one_by_one(area, replies, reply=True):
+            return  # the rest waits behind a reply still pending
+        if not rest:
             return
-        await self._one_by_one(area, narration)
+        room = self._allowance.room(area, reply=False)
+        if room == 0:
+            self.stats.deferred += 1
+            return  # the rest waits for a later round (or a digest), still in order
+        waiting = room is not None and self._allowance.wait(area, reply=False) > 0
+        if len(rest) > self.digest_after or (room is not None and len(rest) > room) or waiting:
+            told = [i for i in rest if not i.author][:MOST]
+            if len(told) > 1:
+                if not await self._post(told, self._digest(area, told), "digested"):
+                    return
+                self.stats.digests += 1
+                folded = {i.outbox_id for i in told}
+                rest = [i for i in rest if i.outbox_id not in folded]
+        await self._one_by_one(area, rest)
 
-    async def _one_by_one(self, area: str, items: list[Pending]) -> bool:
+    async def _one_by_one(self, area: str, items: list[Pending], *, reply: bool = False) -> bool:
         """Post ``items`` in order; False when some are left for a later round."""
         for item in items:
-            if self._rate.room(area) == 0:
+            if self._allowance.room(area, reply=reply) == 0:
                 self.stats.deferred += 1
                 return False  # the rest waits for a later round (or a digest), still in order
             if self.paused and self.clock() < self._probe_at:
                 return False  # a credentials problem: the rest waits, in order
-            message = Outgoing(item.key, area, item.author, item.text, item.emoji)
+            message = Outgoing(item.key, area, item.author, item.text, item.emoji, reply=reply)
             if not await self._post([item], message, "sent"):
                 return False  # keep the channel's order: the rest waits for the next round
         return True
 
     def _digest(self, area: str, items: list[Pending]) -> Outgoing:
-        lines = [f"While the channel caught up, {len(items)} things happened here:"]
-        for item in items:
-            who = f"{item.author}: " if item.author else ""
-            lines.append(f"{item.clock} {who}{item.text}")
-        key = f"digest:{items[0].key}..{items[-1].key}"
-        return Outgoing(key, area, "", "\n".join(lines))
+        return Outgoing(digest_key(i.outbox_id for i in items), area, "", digest_text(items))
 
     async def _post(self, items: list[Pending], message: Outgoing, done: str) -> bool:
+        if not message.reply and not await self._narration_turn(message.area):
+            return False  # news came first: the round ends, the rest waits in order
         ids = [i.outbox_id for i in items]
-        if not await asyncio.to_thread(self._claim, ids):
+        if not await asyncio.to_thread(self._claims.claim, ids):
             return True  # another worker has them
         parts = split_text(message.text, self.platform.max_chars)
         posted: list[str] = []
         for n, part in enumerate(parts):
             key = message.key if len(parts) == 1 else f"{message.key}#{n + 1}"
-            piece = Outgoing(key, message.area, message.author, part, message.emoji)
+            piece = replace(message, key=key, text=part)
             result = await self._send_with_retry(piece)
             if isinstance(result, DeliveryError):
                 if result.credentials and not posted:
@@ -270,13 +275,13 @@ class OutboxPump:
                 elif result.permanent or posted:
                     # a part already went out, or retrying cannot help: record, never repost
                     await asyncio.to_thread(
-                        self._finish, ids, "failed", ",".join(posted), str(result)
+                        self._claims.finish, ids, "failed", ",".join(posted), str(result)
                     )
                 else:
                     await asyncio.to_thread(self._release, ids)
                 return False
             posted.append(result)
-        await asyncio.to_thread(self._finish, ids, done, ",".join(posted), "")
+        await asyncio.to_thread(self._claims.finish, ids, done, ",".join(posted), "")
         self.stats.sent += len(posted)
         self.stats.events += len(ids)
         return True
@@ -284,7 +289,7 @@ class OutboxPump:
     async def _send_with_retry(self, message: Outgoing) -> str | DeliveryError:
         error = DeliveryError("not tried")
         for attempt in range(self.max_attempts):
-            await self._pace(message.area)
+            await self._pace(message.area, reply=message.reply)
             try:
                 message_id = await self.platform.send(message)
             except DeliveryError as exc:
@@ -330,55 +335,36 @@ class OutboxPump:
             log.warning("%s: delivery resumed (%s is fixed)", self.platform.name, self.paused)
             self.paused = ""
 
-    async def _pace(self, area: str) -> None:
-        """Wait for the platform's interval and the channel's rate (only the later parts of a
-        long message ever wait for the rate: ``_channel`` starts none at the limit)."""
-        last = self._last_post.get(area)
-        wait = 0.0 if last is None else last + self.platform.min_interval_s - self.clock()
-        wait = max(wait, self._rate.wait(area))
+    async def _narration_turn(self, area: str) -> bool:
+        """Wait for narration's turn in the channel, unless news comes first (``run``'s wake:
+        a reply stored, a tick): then False, and the round ends so that the next one serves
+        the channel's replies first. A post whose turn has come always goes."""
+        wait, news = self._allowance.wait(area, reply=False), self._news
+        if news is None or wait <= 0:
+            return True  # ``_pace`` waits, uninterrupted, when there is no news to hear
+        if news.is_set():
+            return False
+        napping = asyncio.ensure_future(self.sleep(wait))
+        heard = asyncio.ensure_future(news.wait())
+        try:
+            done, _ = await asyncio.wait({napping, heard}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            napping.cancel()
+            heard.cancel()
+        return heard not in done
+
+    async def _pace(self, area: str, *, reply: bool) -> None:
+        """Wait for the channel's allowance: a reply only for what replies alone make it wait
+        (``adapters.core.allowance``), narration for the platform's interval and its share of
+        the minute (only the later parts of a long message ever wait for the minute:
+        ``_channel`` starts none without room)."""
+        if reply and self._allowance.held_by_narration(area):
+            self.stats.held += 1
+        wait = self._allowance.wait(area, reply=reply)
         if wait > 0:
             await self.sleep(wait)
-        self._last_post[area] = self.clock()
-        self._rate.note(area)
-
-    def _claim(self, ids: list[int]) -> bool:
-        try:
-            with self.store.session() as s:
-                for outbox_id in ids:
-                    s.add(
-                        Delivery(
-                            outbox_id=outbox_id,
-                            platform=self.platform.name,
-                            status="sending",
-                            attempts=1,
-                        )
-                    )
-        except IntegrityError:
-            return False
-        return True
-
-    def _finish(self, ids: list[int], status: str, message_id: str, error: str) -> None:
-        with self.store.session() as s:
-            s.execute(
-                update(Delivery)
-                .where(
-                    col(Delivery.outbox_id).in_(ids), col(Delivery.platform) == self.platform.name
-                )
-                .values(
-                    status=status,
-                    message_id=message_id[:200],
-                    error=error[:500],
-                    updated_at=utcnow(),
-                )
-            )
-        if status == "failed":
-            log.warning("%s: gave up on a message: %s", self.platform.name, error)
+        self._allowance.note(area, reply=reply)
 
     def _release(self, ids: list[int]) -> None:
-        with self.store.session() as s:
-            s.execute(
-                delete(Delivery).where(
-                    col(Delivery.outbox_id).in_(ids), col(Delivery.platform) == self.platform.name
-                )
-            )
+        self._claims.release(ids)
         self.stats.released += len(ids)

@@ -56,6 +56,7 @@ class Outgoing:
     author: str  # a resident's name, or "" for the town itself (narration, digests)
     text: str  # plain text; the adapter escapes it for its platform
     emoji: str = ""  # the author's current emoji, for avatars where the platform has none
+    reply: bool = False  # a resident's answer to a person: ahead of narration where posts queue
 
 
 class TownPort(Protocol):

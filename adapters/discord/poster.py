@@ -185,7 +185,7 @@ class WebhookPoster:
         return await self._post(message, hook, webhook_name(self.town.town_name), named)
 
     async def _post(self, message: Outgoing, hook: discord.Webhook, name: str, content: str) -> str:
-        await self.bucket.turn()
+        await self.bucket.turn(urgent=message.reply)
         own = discord.Webhook.partial(hook.id, hook.token or "", session=self._own_session())
         started = datetime.now(UTC)
         try:

@@ -4,14 +4,16 @@ Smallville is founded and brought to the morning on the offline brain (not measu
 runs live through the real gateway against ``bottown fake-llm`` (a fixed latency per call): a
 tick every ``tick_seconds``, while simulated visitors write in several places at once, each
 through the running town as an adapter's member would (``TownRuntime``'s answer posted at once,
-the narration through an outbox pump to a stand-in platform). Each visitor keeps to a place
+the narration through an outbox pump to a stand-in platform that posts at Discord's pace, 2.5 s
+apart in a channel, within ``BOTTOWN_CHANNEL_MESSAGES_PER_MINUTE``). Each visitor keeps to a place
 with residents awake and, in turn, addresses a resident there by name, greets the room, and
 follows up.
 
 Figures: p50/p95 seconds from a message to its first reply on the platform (addressed, and
 not), the longest chain of LLM calls before a first reply, greetings left unanswered where a
-resident was awake, replies that went out folded into a digest, and the share of ticks that
-finished within their interval.
+resident was awake, replies that went out folded into a digest, replies held behind narration
+(that waited for the channel longer than replies alone made them wait), and the share of ticks
+that finished within their interval.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class ChatBench:
     ticks: list[float] = field(default_factory=list)  # seconds each tick took
     tick_seconds: float = 10.0
     replies_in_digests: int = 0
+    replies_held: int = 0  # replies that waited for the channel behind narration
 
     def _waits(self, addressed: bool) -> list[float]:
         return [
@@ -106,6 +109,7 @@ class ChatBench:
                 if m.kind == "greeting" and m.awake_there and m.first_reply is None
             ),
             "replies_in_digests": self.replies_in_digests,
+            "replies_held_behind_narration": self.replies_held,
             "ticks_on_time_pct": round(100 * on_time / len(self.ticks), 1) if self.ticks else None,
             "messages": len(self.messages),
             "ticks": len(self.ticks),
@@ -114,11 +118,12 @@ class ChatBench:
 
 @dataclass
 class _Platform:
-    """The stand-in platform: takes every post at once."""
+    """The stand-in platform: takes every post at once, asking Discord's interval between two
+    posts in a channel."""
 
     name: str = "bench"
     max_chars: int = 2000
-    min_interval_s: float = 0.0
+    min_interval_s: float = 2.5
     sent: int = 0
 
     async def send(self, message: Outgoing) -> str:
@@ -230,7 +235,12 @@ async def run_chat_bench(
             )
             opened = OpenTown(services, engine, StoredUsage(services.store, founded.id), town)
             runtime = TownRuntime(opened, local)
-            pump = OutboxPump(services.store, founded.id, _Platform())
+            pump = OutboxPump(
+                services.store,
+                founded.id,
+                _Platform(),
+                channel_per_minute=local.channel_messages_per_minute,
+            )
             runtime.pumps.append(pump)
             delivery = asyncio.create_task(pump.run(runtime.wake, poll_s=1.0))
             until = time.perf_counter() + minutes * 60
@@ -243,6 +253,7 @@ async def run_chat_bench(
             with contextlib.suppress(asyncio.CancelledError):
                 await delivery
             bench.replies_in_digests = _replies_in_digests(services, founded.id)
+            bench.replies_held = pump.stats.held
             await client.close()
             services.close()
             ChromaIndex.release_all()

@@ -94,7 +94,8 @@ def bench_chat(
     as_json: JsonFlag = False,
 ) -> None:
     """What a visitor feels: seconds to the first reply, LLM chains, unanswered greetings,
-    replies in digests and ticks on time, with Smallville live against the fake LLM server."""
+    replies in digests, replies held behind narration and ticks on time, with Smallville live
+    against the fake LLM server."""
     from bot.bench.chat import run_chat_bench
 
     def run() -> None:

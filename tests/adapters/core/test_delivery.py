@@ -8,6 +8,7 @@ import pytest
 from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
+from adapters.core.digest import digest_holds
 from adapters.core.ports import DeliveryError, Outgoing
 from tests.factories import T0, town_with_events
 from tests.fakes.platform import Clock, FakePlatform, Sleeps
@@ -90,17 +91,30 @@ async def test_a_crash_mid_send_never_posts_twice(store: Store) -> None:
     assert statuses(store) == ["sent", "unknown"]
 
 
-async def test_a_channel_far_behind_gets_a_digest(store: Store) -> None:
-    events = [("said", "Cafe", f"remark {i}") for i in range(12)]
+async def test_a_channel_far_behind_folds_its_narration_and_keeps_speech(store: Store) -> None:
+    events = [("action", "Cafe", f"narration {i}") for i in range(12)]
+    events[4:4] = [("said", "Cafe", f"remark {i}") for i in range(3)]  # ids 5, 6, 7
     town_id = town_with_events(store, events)
     platform = FakePlatform()
     pump = OutboxPump(store, town_id, platform, digest_after=8, sleep=Sleeps())
+    assert await pump.deliver_pending() == 15
+    digest, *speech = platform.sent
+    assert pump.stats.digests == 1 and digest.author == ""
+    assert "12 things happened" in digest.text and "remark" not in digest.text
+    assert "09:00 ☕ narration 0" in digest.text and "09:14 ☕ narration 11" in digest.text
+    assert digest.key == "digest:1-4,8-15"  # the events it holds, not a range
+    assert digest_holds(digest.key) == [1, 2, 3, 4, *range(8, 16)]
+    assert [(m.author, m.text) for m in speech] == [("Isabella", f"remark {i}") for i in range(3)]
+    assert statuses(store) == ["digested"] * 12 + ["sent"] * 3
+
+
+async def test_speech_alone_is_never_folded_however_long(store: Store) -> None:
+    town_id = town_with_events(store, [("said", "Cafe", f"remark {i}") for i in range(12)])
+    platform = FakePlatform()
+    pump = OutboxPump(store, town_id, platform, digest_after=8, sleep=Sleeps())
     assert await pump.deliver_pending() == 12
-    assert len(platform.sent) == 1 and pump.stats.digests == 1
-    digest = platform.sent[0]
-    assert digest.author == "" and "12 things happened" in digest.text
-    assert "09:00 Isabella: remark 0" in digest.text and "09:11 Isabella: remark 11" in digest.text
-    assert statuses(store) == ["digested"] * 12
+    assert [m.text for m in platform.sent] == [f"remark {i}" for i in range(12)]
+    assert pump.stats.digests == 0 and statuses(store) == ["sent"] * 12
 
 
 async def test_a_reply_to_a_visitor_goes_first_and_never_into_a_digest(store: Store) -> None:

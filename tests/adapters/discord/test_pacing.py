@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from adapters.core.delivery import OutboxPump
@@ -45,3 +46,34 @@ async def test_the_server_bucket_spaces_all_channels_and_a_429_holds_them_all() 
     bucket.hold(3.0)  # Discord answered 429: retry after 3 s
     await bucket.turn()
     assert clock.now - 1000.0 == 5.0
+
+
+async def test_a_reply_takes_the_next_turn_ahead_of_waiting_narration() -> None:
+    clock, moves = Clock(), [asyncio.Event()]
+
+    async def sleep(seconds: float) -> None:  # until the test moves the clock on far enough
+        until = clock.now + seconds
+        while clock.now < until:
+            await moves[-1].wait()
+
+    bucket = ServerBucket(0.5, clock=clock, sleep=sleep)
+    order: list[str] = []
+
+    async def post(name: str, urgent: bool = False) -> None:
+        await bucket.turn(urgent=urgent)
+        order.append(f"{name} at {clock.now - 1000.0:g}")
+
+    async def settle() -> None:
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    tasks = [asyncio.create_task(post(f"narration {n}")) for n in (1, 2, 3)]
+    await settle()  # the first went at once; the others wait for their turns
+    tasks.append(asyncio.create_task(post("reply", urgent=True)))
+    await settle()
+    while not all(task.done() for task in tasks):
+        clock.now += 0.5
+        moves.append(asyncio.Event())
+        moves[-2].set()
+        await settle()
+    assert order == ["narration 1 at 0", "reply at 0.5", "narration 2 at 1", "narration 3 at 1.5"]

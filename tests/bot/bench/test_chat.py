@@ -6,7 +6,7 @@ from bot.bench.chat import ChatBench, Message
 
 
 def test_the_figures_are_what_the_visitors_felt() -> None:
-    bench = ChatBench(tick_seconds=10, replies_in_digests=0)
+    bench = ChatBench(tick_seconds=10, replies_in_digests=0, replies_held=2)
     bench.messages = [
         Message("addressed", 0.0, 1.0, chain=1, awake_there=True),
         Message("addressed", 5.0, 7.0, chain=1, awake_there=True),
@@ -24,9 +24,11 @@ def test_the_figures_are_what_the_visitors_felt() -> None:
         "longest_chain_other",
         "unanswered_greetings",
         "replies_in_digests",
+        "replies_held_behind_narration",
         "ticks_on_time_pct",
     }
     assert got["first_reply_p50_s_addressed"] == 1.5 and got["first_reply_p95_s_addressed"] == 1.95
     assert got["first_reply_p95_s_other"] == 2.95
     assert (got["longest_chain_addressed"], got["longest_chain_other"]) == (1, 2)
     assert got["unanswered_greetings"] == 1 and got["ticks_on_time_pct"] == 75.0
+    assert got["replies_held_behind_narration"] == 2
