@@ -111,11 +111,6 @@ def test_the_host_welcomes_the_guests_and_raises_a_toast(run: Events, town: Town
     assert "welcom" in hers.lower() and "toast" in hers.lower()
 
 
-@pytest.mark.xfail(
-    reason="lands with the delivery change (adapters/core/delivery.py, another branch): "
-    "residents' speech goes out as messages of its own, never inside a digest",
-    strict=False,
-)
 async def test_no_residents_speech_inside_a_digest(run: Events, story_dir: Path) -> None:
     """A platform that catches up with the whole backlog at once: the narration folds into
     digests, every line a resident said is a message of its own."""
