@@ -22,8 +22,7 @@ from bot.runtime.commands import Command, Commands, thinking
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
-from town.inputs import card, visitor
-from town.inputs.card import ResidentCard, TownMap
+from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.unit import clean_text
@@ -33,6 +32,8 @@ from town.store.db import Store
 from town.store.lease import Leases
 from town.store.usage import DailyTokenBudget
 from town.tick.engine import Engine, TickReport, TownChanged
+from town.views import card
+from town.views.card import ResidentCard, TownMap
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,16 @@
-"""What an admin does to a town: a resident's inner voice, an object's state, the clock."""
+"""What an admin does to a town: a resident's inner voice, an object's state, the clock.
+
+Each is written at once, in a short transaction of its own, and never makes a tick think again
+(none raises the town's revision): what it writes is never what a tick writes over.
+
+- ``whisper`` waits as a pending input (``PendingInput``) that the next tick to start takes in:
+  the resident hears it then, as before, and a tick thinking meanwhile is left alone.
+- ``set`` writes the object's row at once (``look`` shows it); residents there notice it at the
+  next tick to start. Should a tick thinking meanwhile change the same object, its commit comes
+  later and wins, as the later of two edits does.
+- ``pause`` and ``speed`` write the town's own columns, which a tick leaves alone: a tick thinking
+  meanwhile commits, and the next one is paused or moves at the new pace.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +20,8 @@ from uuid import uuid4
 from town.inputs.unit import InputUnit, clean_text, input_unit
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
+from town.store.models import PendingInput
 from town.tick.engine import Engine
-from town.tick.state import ResidentState
 from town.world.places import World
 
 MIN_TICK_SECONDS, MAX_TICK_SECONDS = 0.05, 3600.0
@@ -23,13 +35,12 @@ async def whisper(
     words = clean_text(text)
     if not words:
         raise ValueError("whisper what? the text is empty")
-    async with input_unit(engine) as unit:
+    async with input_unit(engine, changes_town=False) as unit:
         row = unit.resident(resident)
-        state = ResidentState.of(row)
-        state.inbox.append(f"Inner voice: {words}")
-        state.directive = words
-        state.save(row)
-        unit.session.add(row)
+        pending = PendingInput(
+            town_id=engine.town_id, resident=row.name, kind="whisper", text=words
+        )
+        unit.session.add(pending)
         who = audit.identity(by, platform, user_id)
         area = World.area_of(row.location)
         said = f"{row.name}: {words}"
@@ -51,7 +62,7 @@ async def set_object(
     words = clean_text(new_state, 200)
     if not words:
         raise ValueError("set it to what? the state is empty")
-    async with input_unit(engine) as unit:
+    async with input_unit(engine, changes_town=False) as unit:
         world = World.load(unit.session, engine.town_id, engine.spec)
         place, name = world.find_object(path)
         world.set_state(unit.session, place, name, words)
@@ -75,7 +86,7 @@ async def set_paused(engine: Engine, paused: bool, *, announce_in: str = "") -> 
     """Stop or start the town's clock (stored, so a restart keeps it); returns the game time.
     Resuming marks the wall time the clock runs again from, so a pause is never time missed.
     When the clock changes, one public line says so in the area ``announce_in`` (if given)."""
-    async with input_unit(engine) as unit:
+    async with input_unit(engine, changes_town=False) as unit:
         town = unit.town
         changed = town.paused != paused
         if town.paused and not paused:
@@ -104,7 +115,7 @@ async def set_speed(
         raise ValueError(
             f"seconds between ticks must be {MIN_TICK_SECONDS:g} to {MAX_TICK_SECONDS:g}"
         )
-    async with input_unit(engine) as unit:
+    async with input_unit(engine, changes_town=False) as unit:
         town = unit.town
         changed = (town.minutes_per_tick, town.tick_seconds) != (minutes_per_tick, tick_seconds)
         town.minutes_per_tick = minutes_per_tick

@@ -220,3 +220,25 @@ class WorkerRow(SQLModel, table=True):
     host: str = Field(default="", max_length=200)
     pid: int = 0
     heartbeat_at: datetime = Field(default_factory=utcnow)
+
+
+class IdCounter(SQLModel, table=True):
+    """The next id of a table whose ids are made in Python (``town/store/ids.py``): a tick
+    gives its new memories, plan items and conversations their ids while it thinks, with no
+    flush, from blocks reserved here in short transactions of their own."""
+
+    __tablename__ = "idcounter"
+    name: str = Field(primary_key=True, max_length=40)  # the table
+    next_id: int
+
+
+class PendingInput(SQLModel, table=True):
+    """An admin's input that waits for the next tick to start (an inner voice): written at
+    once in a short transaction of its own, taken in and deleted by the tick that reads it."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    resident: str = Field(max_length=80)
+    kind: str = Field(max_length=20)  # whisper
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
