@@ -236,7 +236,10 @@ async def _page(
     ]
     n = 0
     while time.perf_counter() < until:
-        await ticking.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ticking.wait(), 1.0)  # (the last tick may have been)
+        if not ticking.is_set():
+            continue
         began = time.perf_counter()
         await reads[n % len(reads)](n // len(reads))
         if ticking.is_set():

@@ -123,15 +123,21 @@ class Store:
                 fn()
 
     @staticmethod
-    def commit(session: Session) -> None:
+    def commit(session: Session) -> Callable[[], None]:
         """Commit a session opened by ``session()`` before its end (a tick's one write), with
-        its before- and after-commit work; what follows in the session is a new transaction."""
+        its before-commit work; returns its after-commit work, for the caller to run once it
+        has let go of what it holds. What follows in the session is a new transaction."""
         for before in session.info.pop(_BEFORE_COMMIT, []):
             before(session)
         session.commit()
         session.info.pop(_AFTER_ROLLBACK, None)
-        for fn in session.info.pop(_AFTER_COMMIT, []):
-            fn()
+        after = session.info.pop(_AFTER_COMMIT, [])
+
+        def committed() -> None:
+            for fn in after:
+                fn()
+
+        return committed
 
     @staticmethod
     def end_read(session: Session) -> None:

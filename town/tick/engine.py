@@ -199,8 +199,9 @@ class Engine:
                     session.flush()  # (what the guard reads is what commits)
                     if self.guard is not None:
                         self.guard(session)
-                    Store.commit(session)
+                    committed = Store.commit(session)
                     write_ms = (time.perf_counter() - began) * 1000
+                committed()  # (the index writes and caches: the lock is free again)
             if self.after_commit:
                 self.after_commit()
             return TickReport(now, tick.events, chain=chain, write_ms=write_ms)
