@@ -9,7 +9,9 @@ Each is written at once, in a short transaction of its own, and never makes a ti
   next tick to start. Should a tick thinking meanwhile change the same object, its commit comes
   later and wins, as the later of two edits does.
 - ``pause`` and ``speed`` write the town's own columns, which a tick leaves alone: a tick thinking
-  meanwhile commits, and the next one is paused or moves at the new pace.
+  meanwhile commits, and the next one is paused or moves at the new pace. A pause answers once
+  the tick in flight in this process has committed (holding nothing meanwhile), so the time it
+  gives is the time the clock stopped.
 """
 
 from __future__ import annotations
@@ -85,7 +87,11 @@ async def set_object(
 async def set_paused(engine: Engine, paused: bool, *, announce_in: str = "") -> datetime:
     """Stop or start the town's clock (stored, so a restart keeps it); returns the game time.
     Resuming marks the wall time the clock runs again from, so a pause is never time missed.
-    When the clock changes, one public line says so in the area ``announce_in`` (if given)."""
+    When the clock changes, one public line says so in the area ``announce_in`` (if given).
+
+    A pause is written at once; a tick this process is thinking meanwhile still commits, and
+    the pause answers once it has (holding nothing while it waits), so the time it gives is the
+    time the clock stopped, and nothing new happens in the town after it answers."""
     async with input_unit(engine, changes_town=False) as unit:
         town = unit.town
         changed = town.paused != paused
@@ -93,10 +99,16 @@ async def set_paused(engine: Engine, paused: bool, *, announce_in: str = "") -> 
             town.last_tick_at = datetime.now(UTC)
         town.paused = paused
         unit.session.add(town)
+        if changed and not paused:
+            _announce(unit, announce_in, f"The town's clock runs again at {town.clock:%A %H:%M}.")
+    if not paused:
+        return town.clock
+    async with engine.ticking:  # (the tick in flight, if any, has committed)
+        pass
+    async with input_unit(engine, changes_town=False) as unit:
         if changed:
-            said = "stops" if paused else "runs again"
-            _announce(unit, announce_in, f"The town's clock {said} at {town.clock:%A %H:%M}.")
-    return town.clock
+            _announce(unit, announce_in, f"The town's clock stops at {unit.clock:%A %H:%M}.")
+        return unit.clock
 
 
 async def set_speed(

@@ -34,8 +34,8 @@ class Town(SQLModel, table=True):
     tick_seconds: float | None = None  # real seconds between ticks; None: the settings' default
     last_tick_at: datetime | None = None  # wall time of the last committed tick
     created_at: datetime = Field(default_factory=utcnow)
-    # raised by every tick and every input (Engine.unit): a writer that read it knows from it
-    # that no other process changed the town since (engine.TownChanged)
+    # raised by every tick (and an input that writes a resident's row, Engine.unit): a tick that
+    # read it knows from it that no other process's tick changed the town since (TownChanged)
     revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 

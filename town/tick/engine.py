@@ -173,7 +173,8 @@ class Engine:
         """Advance the town by one tick (a paused town does not move unless ``force``): read a
         snapshot, think with nothing held, write the results in one short transaction."""
         async with self.ticking:
-            blocks(self.store.engine).top_up()  # ids for what it adds (a write of its own)
+            async with self.lock:  # ids for what it adds (a short write of its own)
+                blocks(self.store.engine).top_up()
             with self.store.session(autoflush=False) as session:
                 town = self.town(session)
                 seen = town.revision

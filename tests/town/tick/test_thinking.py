@@ -72,13 +72,17 @@ async def test_reads_and_inputs_never_wait_for_a_thinking_tick(store: Store) -> 
         await whisper(engine, "Klaus", "Remember to call your sister")
         await set_object(engine, "Hobbs Cafe: kitchen: stove", "gleaming")
         await set_speed(engine, 10)
-        await set_paused(engine, True)
-        await set_paused(engine, False)
 
     await asyncio.wait_for(meanwhile(), DEADLOCK_GUARD_S)
     assert not flying.done()  # every read and input above completed while the tick thought
+    pausing = asyncio.create_task(set_paused(engine, True))
+    await asyncio.sleep(0)  # (it runs up to its wait for the tick in flight)
+    assert _paused(store) and not pausing.done()  # written at once, answered after the tick
     brain.gate.set()
-    await flying  # and the tick commits: met by inputs, it never thinks again
+    report = await flying  # and the tick commits: met by inputs, it never thinks again
+    assert await pausing == report.clock  # the time the clock stopped
+    assert (await engine.tick()).skipped
+    await set_paused(engine, False)
     assert all(n == 1 for n in _calls(brain, since).values())
     with store.session() as s:
         pending = [p.text for p in s.exec(select(PendingInput)).all()]
@@ -112,6 +116,11 @@ async def test_an_interview_answers_while_a_tick_thinks_and_writes_only_its_audi
     assert kinds.count("interview") == 2 and kinds.count("answer") == 2
     brain.gate.set()
     await flying
+
+
+def _paused(store: Store) -> bool:
+    with store.session() as s:
+        return bool(s.exec(select(Town)).one().paused)
 
 
 def _memories(store: Store, name: str) -> list[Memory]:
