@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from town.inputs.card import ResidentCard, TownMap
+from town.views.card import ResidentCard, TownMap
 
 
 @dataclass(frozen=True)

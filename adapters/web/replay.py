@@ -16,7 +16,7 @@ from adapters.core.text import render
 from adapters.web.pages import add_pages
 from adapters.web.requests import url_host
 from adapters.web.townmap import layout
-from town.inputs.card import MapPlace
+from town.views.card import MapPlace
 from town.world.places import World
 
 ACTIONS = ("action", "reacted", "woke", "slept", "said")

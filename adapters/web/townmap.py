@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from town.inputs.card import MapPlace, Present, Remembered, ResidentCard, TownMap
+from town.views.card import MapPlace, Present, Remembered, ResidentCard, TownMap
 
 
 def layout(places: Iterable[MapPlace]) -> list[dict[str, Any]]:

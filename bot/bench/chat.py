@@ -13,7 +13,10 @@ Figures: p50/p95 seconds from a message to its first reply on the platform (addr
 not), the longest chain of LLM calls before a first reply, greetings left unanswered where a
 resident was awake, replies that went out folded into a digest, replies held behind narration
 (that waited for the channel longer than replies alone made them wait), and the share of ticks
-that finished within their interval.
+that finished within their interval. Beside them a page reads the town as a browser would (the map,
+a resident's card, a channel's history, ``look``) while ticks think: ``view_p95_ms``; and
+``longest_write_ms`` (a tick's one write), ``rethought_calls`` (LLM calls of ticks that failed,
+and so are made again).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,8 @@ from sqlmodel import Session, select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Outgoing
+from adapters.web.feed import Feed
+from adapters.web.history import History
 from bot.bench.town import bench_gateway, found_bench_town, start_fake_llm
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
@@ -49,6 +55,7 @@ from town.store.models import Delivery, OutboxEvent
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine
 from town.tick.state import ResidentState
+from town.views import places
 from town.world.load import load_town
 from town.world.places import World
 
@@ -74,6 +81,9 @@ class ChatBench:
     tick_seconds: float = 10.0
     replies_in_digests: int = 0
     replies_held: int = 0  # replies that waited for the channel behind narration
+    views_ms: list[float] = field(default_factory=list)  # reads made while a tick thought
+    longest_write_ms: float = 0.0
+    rethought_calls: int = 0
 
     def _waits(self, addressed: bool) -> list[float]:
         return [
@@ -113,6 +123,11 @@ class ChatBench:
             "ticks_on_time_pct": round(100 * on_time / len(self.ticks), 1) if self.ticks else None,
             "messages": len(self.messages),
             "ticks": len(self.ticks),
+            "view_p50_ms": pct(self.views_ms, 50),
+            "view_p95_ms": pct(self.views_ms, 95),
+            "views": len(self.views_ms),
+            "longest_write_ms": round(self.longest_write_ms, 1),
+            "rethought_calls": self.rethought_calls,
         }
 
 
@@ -187,15 +202,55 @@ async def _visitor(
         await asyncio.sleep(rng.uniform(6, 12))
 
 
-async def _ticks(runtime: TownRuntime, bench: ChatBench, until: float) -> None:
+async def _ticks(
+    runtime: TownRuntime, bench: ChatBench, until: float, tally: UsageTally, ticking: asyncio.Event
+) -> None:
     """The town's ticks, one every ``tick_seconds`` (a late tick starts the next at once)."""
     while time.perf_counter() < until:
-        began = time.perf_counter()
-        await runtime.tick()
+        began, calls = time.perf_counter(), tally.total.calls
+        ticking.set()
+        report = await runtime.tick()
+        ticking.clear()
         took = time.perf_counter() - began
         bench.ticks.append(took)
+        if report is None:  # rolled back: its calls are made again by the next tick
+            bench.rethought_calls += tally.total.calls - calls
+        else:
+            bench.longest_write_ms = max(bench.longest_write_ms, report.write_ms)
         runtime.wake.set()
         await asyncio.sleep(max(0.0, bench.tick_seconds - took))
+
+
+async def _history(history: History, area: str) -> None:
+    history.load(Feed(), [area])
+
+
+async def _page(
+    runtime: TownRuntime, bench: ChatBench, until: float, ticking: asyncio.Event
+) -> None:
+    """A page reading the town while ticks think: the map, a card, a channel's history and
+    ``look``, in turn; each read's time is kept if a tick was thinking when it was made."""
+    engine, history = runtime.engine, History(runtime.store, runtime.town_id, "bench")
+    names = [r.name for r in engine.spec.residents]
+    areas = [a.name for a in engine.spec.areas]
+    reads: list[Callable[[int], Awaitable[object]]] = [
+        lambda n: runtime.town_map(),
+        lambda n: runtime.resident_card(names[n % len(names)]),
+        lambda n: _history(history, areas[n % len(areas)]),
+        lambda n: places.look(engine, areas[n % len(areas)]),
+    ]
+    n = 0
+    while time.perf_counter() < until:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ticking.wait(), 1.0)  # (the last tick may have been)
+        if not ticking.is_set():
+            continue
+        began = time.perf_counter()
+        await reads[n % len(reads)](n // len(reads))
+        if ticking.is_set():
+            bench.views_ms.append((time.perf_counter() - began) * 1000)
+        n += 1
+        await asyncio.sleep(0.25)
 
 
 def _replies_in_digests(services: Services, town_id: int) -> int:
@@ -229,7 +284,8 @@ async def run_chat_bench(
                 await morning.tick()
             flush_queues(services.executor)
             client = open_client(url, "bench", max(30.0, latency_ms / 100))
-            gateway = bench_gateway(client, UsageTally(), concurrency)
+            tally, ticking = UsageTally(), asyncio.Event()
+            gateway = bench_gateway(client, tally, concurrency)
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, founded.id
             )
@@ -245,7 +301,8 @@ async def run_chat_bench(
             delivery = asyncio.create_task(pump.run(runtime.wake, poll_s=1.0))
             until = time.perf_counter() + minutes * 60
             await asyncio.gather(
-                _ticks(runtime, bench, until),
+                _ticks(runtime, bench, until, tally, ticking),
+                _page(runtime, bench, until, ticking),
                 *(_visitor(runtime, bench, n, places, until) for n in range(visitors)),
             )
             await pump.deliver_pending()

@@ -14,11 +14,16 @@ and embedding the seed memories) is not counted.
   the event loop's thread over the ticks (what the wall time adds to the critical path is mostly
   this: the loop thinks for every resident in turn, and one tick's calls go out one after another);
 - ``fallback_share``: answers by the offline fallback over all answers, ``fallbacks_by_task`` (by
-  reason) and ``answers_by_task``; ``response_format``: the mode the server settled on.
+  reason) and ``answers_by_task``; ``response_format``: the mode the server settled on;
+- ``longest_write_ms``: the longest write transaction of a tick (its one write, after thinking);
+  ``rethought_calls``: LLM calls made by ticks that another writer made roll back (and so made
+  again); with ``--admin-every-min N``, an admin command (a whisper or a ``set``, in turn) every
+  N game minutes, sent while a tick thinks, and ``admin_longest_ms``, the longest of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -32,9 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from sqlmodel import select
 
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services
+from town.inputs import admin
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.gateway import LLMGateway
@@ -42,8 +49,8 @@ from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
-from town.store.models import Town
-from town.tick.engine import Engine, TickReport
+from town.store.models import Town, WorldObject
+from town.tick.engine import Engine, TickReport, TownChanged
 from town.tick.seed import found_town
 from town.world.load import load_town
 from town.world.persona import TownSpec
@@ -72,6 +79,7 @@ class TownBench:
     llm: str = "fake"
     answers: dict[str, Any] = field(default_factory=dict)
     response_format: str = "json_schema"
+    writes: Writes = field(default_factory=lambda: Writes())
 
     def as_json(self) -> dict[str, Any]:
         per = self.residents * self.days
@@ -97,8 +105,63 @@ class TownBench:
             "loop_cpu_s": round(self.loop_cpu_s, 2),
             "llm": self.llm,
             "response_format": self.response_format,
+            **self.writes.as_json(),
             **self.answers,
         }
+
+
+@dataclass
+class Writes:
+    """How long the bench's writes took, and what was thought again."""
+
+    longest_write_ms: float = 0.0
+    rethought_calls: int = 0
+    admin_ms: list[float] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "longest_write_ms": round(self.longest_write_ms, 1),
+            "rethought_calls": self.rethought_calls,
+            "admin_inputs": len(self.admin_ms),
+            "admin_longest_ms": round(max(self.admin_ms, default=0.0), 1),
+        }
+
+
+async def admin_while_thinking(
+    engine: Engine, objects: list[str], n: int, wait_s: float, writes: Writes
+) -> None:
+    """The ``n``-th admin command of a bench (a whisper or a ``set``, in turn), sent ``wait_s``
+    after the tick it meets began (inside its first LLM call), timed."""
+    await asyncio.sleep(wait_s)
+    began = time.perf_counter()
+    if n % 2 == 0 or not objects:
+        resident = engine.spec.residents[n % len(engine.spec.residents)].name
+        await admin.whisper(engine, resident, "Think about the week ahead", by="bench")
+    else:
+        path = objects[n % len(objects)]
+        await admin.set_object(engine, path, "being tidied up", by="bench")
+    writes.admin_ms.append((time.perf_counter() - began) * 1000)
+
+
+async def tick_counted(engine: Engine, tally: UsageTally, writes: Writes) -> TickReport:
+    """One tick; one that another writer made roll back (``TownChanged``) runs again, and the
+    LLM calls it made count as thought again."""
+    while True:
+        calls = tally.total.calls
+        try:
+            report = await engine.tick()
+        except TownChanged:
+            writes.rethought_calls += tally.total.calls - calls
+            continue
+        writes.longest_write_ms = max(writes.longest_write_ms, report.write_ms)
+        return report
+
+
+def object_paths(engine: Engine) -> list[str]:
+    """Every object of the town, as ``set`` names it ("Area: sub-area: object")."""
+    with engine.store.session() as s:
+        rows = s.exec(select(WorldObject).where(WorldObject.town_id == engine.town_id)).all()
+        return sorted(f"{row.location}: {row.name}" for row in rows)
 
 
 def _free_port() -> int:
@@ -212,6 +275,7 @@ async def run_town_bench(
     concurrency: int = 64,
     progress: Callable[[int, int], None] | None = None,
     llm: str = "fake",
+    admin_every_min: int = 0,
 ) -> TownBench:
     spec = load_town("smallville")
     if not 1 <= residents <= len(spec.residents):
@@ -237,12 +301,20 @@ async def run_town_bench(
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, bench.id
             )
-            total = int(timedelta(hours=hours) / timedelta(minutes=bench.town.minutes_per_tick))
+            step = bench.town.minutes_per_tick
+            total = int(timedelta(hours=hours) / timedelta(minutes=step))
             activity: Counter[str] = Counter()
-            chain = 0
+            chain, writes, objects = 0, Writes(), object_paths(engine)
             began, began_cpu = time.perf_counter(), time.thread_time()
             for done in range(total):
-                report = await engine.tick()
+                ticking = asyncio.create_task(tick_counted(engine, tally, writes))
+                if admin_every_min and done * step // admin_every_min < (done + 1) * step // (
+                    admin_every_min
+                ):
+                    wait_s = latency_ms / 2000  # (mid-call, at the fake server's latency)
+                    n = len(writes.admin_ms)
+                    await admin_while_thinking(engine, objects, n, wait_s, writes)
+                report = await ticking
                 chain += report.chain
                 _count(activity, report)
                 if progress:
@@ -269,4 +341,5 @@ async def run_town_bench(
         settings.llm_model if proc is None else "fake",
         gateway.report.as_json(),
         gateway.response_format_kind,
+        writes,
     )

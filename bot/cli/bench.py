@@ -34,10 +34,16 @@ def bench_town(
         str,
         typer.Option(help="fake: the fake LLM server; configured: the LLM the settings name."),
     ] = "fake",
+    admin_every_min: Annotated[
+        int,
+        typer.Option(
+            min=0, help="An admin command (whisper or set) every N game minutes, mid-tick; 0: none."
+        ),
+    ] = 0,
     as_json: JsonFlag = False,
 ) -> None:
     """LLM calls, tokens, activity and fallbacks per resident per game day, against the fake LLM
-    server or the configured LLM."""
+    server or the configured LLM; the longest write, and LLM calls made again after a conflict."""
     from bot.bench.town import report_lines, run_town_bench
 
     def run() -> None:
@@ -45,7 +51,14 @@ def bench_town(
         with progress_counter("ticks") as progress:
             result = asyncio.run(
                 run_town_bench(
-                    settings, residents, hours, latency_ms, concurrency, progress, llm=llm
+                    settings,
+                    residents,
+                    hours,
+                    latency_ms,
+                    concurrency,
+                    progress,
+                    llm=llm,
+                    admin_every_min=admin_every_min,
                 )
             ).as_json()
         if as_json:
@@ -76,6 +89,11 @@ def bench_town(
         out.print(
             f"wall {result['wall_s']} s, serial {result['serial_s']} s, critical path "
             f"{result['critical_path_s']} s, event loop CPU {result['loop_cpu_s']} s"
+        )
+        out.print(
+            f"longest write {result['longest_write_ms']} ms, LLM calls made again "
+            f"{result['rethought_calls']}, admin commands {result['admin_inputs']} "
+            f"(longest {result['admin_longest_ms']} ms)"
         )
         out.print("\n".join(report_lines(result)), highlight=False)
 

@@ -11,7 +11,7 @@ import typer
 
 from adapters.web.replay import ReplayPage, read_replay
 from bot.cli.common import guarded, out, settings_and_logging
-from town.inputs.card import MapPlace
+from town.views.card import MapPlace
 from town.world.load import available_towns, load_town
 
 

@@ -21,6 +21,7 @@ from town.llm.port import Brain
 from town.llm.report import status_lines
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.tick.engine import Engine, TownChanged, until_unchanged
+from town.views import places
 
 OFFLINE_LABEL = "offline brain (deterministic, no LLM)"
 MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
@@ -176,10 +177,10 @@ class Commands:
         place = " ".join(args) or caller.location
         if not place:
             raise ValueError("look where? use this in a place's channel, or name a place")
-        return Reply(await query.look(self.engine, place), True)
+        return Reply(await places.look(self.engine, place), True)
 
     async def _where(self, caller: Caller, args: list[str]) -> Reply:
-        seen = await query.whereabouts(self.engine)
+        seen = await places.whereabouts(self.engine)
         lines = [f"{seen.clock:%A %H:%M}" + (" (paused)" if seen.paused else "")]
         for area, people in sorted(seen.by_area.items()):
             names = ", ".join(n + ("" if awake else " (asleep)") for n, _, awake in people)
@@ -187,7 +188,7 @@ class Commands:
         return Reply("\n".join(lines), True)
 
     async def _time(self, caller: Caller, args: list[str]) -> Reply:
-        seen = await query.whereabouts(self.engine)
+        seen = await places.whereabouts(self.engine)
         state = "paused" if seen.paused else f"{seen.minutes_per_tick} game minutes a tick"
         return Reply(f"It is {seen.clock:%A, %B %d, %H:%M} in town ({state}).", True)
 
@@ -293,7 +294,7 @@ class Commands:
         return next((a.name for a in self.engine.spec.areas if a.name.casefold() == wanted), "")
 
     async def _status(self, caller: Caller, args: list[str]) -> Reply:
-        seen = await query.whereabouts(self.engine)
+        seen = await places.whereabouts(self.engine)
         people = [p for group in seen.by_area.values() for p in group]
         awake = sum(1 for _, _, is_awake in people if is_awake)
         lines = [

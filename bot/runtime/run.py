@@ -25,8 +25,7 @@ from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
 from town.features.consent.forget import finish_pending
 from town.features.consent.member import Member
-from town.inputs import card, visitor
-from town.inputs.card import ResidentCard, TownMap
+from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.unit import clean_text
@@ -36,6 +35,8 @@ from town.store.db import Store
 from town.store.lease import Leases
 from town.store.usage import DailyTokenBudget
 from town.tick.engine import Engine, TickReport, TownChanged
+from town.views import card
+from town.views.card import ResidentCard, TownMap
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,18 @@
-"""What an admin does to a town: a resident's inner voice, an object's state, the clock."""
+"""What an admin does to a town: a resident's inner voice, an object's state, the clock.
+
+Each is written at once, in a short transaction of its own, and never makes a tick think again
+(none raises the town's revision): what it writes is never what a tick writes over.
+
+- ``whisper`` waits as a pending input (``PendingInput``) that the next tick to start takes in:
+  the resident hears it then, as before, and a tick thinking meanwhile is left alone.
+- ``set`` writes the object's row at once (``look`` shows it); residents there notice it at the
+  next tick to start. Should a tick thinking meanwhile change the same object, its commit comes
+  later and wins, as the later of two edits does.
+- ``pause`` and ``speed`` write the town's own columns, which a tick leaves alone: a tick thinking
+  meanwhile commits, and the next one is paused or moves at the new pace. A pause answers once
+  the tick in flight in this process has committed (holding nothing meanwhile), so the time it
+  gives is the time the clock stopped.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +22,8 @@ from uuid import uuid4
 from town.inputs.unit import InputUnit, clean_text, input_unit
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
+from town.store.models import PendingInput
 from town.tick.engine import Engine
-from town.tick.state import ResidentState
 from town.world.places import World
 
 MIN_TICK_SECONDS, MAX_TICK_SECONDS = 0.05, 3600.0
@@ -23,13 +37,12 @@ async def whisper(
     words = clean_text(text)
     if not words:
         raise ValueError("whisper what? the text is empty")
-    async with input_unit(engine) as unit:
+    async with input_unit(engine, changes_town=False) as unit:
         row = unit.resident(resident)
-        state = ResidentState.of(row)
-        state.inbox.append(f"Inner voice: {words}")
-        state.directive = words
-        state.save(row)
-        unit.session.add(row)
+        pending = PendingInput(
+            town_id=engine.town_id, resident=row.name, kind="whisper", text=words
+        )
+        unit.session.add(pending)
         who = audit.identity(by, platform, user_id)
         area = World.area_of(row.location)
         said = f"{row.name}: {words}"
@@ -51,7 +64,7 @@ async def set_object(
     words = clean_text(new_state, 200)
     if not words:
         raise ValueError("set it to what? the state is empty")
-    async with input_unit(engine) as unit:
+    async with input_unit(engine, changes_town=False) as unit:
         world = World.load(unit.session, engine.town_id, engine.spec)
         place, name = world.find_object(path)
         world.set_state(unit.session, place, name, words)
@@ -74,18 +87,28 @@ async def set_object(
 async def set_paused(engine: Engine, paused: bool, *, announce_in: str = "") -> datetime:
     """Stop or start the town's clock (stored, so a restart keeps it); returns the game time.
     Resuming marks the wall time the clock runs again from, so a pause is never time missed.
-    When the clock changes, one public line says so in the area ``announce_in`` (if given)."""
-    async with input_unit(engine) as unit:
+    When the clock changes, one public line says so in the area ``announce_in`` (if given).
+
+    A pause is written at once; a tick this process is thinking meanwhile still commits, and
+    the pause answers once it has (holding nothing while it waits), so the time it gives is the
+    time the clock stopped, and nothing new happens in the town after it answers."""
+    async with input_unit(engine, changes_town=False) as unit:
         town = unit.town
         changed = town.paused != paused
         if town.paused and not paused:
             town.last_tick_at = datetime.now(UTC)
         town.paused = paused
         unit.session.add(town)
+        if changed and not paused:
+            _announce(unit, announce_in, f"The town's clock runs again at {town.clock:%A %H:%M}.")
+    if not paused:
+        return town.clock
+    async with engine.ticking:  # (the tick in flight, if any, has committed)
+        pass
+    async with input_unit(engine, changes_town=False) as unit:
         if changed:
-            said = "stops" if paused else "runs again"
-            _announce(unit, announce_in, f"The town's clock {said} at {town.clock:%A %H:%M}.")
-    return town.clock
+            _announce(unit, announce_in, f"The town's clock stops at {unit.clock:%A %H:%M}.")
+        return unit.clock
 
 
 async def set_speed(
@@ -104,7 +127,7 @@ async def set_speed(
         raise ValueError(
             f"seconds between ticks must be {MIN_TICK_SECONDS:g} to {MAX_TICK_SECONDS:g}"
         )
-    async with input_unit(engine) as unit:
+    async with input_unit(engine, changes_town=False) as unit:
         town = unit.town
         changed = (town.minutes_per_tick, town.tick_seconds) != (minutes_per_tick, tick_seconds)
         town.minutes_per_tick = minutes_per_tick

@@ -1,4 +1,5 @@
-"""One input, one unit of work: under the engine's lock, in one transaction, audited, and the
+"""One input, one unit of work: under the engine's lock (the writers of this process, held by a
+tick only for its short write, never while it thinks), in one transaction, audited, and the
 engine's ``after_commit`` run once it committed. Also the names an input resolves (a resident,
 a place) and the one-line text it keeps."""
 
@@ -60,18 +61,23 @@ class InputUnit:
 
     def resident(self, name: str) -> Resident:
         """The resident ``name`` stands for (see :func:`resident_named`)."""
-        residents = self.engine.residents(self.session)
-        full = resident_named(residents, name)
-        if full is None:
-            raise UnknownResident(
-                f"no resident named {name!r}; residents: {', '.join(sorted(residents))}"
-            )
-        return residents[full]
+        return find_resident(self.engine.residents(self.session), name)
+
+
+def find_resident(residents: dict[str, Resident], name: str) -> Resident:
+    """The resident ``name`` stands for (see :func:`resident_named`); ``UnknownResident``."""
+    full = resident_named(residents, name)
+    if full is None:
+        raise UnknownResident(
+            f"no resident named {name!r}; residents: {', '.join(sorted(residents))}"
+        )
+    return residents[full]
 
 
 @asynccontextmanager
 async def input_unit(engine: Engine, *, changes_town: bool = True) -> AsyncIterator[InputUnit]:
-    """The unit of work of one input (see ``Engine.unit`` for ``changes_town``)."""
+    """The unit of work of one input (see ``Engine.unit`` for ``changes_town``: only an input
+    that writes what a tick writes too, a resident's state, raises the town's revision)."""
     async with engine.lock:
         with engine.unit(changes_town=changes_town) as session:
             yield InputUnit(engine, session, engine.town(session))

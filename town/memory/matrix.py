@@ -11,13 +11,20 @@ import logging
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session, col
 
 from town.memory.resident_vectors import ResidentVectors
-from town.memory.retrieval import RetrievalWeights, game_hours, score_candidates, top_k
+from town.memory.retrieval import (
+    RetrievalWeights,
+    from_hours,
+    game_hours,
+    score_candidates,
+    top_k,
+)
 from town.store.models import MEMORY_KINDS, Memory
 
 log = logging.getLogger(__name__)
@@ -45,16 +52,13 @@ class MemoryMatrix:
     access_h: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
     kinds: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
     row_of: dict[int, int] = field(default_factory=dict)
+    # what a retrieval returns besides the scores, so that it reads nothing from the store
+    texts: list[str] = field(default_factory=list)
+    private: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.bool_))
+    created_h: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float64))
 
-    def append(
-        self,
-        ids: np.ndarray,
-        vectors: np.ndarray,
-        imp: np.ndarray,
-        acc: np.ndarray,
-        kinds: np.ndarray,
-    ) -> None:
-        need = self.size + len(ids)
+    def append(self, vectors: np.ndarray, rows: Rows) -> None:
+        need = self.size + len(rows.ids)
         if need > len(self.ids):
             cap = max(need, 2 * len(self.ids), 256)
             self.ids = _grow(self.ids, cap)
@@ -62,12 +66,33 @@ class MemoryMatrix:
             self.importance = _grow(self.importance, cap)
             self.access_h = _grow(self.access_h, cap)
             self.kinds = _grow(self.kinds, cap)
+            self.private = _grow(self.private, cap)
+            self.created_h = _grow(self.created_h, cap)
         sl = slice(self.size, need)
-        self.ids[sl], self.vectors[sl], self.importance[sl] = ids, vectors, imp
-        self.access_h[sl], self.kinds[sl] = acc, kinds
-        for offset, mem_id in enumerate(ids.tolist()):
+        self.ids[sl], self.vectors[sl], self.importance[sl] = rows.ids, vectors, rows.importance
+        self.access_h[sl], self.kinds[sl] = rows.access_h, rows.kinds
+        self.private[sl], self.created_h[sl] = rows.private, rows.created_h
+        self.texts.extend(rows.texts)
+        for offset, mem_id in enumerate(rows.ids.tolist()):
             self.row_of[mem_id] = self.size + offset
         self.size = need
+
+    def memory(self, mem_id: int, resident_id: int, last_access: datetime) -> Memory | None:
+        """The memory ``mem_id`` as held here (a row not in any session), or None."""
+        row = self.row_of.get(mem_id)
+        if row is None:
+            return None
+        created = from_hours(float(self.created_h[row]))
+        return Memory(
+            id=mem_id,
+            resident_id=resident_id,
+            kind=MEMORY_KINDS[int(self.kinds[row])],
+            text=self.texts[row],
+            created=created,
+            last_access=last_access,
+            importance=int(self.importance[row]),
+            private=bool(self.private[row]),
+        )
 
     def touch(self, ids: Sequence[int], hours: float) -> None:
         rows = [self.row_of[i] for i in ids if i in self.row_of]
@@ -109,13 +134,35 @@ def _grow(arr: np.ndarray, cap: int) -> np.ndarray:
 
 
 @dataclass
-class _Pending:
-    """New memories whose vectors are still being computed."""
+class Rows:
+    """Memories as columns, but for their vectors."""
 
     ids: np.ndarray
     importance: np.ndarray
     access_h: np.ndarray
     kinds: np.ndarray
+    private: np.ndarray
+    created_h: np.ndarray
+    texts: list[str]
+
+    @classmethod
+    def of(cls, rows: Sequence[Memory]) -> Rows:
+        return cls(
+            np.array([r.id for r in rows], dtype=np.int64),
+            np.array([r.importance for r in rows], dtype=np.float32),
+            np.array([game_hours(r.last_access) for r in rows], dtype=np.float64),
+            np.array([KIND_CODES.get(r.kind, 0) for r in rows], dtype=np.int8),
+            np.array([r.private for r in rows], dtype=np.bool_),
+            np.array([game_hours(r.created) for r in rows], dtype=np.float64),
+            [r.text for r in rows],
+        )
+
+
+@dataclass
+class _Pending:
+    """New memories whose vectors are still being computed."""
+
+    rows: Rows
     vectors: Future[np.ndarray]
 
 
@@ -132,20 +179,28 @@ class StreamMatrix:
         self.pending = []  # first: a matrix read again from the store already has their rows
         self.matrix = None
 
-    def add(
-        self, rows: Sequence[Memory], at_h: float, vectors: np.ndarray | Future[np.ndarray]
-    ) -> None:
+    def add(self, rows: Sequence[Memory], vectors: np.ndarray | Future[np.ndarray]) -> None:
         """New rows with their vectors, or the promise of them."""
-        columns = (
-            np.array([r.id for r in rows], dtype=np.int64),
-            np.array([r.importance for r in rows], dtype=np.float32),
-            np.full(len(rows), at_h),
-            np.array([KIND_CODES[r.kind] for r in rows], dtype=np.int8),
-        )
+        columns = Rows.of(rows)
         if isinstance(vectors, Future):
-            self.pending.append(_Pending(*columns, vectors))
+            self.pending.append(_Pending(columns, vectors))
         elif self.matrix is not None:  # (else the rows are read with the rest on next use)
-            self.matrix.append(columns[0], vectors, *columns[1:])
+            self.matrix.append(vectors, columns)
+
+    def recent(self, n: int) -> list[str]:
+        """The texts of the ``n`` most recently created memories, oldest first (those whose
+        vectors are still pending included); the matrix must be loaded."""
+        assert self.matrix is not None
+        if n <= 0:
+            return []
+        m = self.matrix
+        parts = [(m.created_h[: m.size], m.ids[: m.size], m.texts)]
+        parts += [(p.rows.created_h, p.rows.ids, p.rows.texts) for p in self.pending]
+        created = np.concatenate([p[0] for p in parts])
+        ids = np.concatenate([p[1] for p in parts])
+        texts = [t for p in parts for t in p[2]]
+        order = np.lexsort((ids, created))[-n:]
+        return [texts[i] for i in order]
 
     def needed(self, kinds: Collection[str] | None) -> list[Future[np.ndarray]]:
         """The pending vectors a retrieval of ``kinds`` (None: every kind) must have: a talk's
@@ -153,7 +208,7 @@ class StreamMatrix:
         if kinds is None:
             return [p.vectors for p in self.pending]
         codes = kind_codes(kinds)
-        return [p.vectors for p in self.pending if np.isin(p.kinds, codes).any()]
+        return [p.vectors for p in self.pending if np.isin(p.rows.kinds, codes).any()]
 
     def ready(self, session: Session, kinds: Collection[str] | None = None) -> MemoryMatrix:
         """The matrix with the pending vectors a retrieval of ``kinds`` needs (waiting for those
@@ -174,7 +229,7 @@ class StreamMatrix:
                 log.warning("could not embed new memories of resident %d: %s", resident, error)
                 self.forget()
                 return self.load(session)  # embeds what the index lacks, on this thread
-            matrix.append(waiting.ids, vectors, waiting.importance, waiting.access_h, waiting.kinds)
+            matrix.append(vectors, waiting.rows)
         return matrix
 
     def load(self, session: Session) -> MemoryMatrix:
@@ -188,6 +243,8 @@ class StreamMatrix:
                 col(Memory.importance),
                 col(Memory.last_access),
                 col(Memory.text),
+                col(Memory.private),
+                col(Memory.created),
             )
             .where(col(Memory.resident_id) == self.vectors.resident_id)
             .order_by(col(Memory.id))
@@ -195,13 +252,15 @@ class StreamMatrix:
         dim = self.vectors.embedder.dim
         matrix = MemoryMatrix(dim=dim, vectors=np.empty((0, dim), dtype=np.float32))
         if rows:
-            ids = np.array([r[0] for r in rows], dtype=np.int64)
-            matrix.append(
-                ids,
-                self.vectors.read(session, ids, [r[4] for r in rows]),
+            columns = Rows(
+                np.array([r[0] for r in rows], dtype=np.int64),
                 np.array([r[2] for r in rows], dtype=np.float32),
                 np.array([game_hours(r[3]) for r in rows], dtype=np.float64),
                 np.array([KIND_CODES.get(r[1], 0) for r in rows], dtype=np.int8),
+                np.array([bool(r[5]) for r in rows], dtype=np.bool_),
+                np.array([game_hours(r[6]) for r in rows], dtype=np.float64),
+                [r[4] for r in rows],
             )
+            matrix.append(self.vectors.read(session, columns.ids, columns.texts), columns)
         self.matrix = matrix
         return matrix

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import numpy as np
@@ -42,6 +42,11 @@ def game_hours(at: datetime) -> float:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return (at - EPOCH).total_seconds() / 3600.0
+
+
+def from_hours(hours: float) -> datetime:
+    """The game time ``hours`` after the epoch (see ``game_hours``)."""
+    return EPOCH + timedelta(hours=hours)
 
 
 def minmax(values: np.ndarray) -> np.ndarray:

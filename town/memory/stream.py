@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy.orm.attributes import set_committed_value
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from town.memory.embedders import Embedder
 from town.memory.embedding_queue import EmbeddingQueue, shared_queue
@@ -28,6 +27,7 @@ from town.memory.resident_vectors import ResidentVectors
 from town.memory.retrieval import RetrievalWeights, game_hours, touch_later
 from town.memory.vectors import VectorIndex
 from town.store.db import Store
+from town.store.ids import new_ids
 from town.store.models import MEMORY_KINDS, Memory
 
 log = logging.getLogger(__name__)
@@ -139,9 +139,11 @@ class MemoryStream:
         now: datetime,
         k: int = 10,
         kinds: Collection[str] | None = None,
+        *,
+        touch: bool = True,
     ) -> list[Retrieved]:
         """``retrieve``, with the query embedded on the stream's executor (see ``recall_each``)."""
-        (found,) = await self.recall_each(session, [query], now, k, kinds)
+        (found,) = await self.recall_each(session, [query], now, k, kinds, touch=touch)
         return found
 
     async def recall_each(
@@ -151,6 +153,8 @@ class MemoryStream:
         now: datetime,
         k: int | Sequence[int] = 10,
         kinds: Collection[str] | None = None,
+        *,
+        touch: bool = True,
     ) -> list[list[Retrieved]]:
         """``retrieve`` for each query in turn (each sees the last access the ones before it
         set), the queries embedded together on the stream's executor ahead of other streams'
@@ -160,7 +164,8 @@ class MemoryStream:
             raise ValueError("give one k, or one k per query")
         if self.executor is None or not queries:
             return [
-                self.retrieve(session, q, now, n, kinds) for q, n in zip(queries, ks, strict=True)
+                self.retrieve(session, q, now, n, kinds, touch=touch)
+                for q, n in zip(queries, ks, strict=True)
             ]
         # the stream's own vectors are hurried along only if this retrieval needs them
         owner = self if any(not f.done() for f in self.arrays.needed(kinds)) else None
@@ -170,7 +175,7 @@ class MemoryStream:
             await asyncio.wait([asyncio.wrap_future(f) for f in waits])  # failures: below
         vectors = asked.result()
         return [
-            self.retrieve(session, q, now, n, kinds, query_vector=vectors[i])
+            self.retrieve(session, q, now, n, kinds, query_vector=vectors[i], touch=touch)
             for i, (q, n) in enumerate(zip(queries, ks, strict=True))
         ]
 
@@ -190,12 +195,14 @@ class MemoryStream:
         return shared_queue(self.embedder, self.executor)
 
     def _insert(self, session: Session, items: Sequence[NewMemory], at: datetime) -> list[Memory]:
-        """The rows, added and flushed (for their ids); the arrays are loaded first, so that they
-        do not load them twice."""
+        """The rows, added to the session with ids made in Python (``town/store/ids.py``): no
+        flush, so a tick that records while it thinks sends nothing to the store until it
+        commits. The arrays are loaded first, so that they do not load the rows twice."""
         self.arrays.load(session)
         rows = [self._row(item, at) for item in items]
+        for row, mem_id in zip(rows, new_ids(session, "memory", len(rows)), strict=True):
+            row.id = mem_id
         session.add_all(rows)
-        session.flush()
         return rows
 
     def _attach(
@@ -220,7 +227,7 @@ class MemoryStream:
             batch = pending
             Store.after_commit(session, lambda: self._write_index(batch))
         pending.append((self, ids, vectors))
-        self.arrays.add(rows, game_hours(at), vectors)
+        self.arrays.add(rows, vectors)
         Store.after_rollback(session, self.arrays.forget)
 
     def _row(self, item: NewMemory, at: datetime) -> Memory:
@@ -253,10 +260,16 @@ class MemoryStream:
         k: int = 10,
         kinds: Collection[str] | None = None,
         query_vector: np.ndarray | None = None,
+        *,
+        touch: bool = True,
     ) -> list[Retrieved]:
-        """The paper's top-k memories for ``query`` at game time ``now``; updates last access.
+        """The paper's top-k memories for ``query`` at game time ``now``; updates last access
+        (unless not to ``touch`` them: an interview changes nothing).
 
-        ``query_vector`` may be given when it was computed already (see ``recall``)."""
+        The memories come from the arrays, not the store (no query: a tick retrieves while it
+        thinks), as rows in no session; their last access is written when the session
+        commits (``touch_later``). ``query_vector`` may be given when it was computed already
+        (see ``recall``)."""
         matrix = self.arrays.ready(session, kinds)
         if matrix.size == 0 or k <= 0:
             return []
@@ -264,19 +277,15 @@ class MemoryStream:
         now_h = game_hours(now)
         ranked = matrix.best(q, now_h, k, kinds, self.weights)
         ids = [r[0] for r in ranked]
-        found = {m.id: m for m in session.exec(select(Memory).where(col(Memory.id).in_(ids)))}
-        touch_later(session, ids, now)
-        matrix.touch(ids, now_h)
-        Store.after_rollback(session, self.arrays.forget)
+        if touch:
+            touch_later(session, ids, now)
+            matrix.touch(ids, now_h)
+            Store.after_rollback(session, self.arrays.forget)
         out = []
         for mem_id, score, recency, importance, relevance in ranked:
-            memory = found.get(mem_id)
-            if memory is None:  # the row vanished under us: the arrays are stale
-                self.arrays.forget()
-                continue
-            # the row is written before the commit (``touch_later``); not dirtied meanwhile
-            set_committed_value(memory, "last_access", now)
-            out.append(Retrieved(memory, score, recency, importance, relevance))
+            memory = matrix.memory(mem_id, self.resident_id, now)
+            if memory is not None:
+                out.append(Retrieved(memory, score, recency, importance, relevance))
         return out
 
     def _write_index(self, pending: list[_Write]) -> None:
@@ -289,14 +298,10 @@ class MemoryStream:
             self._queue().write((id(self.index), self.collection), pending, _upsert)
 
     def recent(self, session: Session, n: int = 100) -> list[str]:
-        """The texts of the ``n`` most recently created memories, oldest first."""
-        newest = (
-            select(Memory.text)
-            .where(col(Memory.resident_id) == self.resident_id)
-            .order_by(col(Memory.created).desc(), col(Memory.id).desc())
-            .limit(n)
-        )
-        return list(reversed(session.exec(newest).all()))
+        """The texts of the ``n`` most recently created memories, oldest first (from the
+        arrays, loaded first if need be)."""
+        self.arrays.load(session)
+        return self.arrays.recent(n)
 
     def count(self, session: Session) -> int:
         return self.arrays.ready(session).size

@@ -31,10 +31,16 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 _BEFORE_COMMIT = "bottown_before_commit"
 _AFTER_COMMIT = "bottown_after_commit"
 _AFTER_ROLLBACK = "bottown_after_rollback"
+_THINKING = "bottown_thinking"  # session.info: a tick thinks with this session (``Store.thinking``)
 
 
 class StoreError(Exception):
     """The database cannot be used; the message says what is wrong and what to do."""
+
+
+class QueryWhileThinking(RuntimeError):
+    """A tick tried to use the database while it thinks: everything it needs is read before
+    (its snapshot) and everything it writes waits for its commit. A bug, never a user's error."""
 
 
 class Store:
@@ -95,9 +101,11 @@ class Store:
             ) from None
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A unit of work: commit on success, roll back on any error, then run after-commit work."""
-        with Session(self.engine, expire_on_commit=False) as session:
+    def session(self, *, autoflush: bool = True) -> Iterator[Session]:
+        """A unit of work: commit on success, roll back on any error, then run after-commit work.
+        (A tick's session has ``autoflush`` off: what it adds while thinking waits in the
+        session until its one write.)"""
+        with Session(self.engine, expire_on_commit=False, autoflush=autoflush) as session:
             try:
                 yield session
                 for before in session.info.pop(_BEFORE_COMMIT, []):
@@ -113,6 +121,46 @@ class Store:
             session.info.pop(_AFTER_ROLLBACK, None)
             for fn in session.info.pop(_AFTER_COMMIT, []):
                 fn()
+
+    @staticmethod
+    def commit(session: Session) -> Callable[[], None]:
+        """Commit a session opened by ``session()`` before its end (a tick's one write), with
+        its before-commit work; returns its after-commit work, for the caller to run once it
+        has let go of what it holds. What follows in the session is a new transaction."""
+        for before in session.info.pop(_BEFORE_COMMIT, []):
+            before(session)
+        session.commit()
+        session.info.pop(_AFTER_ROLLBACK, None)
+        after = session.info.pop(_AFTER_COMMIT, [])
+
+        def committed() -> None:
+            for fn in after:
+                fn()
+
+        return committed
+
+    @staticmethod
+    def end_read(session: Session) -> None:
+        """End a session's read (a tick's snapshot), nothing written: it holds no connection,
+        and its objects stay as read (``expire_on_commit`` is off)."""
+        if session.new or session.dirty or session.deleted:
+            raise RuntimeError("a snapshot wrote to the store: " + repr(session.dirty))
+        session.commit()
+
+    @staticmethod
+    @contextmanager
+    def thinking(session: Session) -> Iterator[None]:
+        """While the block runs, any use of the database by ``session`` raises
+        :class:`QueryWhileThinking` (a tick's LLM calls: no transaction held across them)."""
+        session.info[_THINKING] = True
+        try:
+            yield
+        finally:
+            session.info.pop(_THINKING, None)
+
+    @staticmethod
+    def is_thinking(session: Session) -> bool:
+        return bool(session.info.get(_THINKING))
 
     @staticmethod
     def before_commit(session: Session, fn: Callable[[Session], None]) -> None:
@@ -134,6 +182,14 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+@event.listens_for(Session, "after_begin")
+def _no_sql_while_thinking(session: Session, _transaction: Any, _connection: Any) -> None:
+    if session.info.get(_THINKING):
+        raise QueryWhileThinking(
+            "a tick used the database while thinking (its snapshot or its write should have)"
+        )
 
 
 def _all_revisions(cfg: Config) -> list[str]:

@@ -34,8 +34,8 @@ class Town(SQLModel, table=True):
     tick_seconds: float | None = None  # real seconds between ticks; None: the settings' default
     last_tick_at: datetime | None = None  # wall time of the last committed tick
     created_at: datetime = Field(default_factory=utcnow)
-    # raised by every tick and every input (Engine.unit): a writer that read it knows from it
-    # that no other process changed the town since (engine.TownChanged)
+    # raised by every tick (and an input that writes a resident's row, Engine.unit): a tick that
+    # read it knows from it that no other process's tick changed the town since (TownChanged)
     revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
@@ -258,3 +258,25 @@ class ChannelSwitch(SQLModel, table=True):
     town_id: int = Field(foreign_key="town.id", index=True)
     area: str = Field(max_length=300)
     mode: str = Field(max_length=10)  # quiet, closed
+
+
+class IdCounter(SQLModel, table=True):
+    """The next id of a table whose ids are made in Python (``town/store/ids.py``): a tick
+    gives its new memories, plan items and conversations their ids while it thinks, with no
+    flush, from blocks reserved here in short transactions of their own."""
+
+    __tablename__ = "idcounter"
+    name: str = Field(primary_key=True, max_length=40)  # the table
+    next_id: int
+
+
+class PendingInput(SQLModel, table=True):
+    """An admin's input that waits for the next tick to start (an inner voice): written at
+    once in a short transaction of its own, taken in and deleted by the tick that reads it."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    resident: str = Field(max_length=80)
+    kind: str = Field(max_length=20)  # whisper
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)

@@ -13,7 +13,8 @@ import asyncio
 from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
 from town.llm.tasks import RATE_IMPORTANCE, UTTER
 from town.memory.stream import NewMemory
-from town.store.models import Conversation, PlanItem, Resident
+from town.store.ids import new_ids
+from town.store.models import Conversation, Resident
 from town.tick.planning import chunk_now
 from town.tick.turn import Tick
 from town.world.gametime import hhmm, spoken_day
@@ -29,7 +30,9 @@ async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
     """Two residents at one place start talking: a conversation row, and what each recalls of
     the other and the news it holds (retrieval only, no LLM call), a private memory left out
     unless the other may hear it. The first words come on the next tick."""
+    (talk_id,) = new_ids(tick.session, "conversation", 1)  # (made in Python: no flush)
     talk = Conversation(
+        id=talk_id,
         town_id=tick.world.town_id,
         location=first.location,
         participants=[first.name, second.name],
@@ -37,7 +40,7 @@ async def begin(tick: Tick, first: Resident, second: Resident) -> Conversation:
         started=tick.now,
     )
     tick.session.add(talk)
-    tick.session.flush()  # (for its id)
+    tick.conversations[talk_id] = talk
     pairs = ((first, second), (second, first))
     recalled = await asyncio.gather(
         *(
@@ -113,7 +116,7 @@ def _with_status(tick: Tick, speaker: Resident) -> str:
     """The summary description and the speaker's status (what it was doing before the talk),
     as in the paper's dialogue prompt."""
     doing = tick.state(speaker).item
-    item = tick.session.get(PlanItem, doing) if doing else None
+    item = tick.plan_item(doing) if doing else None
     now = f"It is {spoken_day(tick.now.date())}, {hhmm(tick.now)}."
     if item is None:
         chunk = chunk_now(tick, speaker)
@@ -122,8 +125,8 @@ def _with_status(tick: Tick, speaker: Resident) -> str:
     area = World.area_of(item.location)
     where = "" if " at " in item.description or area in item.description else f" at {area}"
     status = f"{speaker.summary} Right now {speaker.name} is {item.description}{where}."
-    hour = tick.session.get(PlanItem, item.parent_id) if item.parent_id else None
-    chunk = tick.session.get(PlanItem, hour.parent_id) if hour and hour.parent_id else None
+    hour = tick.plan_item(item.parent_id) if item.parent_id else None
+    chunk = tick.plan_item(hour.parent_id) if hour and hour.parent_id else None
     chunk = chunk or chunk_now(tick, speaker)  # (a reaction's item has no chunk above it)
     if chunk is not None and chunk.description != item.description:
         status += f" This part of the day {speaker.name} is {chunk.description}."

@@ -1,22 +1,27 @@
-"""The engine: a tick advances the clock and runs every resident, all in one transaction.
+"""The engine: a tick reads a snapshot, thinks with nothing held, and writes once.
 
-1. The clock moves on by ``minutes_per_tick``.
-2. What visitors said since the last tick reaches the inboxes of the residents there, and the
-   answers residents gave them are remembered (``town/tick/heard.py``: a visitor's words are
-   heard and answered outside the tick, without a lock on the town). Every awake resident
-   perceives its area from the tick's starting snapshot (no LLM call).
-3. One concurrent gather of every unit of work, each at most one LLM call deep: each resident's
-   next step (wake, plan, react, change an object, or follow the plan, decomposing only what is
-   due) beside rating what it perceived; one turn of each conversation; one step of each
-   reflection. What follows from a step waits for the next tick, in ``ResidentState``.
-4. The conversations asked for in step 3 begin (their first words come next tick).
-5. State, memories, plans, object states and the tick's town events (the outbox) commit together;
-   an exception anywhere rolls the whole tick back, clock included.
+1. Snapshot, one short read: the clock moves on by ``minutes_per_tick`` (in the tick's hands);
+   the residents, the world, today's plan items, the conversations going on and the memory
+   arrays are read; what visitors said since the last tick reaches the inboxes of the residents
+   there (``town/tick/heard.py``), and so do the inputs waiting for this tick (an inner voice).
+   The read ends: no connection is held from here to the write.
+2. Thinking (``Store.thinking``: any SQL now raises): every awake resident perceives its area
+   from the snapshot, then one concurrent gather of every unit of work, each at most one LLM
+   call deep: each resident's next step (wake, plan, react, change an object, or follow the
+   plan, decomposing only what is due) beside rating what it perceived; one turn of each
+   conversation; one step of each reflection. What follows from a step waits for the next tick,
+   in ``ResidentState``. The conversations asked for begin (their first words come next tick).
+   New rows wait in the session with ids made in Python (``town/store/ids.py``).
+3. One write, under the engine's lock (this process's writers, one at a time): the town's
+   revision is raised if no other process's tick raised it since the snapshot (else
+   ``TownChanged`` and everything rolls back), then states, memories, plans, object states and
+   the tick's town events (the outbox) commit together; an exception anywhere rolls the whole
+   tick back, clock included.
 
-Ticks and admin inputs go through one engine at a time (its lock). A visitor's words take no
-lock: they are heard in a short write of their own (audit and outbox rows only, never a
-resident's row), so a visitor anywhere, in this process or another, never makes a tick roll
-back or wait.
+Inputs never wait for a thinking tick and never make it think again: they are written at once
+and raise no revision (``town/inputs/admin.py`` says how each meets a tick), and reads take no
+lock (``town/views``). Only a unit that writes a resident's row raises the revision
+(``Engine.unit(changes_town=True)``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
+from sqlalchemy import delete
 from sqlmodel import Session, col, select, update
 
 from town.llm.depth import chained
@@ -39,7 +46,8 @@ from town.llm.schemas import Insight
 from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
-from town.store.models import Conversation, Resident, Town
+from town.store.ids import blocks
+from town.store.models import Conversation, PendingInput, PlanItem, Resident, Town
 from town.tick import dialogue, heard, reflection
 from town.tick.mind import think
 from town.tick.perceive import Observation, perceive
@@ -99,6 +107,7 @@ class TickReport:
     events: list[TownEvent] = field(default_factory=list)
     skipped: bool = False  # paused
     chain: int = 0  # longest chain of dependent LLM calls (see town/llm/depth.py)
+    write_ms: float = 0.0  # how long its one write transaction took (wall time, for the bench)
 
 
 @dataclass
@@ -113,18 +122,22 @@ class Engine:
     # Called inside a tick's transaction just before it commits; raising rolls the tick back
     # (a worker checks there that it still holds the town's lease).
     guard: Callable[[Session], None] | None = None
+    # Writers of this process, one at a time (held for a write, never while thinking); a
+    # worker on SQLite shares one among its towns
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ticking: asyncio.Lock = field(default_factory=asyncio.Lock)  # one tick at a time
 
     @contextmanager
     def unit(self, *, changes_town: bool = True) -> Iterator[Session]:
         """A unit of work on this town from outside a tick (an input), checked by ``guard``
         before it commits like a tick is, so a worker that lost the town commits nothing.
 
-        One that ``changes_town`` (its residents, world or talks) raises the town's revision,
-        so that a tick in another process that read them before does not write over it; and
-        raises :class:`TownChanged` instead of committing if another process raised it first
-        (a tick committed since this unit began, say). One that reads only, or writes only
-        memories' last-access times (an interview), leaves the revision alone."""
+        One that ``changes_town`` (writes what a tick writes too: a resident's row) raises the
+        town's revision, so that a tick that read the row before rolls back rather than write
+        over it; and raises :class:`TownChanged` instead of committing if another process
+        raised it first (a tick committed since this unit began, say). Every other input (a
+        whisper, ``set``, ``pause``, ``speed``, a visitor's words) leaves the revision alone:
+        what it writes is never what a tick writes, so no tick thinks again because of it."""
         with self.store.session() as session:
             if changes_town:
                 seen = self.town(session).revision
@@ -157,9 +170,12 @@ class Engine:
         return {r.name: r for r in rows}
 
     async def tick(self, *, force: bool = False) -> TickReport:
-        """Advance the town by one tick (a paused town does not move unless ``force``)."""
-        async with self.lock:
-            with self.store.session() as session:
+        """Advance the town by one tick (a paused town does not move unless ``force``): read a
+        snapshot, think with nothing held, write the results in one short transaction."""
+        async with self.ticking:
+            async with self.lock:  # ids for what it adds (a short write of its own)
+                blocks(self.store.engine).top_up()
+            with self.store.session(autoflush=False) as session:
                 town = self.town(session)
                 seen = town.revision
                 if town.paused and not force:
@@ -169,24 +185,31 @@ class Engine:
                 # (words said while the last tick ran carry the clock it started from)
                 since = town.clock - timedelta(minutes=town.minutes_per_tick)
                 answered = heard.take_in(tick, self.town_id, since)
-                chain = await self._run(tick)
-                await asyncio.gather(
-                    *(
-                        tick.stream(tick.residents[name]).record(session, said, now)
-                        for name, said in answered.items()
-                    )
-                )
-                at = datetime.now(UTC)
-                self._raise_revision(session, seen=seen, clock=now, last_tick_at=at)
-                write_outbox(session, self.town_id, now.isoformat(), tick.events)
-                if self.guard is not None:
-                    self.guard(session)
+                take_pending(tick, self.town_id)
+                Store.end_read(session)
+                with Store.thinking(session):
+                    chain = await self._run(tick)
+                    for name, said in answered.items():
+                        await tick.stream(tick.residents[name]).record(session, said, now)
+                async with self.lock:
+                    began = time.perf_counter()
+                    self._raise_revision(session, seen=seen, clock=now, last_tick_at=_wall())
+                    for write in tick.writes:
+                        write(session)
+                    write_outbox(session, self.town_id, now.isoformat(), tick.events)
+                    session.flush()  # (what the guard reads is what commits)
+                    if self.guard is not None:
+                        self.guard(session)
+                    committed = Store.commit(session)
+                    write_ms = (time.perf_counter() - began) * 1000
+                committed()  # (the index writes and caches: the lock is free again)
             if self.after_commit:
                 self.after_commit()
-            return TickReport(now, tick.events, chain=chain)
+            return TickReport(now, tick.events, chain=chain, write_ms=write_ms)
 
     def new_tick(self, session: Session, now: datetime) -> Tick:
-        """A tick's working set: the residents' rows and the world, read from the store."""
+        """A tick's working set, read from the store: the residents' rows, the world, today's
+        plan items, the conversations going on and each resident's memory arrays."""
         residents = self.residents(session)
         world = World.load(session, self.town_id, self.spec)
         specs = self.specs()
@@ -202,6 +225,17 @@ class Engine:
         for name, row in tick.residents.items():
             awake = bool((row.state or {}).get("awake", False))  # (ResidentState.awake)
             tick.start[name] = (row.location, row.action, awake)
+            tick.stream(row).arrays.load(session)
+        ids = [r.id for r in tick.residents.values()]
+        today = select(PlanItem).where(
+            col(PlanItem.resident_id).in_(ids), PlanItem.day == now.date()
+        )
+        for item in session.exec(today.order_by(col(PlanItem.id))).all():
+            tick.plans.setdefault(item.resident_id, []).append(item)
+        talks = {s.talk for s in (tick.state(r) for r in tick.residents.values()) if s.talk}
+        if talks:
+            going = select(Conversation).where(col(Conversation.id).in_(talks))
+            tick.conversations = {c.id: c for c in session.exec(going).all() if c.id}
         return tick
 
     async def _run(self, tick: Tick) -> int:
@@ -228,7 +262,7 @@ class Engine:
     def _talks(self, tick: Tick) -> list[Conversation]:
         """The talks going on."""
         ids = {s.talk for s in (tick.state(r) for r in tick.residents.values()) if s.talk}
-        found = {i: row for i in ids if (row := tick.session.get(Conversation, i)) is not None}
+        found = {i: row for i in ids if (row := tick.conversations.get(i)) is not None}
         for resident in tick.residents.values():
             state = tick.state(resident)
             if state.talk is not None and state.talk not in found:
@@ -258,6 +292,31 @@ class Engine:
             state.since_reflection = 0
             state.reflect_questions = await reflection.ask(tick.brain, stream, tick.session, name)
             stream.warm(state.reflect_questions)  # asked next tick: embedded meanwhile
+
+
+def take_pending(tick: Tick, town_id: int) -> None:
+    """Inputs waiting for this tick (an inner voice) into the residents' states; deleted at its
+    commit. One written after this read waits for the next tick."""
+    waiting = tick.session.exec(
+        select(PendingInput).where(PendingInput.town_id == town_id).order_by(col(PendingInput.id))
+    ).all()
+    taken = [row.id for row in waiting if row.id is not None]
+    for row in waiting:
+        resident = tick.residents.get(row.resident)
+        if resident is not None and row.kind == "whisper":
+            state = tick.state(resident)
+            state.inbox.append(f"Inner voice: {row.text}")
+            state.directive = row.text
+    if taken:
+
+        def delete_taken(session: Session) -> None:
+            session.execute(delete(PendingInput).where(col(PendingInput.id).in_(taken)))
+
+        tick.writes.append(delete_taken)
+
+
+def _wall() -> datetime:
+    return datetime.now(UTC)
 
 
 def talks_to_begin(tick: Tick) -> list[tuple[str, str]]:

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete
-from sqlmodel import col, select
-
 from town.llm import schemas as s
 from town.llm.offline.brain import emoji as offline_emoji
 from town.llm.tasks import DECOMPOSE, PLAN_DAY
 from town.memory.stream import NewMemory
+from town.store.ids import new_ids
 from town.store.models import Memory, PlanItem, Resident
 from town.tick.state import ResidentState
 from town.tick.turn import Tick
@@ -118,25 +116,30 @@ def _covering(tick: Tick, resident: Resident, level: str, parent: int | None) ->
 def _today(
     tick: Tick, resident: Resident, level: str | None = None, parent: int | None = None
 ) -> list[PlanItem]:
-    """Today's plan items of the resident: of ``level`` under ``parent`` (the day's chunks have
-    none), or every hour item and action when ``level`` is None."""
-    query = select(PlanItem).where(
-        PlanItem.resident_id == resident.id, PlanItem.day == tick.now.date()
-    )
-    if level is None:
-        query = query.where(PlanItem.level != "day")
-    else:
-        query = query.where(PlanItem.level == level, PlanItem.parent_id == parent)
-    return list(tick.session.exec(query).all())
+    """Today's plan items of the resident (from the tick's snapshot and what it added): of
+    ``level`` under ``parent`` (the day's chunks have none), or every hour item and action when
+    ``level`` is None."""
+    today = tick.now.date()
+    return [
+        item
+        for item in tick.plan_items(resident)
+        if item.day == today
+        and (
+            item.level != "day"
+            if level is None
+            else item.level == level and item.parent_id == parent
+        )
+    ]
 
 
 def replan_from_now(tick: Tick, resident: Resident) -> None:
     """A reaction regenerates the plan from now: today's hour items and actions not yet over are
     dropped, with the actions under them, and decomposed again, lazily, when due."""
     stale = {item.id for item in _today(tick, resident) if _end(item) > tick.now}
-    if stale:
-        tick.session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(stale)))
-        tick.session.execute(delete(PlanItem).where(col(PlanItem.id).in_(stale)))
+    under = {item.id for item in _today(tick, resident) if item.parent_id in stale}
+    gone = {i for i in stale | under if i is not None}
+    if gone:
+        tick.drop_plan_items(resident, gone)
 
 
 async def _decompose(
@@ -212,8 +215,10 @@ async def _store(
         for group, memory in zip(*await _remember(tick, resident, rows, level), strict=True):
             for row in group:
                 row.memory_id = memory.id
+    for row, item_id in zip(rows, new_ids(tick.session, "planitem", len(rows)), strict=True):
+        row.id = item_id  # (made in Python: the tick writes nothing before its commit)
+    tick.plan_items(resident).extend(rows)
     tick.session.add_all(rows)
-    tick.session.flush()
     return rows
 
 

@@ -141,7 +141,9 @@ async def change_object(tick: Tick, resident: Resident, state: ResidentState) ->
         OBJECT_STATE, ObjectStateInput(object=obj, state=old, action=action), resident=resident.name
     )
     if new.state and new.state != old:
-        tick.world.set_state(tick.session, place, obj, new.state)
+        tick.world.note_state(place, obj, new.state)
+        written = tick.world.states[(place, obj)]
+        tick.writes.append(lambda session: tick.world.write_state(session, place, obj, written))
         tick.emit(
             "object",
             resident,

@@ -1,4 +1,10 @@
-"""What one turn of the town (a tick) shares among the residents thinking in it."""
+"""What one turn of the town (a tick) shares among the residents thinking in it.
+
+A tick thinks from what it read before (its snapshot: the residents, the world, today's plan
+items, the conversations going on, the memory arrays) and with no query of the store: what it
+adds (memories, plan items, conversations) waits in its session, with ids made in Python; what it
+changes otherwise (plan items dropped, an object's state) waits in ``writes``, run at its commit.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlmodel import Session
+from sqlalchemy import delete, inspect
+from sqlmodel import Session, col
 
 from town.llm.port import Brain
 from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent
-from town.store.models import Resident
+from town.store.models import Conversation, PlanItem, Resident
 from town.tick.state import ResidentState
 from town.world.persona import ResidentSpec
 from town.world.places import World
@@ -33,6 +40,11 @@ class Tick:
     # talks asked for this tick: (urged by an input, who, to whom); begun in the engine's order
     talks: list[tuple[bool, str, str]] = field(default_factory=list)
     states: dict[str, ResidentState] = field(default_factory=dict)
+    # today's plan items of each resident (by id), and the conversations going on, as read
+    plans: dict[int, list[PlanItem]] = field(default_factory=dict)
+    conversations: dict[int, Conversation] = field(default_factory=dict)
+    # what the tick writes at its commit besides the rows in its session
+    writes: list[Callable[[Session], None]] = field(default_factory=list)
     _present: dict[str, list[tuple[str, str, bool]]] | None = field(default=None, repr=False)
 
     def state(self, resident: Resident) -> ResidentState:
@@ -59,6 +71,29 @@ class Tick:
             if state.save(row):
                 self.session.add(row)
 
+    def plan_items(self, resident: Resident) -> list[PlanItem]:
+        """The resident's plan items for today, as read and as added by this tick."""
+        assert resident.id is not None
+        return self.plans.setdefault(resident.id, [])
+
+    def plan_item(self, item_id: int) -> PlanItem | None:
+        """One of today's plan items by id, if there is one."""
+        return next(
+            (item for items in self.plans.values() for item in items if item.id == item_id), None
+        )
+
+    def drop_plan_items(self, resident: Resident, gone: set[int]) -> None:
+        """Drop the resident's plan items ``gone`` (those added by this tick never reach the
+        store; those read are deleted at the commit, the ones under them first)."""
+        items = self.plan_items(resident)
+        stored = {i.id for i in items if i.id in gone and inspect(i).persistent}
+        for item in items:
+            if item.id in gone and inspect(item).session is not None:
+                self.session.expunge(item)
+        items[:] = [i for i in items if i.id not in gone]
+        if stored:
+            self.writes.append(lambda session: delete_plan_items(session, stored))
+
     def emit(self, kind: str, resident: Resident, text: str = "", **data: object) -> None:
         channel = World.area_of(resident.location)
         self.events.append(TownEvent(kind, channel, self.now, resident.name, text, dict(data)))
@@ -66,3 +101,9 @@ class Tick:
     def stream(self, resident: Resident) -> MemoryStream:
         assert resident.id is not None
         return self.streams(resident.id)
+
+
+def delete_plan_items(session: Session, ids: set[int]) -> None:
+    """Delete plan items, those under them first (a parent's row is referenced by theirs)."""
+    session.execute(delete(PlanItem).where(col(PlanItem.parent_id).in_(ids)))
+    session.execute(delete(PlanItem).where(col(PlanItem.id).in_(ids)))

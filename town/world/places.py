@@ -112,6 +112,16 @@ class World:
         raise UnknownPlace(f"no object {path!r} in this town{hint}")
 
     def set_state(self, session: Session, sub_path: str, name: str, state: str) -> None:
+        self.note_state(sub_path, name, state)
+        self.write_state(session, sub_path, name, state)
+
+    def note_state(self, sub_path: str, name: str, state: str) -> None:
+        """The object's new state, in this world only (a tick writes it at its commit)."""
+        self.states[(sub_path, name)] = state[:500]
+        self._by_area = None
+
+    def write_state(self, session: Session, sub_path: str, name: str, state: str) -> None:
+        """The object's state, into the store (its row alone)."""
         row = session.exec(
             select(WorldObject).where(
                 WorldObject.town_id == self.town_id,
@@ -121,8 +131,6 @@ class World:
         ).one()
         row.state = state[:500]
         session.add(row)
-        self.states[(sub_path, name)] = row.state
-        self._by_area = None
 
     def is_open(self, area: str, at: datetime) -> bool:
         try:

@@ -26,11 +26,11 @@ from tests.fakes.slack_api import (
     TEAM_ID,
     FakeSlack,
 )
-from town.inputs import query
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import ChannelLink, Delivery, Memory, OutboxEvent, Resident, Town, Visitor
 from town.tick.heard import waiting
 from town.tick.state import ResidentState
+from town.views import places
 
 SECRET = "test-signing-secret"
 
@@ -164,7 +164,7 @@ def heard_count(runtime: TownRuntime, words: str) -> int:
 
 async def whereabouts(runtime: TownRuntime, *, awake: bool = False) -> dict[str, list[str]]:
     """The residents in each area (only the awake ones if asked), whatever the town did."""
-    seen = await query.whereabouts(runtime.opened.engine)
+    seen = await places.whereabouts(runtime.opened.engine)
     found = {
         area: [name for name, _, up in people if up or not awake]
         for area, people in seen.by_area.items()

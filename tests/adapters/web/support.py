@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 
 from bot.runtime.run import TownRuntime
-from town.inputs.query import whereabouts
+from town.views.places import whereabouts
 
 HOBBS = "Hobbs Cafe"
 

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from adapters.web.replay import ReplayError, ReplayPage, read_replay, town_replay
-from town.inputs.card import MapPlace
+from town.views.card import MapPlace
 
 
 def line(at: str, kind: str, channel: str, **payload: Any) -> str:

@@ -18,9 +18,9 @@ from tests.adapters.web.support import HOBBS, someone_awake_at
 from tests.adapters.web.test_page import running_town
 from tests.browser import chromium_page
 from tests.factories import resident
-from town.inputs.card import MapPlace
-from town.inputs.query import whereabouts
 from town.store.models import Memory
+from town.views.card import MapPlace
+from town.views.places import whereabouts
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapters.web.townmap import layout
-from town.inputs.card import MapPlace
+from town.views.card import MapPlace
 from town.world.persona import MapBox
 
 

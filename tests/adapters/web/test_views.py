@@ -11,8 +11,8 @@ from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
 from tests.adapters.web.support import HOBBS, events, someone_awake_at
 from tests.factories import resident
-from town.inputs.query import whereabouts
 from town.store.models import Memory
+from town.views.places import whereabouts
 
 
 async def test_the_map_shows_every_area_and_each_resident_where_the_store_says(

@@ -32,3 +32,12 @@ def test_the_figures_are_what_the_visitors_felt() -> None:
     assert (got["longest_chain_addressed"], got["longest_chain_other"]) == (1, 2)
     assert got["unanswered_greetings"] == 1 and got["ticks_on_time_pct"] == 75.0
     assert got["replies_held_behind_narration"] == 2
+
+
+def test_views_and_writes_are_reported() -> None:
+    bench = ChatBench(tick_seconds=10)
+    bench.views_ms = [10.0, 20.0, 30.0, 40.0, 50.0]
+    bench.longest_write_ms, bench.rethought_calls = 42.25, 0
+    got = bench.as_json()
+    assert got["views"] == 5 and got["view_p50_ms"] == 30.0 and got["view_p95_ms"] == 48.0
+    assert got["longest_write_ms"] == 42.2 and got["rethought_calls"] == 0

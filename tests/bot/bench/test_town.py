@@ -42,3 +42,20 @@ async def test_configured_needs_an_llm() -> None:
         await run_town_bench(load_settings(embedder="hash"), residents=1, hours=1, llm="configured")
     with pytest.raises(ValueError, match="--llm must be one of fake, configured"):
         await run_town_bench(load_settings(embedder="hash"), residents=1, hours=1, llm="real")
+
+
+async def test_admin_commands_meet_thinking_ticks_and_nothing_is_thought_again(
+    fake_llm: str,
+) -> None:
+    """``--admin-every-min``: whispers and ``set``s sent while ticks think; none of them makes a
+    tick think again, and every tick's one write is timed."""
+    settings = load_settings(
+        llm_base_url=fake_llm, llm_model="bottown-fake", embedder="hash", llm_max_attempts=1
+    )
+    bench = await run_town_bench(
+        settings, residents=2, hours=1, llm="configured", admin_every_min=20
+    )
+    figures = bench.as_json()
+    assert figures["admin_inputs"] == 3  # (a tick is 10 game minutes: 20, 40, 60)
+    assert figures["rethought_calls"] == 0
+    assert figures["longest_write_ms"] > 0

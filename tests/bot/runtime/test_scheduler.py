@@ -465,7 +465,7 @@ async def test_an_error_the_runtime_stops_on_ends_run_town(tmp_path: Path) -> No
 async def test_a_tick_another_process_overtook_is_said_and_tried_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A tick that another process's input overtook rolls back with a warning, no traceback,
+    """A tick that another process's tick overtook rolls back with a warning, no traceback,
     and the next one goes ahead."""
     runtime = await open_runtime(settings_for(tmp_path))
     with runtime.store.session() as s:
@@ -476,9 +476,8 @@ async def test_a_tick_another_process_overtook_is_said_and_tried_again(
 
     async def meddled(tick: Tick) -> int:
         chain = await run(tick)
-        tick.session.connection().exec_driver_sql(  # (as another process would meanwhile)
-            "UPDATE town SET revision = revision + 1"
-        )
+        with runtime.store.engine.begin() as other:  # (as another process would meanwhile)
+            other.exec_driver_sql("UPDATE town SET revision = revision + 1")
         return chain
 
     engine._run = meddled  # type: ignore[method-assign]

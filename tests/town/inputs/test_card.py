@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 
 from tests.factories import make_engine, resident, ticks
-from town.inputs.card import resident_card, town_map
 from town.inputs.unit import UnknownResident
 from town.store.db import Store
 from town.store.models import Memory
+from town.views.card import resident_card, town_map
 
 
 async def test_a_card_leaves_out_private_memories(store: Store) -> None:

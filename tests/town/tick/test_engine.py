@@ -273,9 +273,10 @@ async def test_a_tick_never_writes_over_what_another_writer_wrote(
 
     async def meddled(tick: Tick) -> int:
         chain = await run(tick)
-        tick.session.connection().exec_driver_sql(  # (as another connection would)
-            "UPDATE town SET revision = revision + 1 WHERE id = ?", (engine.town_id,)
-        )
+        with store.engine.begin() as other:  # (as another process's tick would)
+            other.exec_driver_sql(
+                "UPDATE town SET revision = revision + 1 WHERE id = ?", (engine.town_id,)
+            )
         return chain
 
     engine._run = meddled  # type: ignore[method-assign]
@@ -427,7 +428,11 @@ async def test_a_reaction_drops_the_plan_items_not_yet_over(store: Store, engine
         today = today.where(PlanItem.resident_id == row.id)
         before = {i.id for i in session.exec(today).all()}
         replan_from_now(tick, row)
+        kept = {i.id for i in tick.plan_items(row)}
+        for write in tick.writes:  # (what the tick writes at its commit)
+            write(session)
         stored = session.exec(today).all()
+        assert {i.id for i in stored} == kept
         assert {i.id for i in stored} < before  # the hour in force and its actions went
         assert all(
             i.level == "day" or i.start + timedelta(minutes=i.duration_min) <= tick.now

@@ -11,10 +11,10 @@ from datetime import date, datetime
 from sqlmodel import Session, col, or_, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from town.inputs.unit import input_unit
 from town.store.models import Memory, PlanItem, Resident
 from town.tick.engine import Engine
 from town.tick.state import ResidentState
+from town.views.reading import reading
 from town.world.persona import MapBox, TownSpec
 from town.world.places import World
 
@@ -86,35 +86,34 @@ class ResidentCard:
 
 async def town_map(engine: Engine) -> TownMap:
     """Every area of the town and every resident where the store says they are."""
-    async with input_unit(engine, changes_town=False) as unit:
-        rows = engine.residents(unit.session).values()
-        residents = [_present(engine.spec, row) for row in rows]
-        clock = unit.clock
+    with reading(engine) as read:
+        residents = [_present(engine.spec, row) for row in read.residents().values()]
+        clock = read.town.clock
     places = [MapPlace(a.name, a.description, a.map) for a in engine.spec.areas]
     return TownMap(clock, places, residents)
 
 
 async def resident_card(engine: Engine, name: str) -> ResidentCard:
     """``name``'s card (a first name will do); ``UnknownResident`` when nobody is called so."""
-    async with input_unit(engine, changes_town=False) as unit:
-        row = unit.resident(name)
+    with reading(engine) as read:
+        row = read.resident(name)
         assert row.id is not None
         spec = engine.spec.resident(row.name)
         state = ResidentState.of(row)
-        plan = _plan(unit.session, row.id, state.day)
+        plan = _plan(read.session, row.id, state.day)
         public = (
             select(Memory)
             .where(Memory.resident_id == row.id, col(Memory.private).is_(False))
             .order_by(col(Memory.created).desc(), col(Memory.id).desc())
         )
-        others = engine.residents(unit.session)
-        memories = unit.session.exec(
+        others = read.residents()
+        memories = read.session.exec(
             public.where(col(Memory.kind).not_in(("reflection", "seed"))).limit(RECENT_MEMORIES)
         ).all()
-        reflections = unit.session.exec(
+        reflections = read.session.exec(
             public.where(Memory.kind == "reflection").limit(RECENT_REFLECTIONS)
         ).all()
-        people = _people(unit.session, public, engine.spec, row.name, others.values())
+        people = _people(read.session, public, engine.spec, row.name, others.values())
         who = _present(engine.spec, row)
     return ResidentCard(
         who,
