@@ -3,10 +3,10 @@
 Smallville is founded and brought to the morning on the offline brain (not measured); then it
 runs live through the real gateway against ``bottown fake-llm`` (a fixed latency per call): a
 tick every ``tick_seconds``, while simulated visitors write in several places at once, each
-through the running town as an adapter's member would (``TownRuntime``'s answer posted at once,
-the narration through an outbox pump to a stand-in platform). Each visitor keeps to a place
-with residents awake and, in turn, addresses a resident there by name, greets the room, and
-follows up.
+through the running town as an adapter's member would (the answer stored, then posted at once
+by ``TownRuntime.post_now``; the narration through an outbox pump to a stand-in platform).
+Each visitor keeps to a place with residents awake and, in turn, addresses a resident there by
+name, greets the room, and follows up.
 
 Figures: p50/p95 seconds from a message to its first reply on the platform (addressed, and
 not), the longest chain of LLM calls before a first reply, greetings left unanswered where a
@@ -42,7 +42,6 @@ from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
-from town.outbox.events import TownEvent
 from town.store.models import Delivery, OutboxEvent
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine
@@ -160,22 +159,13 @@ async def _visitor(
             text = rng.choice(FOLLOW_UPS)
         message = Message(kind, time.perf_counter(), awake_there=bool(awake.get(area)))
 
-        async def express(event: TownEvent, key: str, message: Message = message) -> dict[str, str]:
-            posted = await runtime._express(event, key)
-            if message.first_reply is None:
-                message.first_reply = time.perf_counter()
-            return posted
-
-        result = await visitor.say(
-            engine,
-            area,
-            name,
-            text,
-            platform="bench",
-            user_id=f"v{n}",
-            typing=runtime._typing,
-            express=express,
-        )
+        words = visitor.Visit(area, name, text, "bench", f"v{n}")
+        result = await visitor.say(engine, words, typing=runtime._typing)
+        first, *rest = result.outbox_ids or [0]
+        if first:  # stored, then posted at once, as the runtime does
+            await runtime.post_now([first])
+            message.first_reply = time.perf_counter()
+            await runtime.post_now(rest)
         message.chain = result.chain
         bench.messages.append(message)
         turn += 1
