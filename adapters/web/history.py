@@ -98,10 +98,10 @@ class History:
                 .order_by(col(ChatLine.id).desc())
                 .limit(KEEP)
             ).all()
-        return [shown(r) for r in reversed(rows)]  # oldest first
+        return [as_shown(r) for r in reversed(rows)]  # oldest first
 
 
-def shown(line: ChatLine) -> _Stored:
+def as_shown(line: ChatLine) -> _Stored:
     """A visitor's chat line as the page shows it."""
     clock = f"{line.game_time:%H:%M}"
     return (line.wall_time, line.speaker, line.text, "", "visitor", clock, line.platform)

@@ -35,7 +35,7 @@ from aiohttp import web
 from adapters.core.ports import Caller, Outgoing, TownPort
 from adapters.web.events import stream
 from adapters.web.feed import KEEP, Feed
-from adapters.web.history import History, shown
+from adapters.web.history import History, as_shown
 from adapters.web.pages import add_pages
 from adapters.web.requests import (
     MAX_TEXT,
@@ -255,7 +255,7 @@ class WebAdapter:
         async with self._catching_up:
             lines = await asyncio.to_thread(self.history.visitors_after, self._seen_line)
             for line in lines:
-                _, author, text, emoji, kind, clock, platform = shown(line)
+                _, author, text, emoji, kind, clock, platform = as_shown(line)
                 self.feed.add(line.area, author, text, emoji, kind, clock, platform)
                 self._seen_line = max(self._seen_line, line.id or 0)
 

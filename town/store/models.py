@@ -217,7 +217,9 @@ class ChatLine(SQLModel, table=True):
     addressee: str = Field(default="", max_length=80)  # who it is said to ("" the room)
     thread: str = Field(max_length=130)  # the visitor's "platform:user id": one chat a place
     platform: str = Field(default="", max_length=20)  # where the visitor wrote it
-    heard: bool = True  # False: over the visitor's message rate, nobody there heard it
+    # False: not for the next tick to take in (over the visitor's message rate, nobody heard
+    # it; or heard at once by a place's own handler, an interview room)
+    heard: bool = True
     text: str = Field(sa_column=Column(Text, nullable=False))
     game_time: datetime
     wall_time: datetime = Field(default_factory=utcnow)
