@@ -14,18 +14,19 @@ from datetime import datetime, timedelta
 from uuid import uuid4
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from town.inputs import chat
 from town.inputs.handlers import place_handlers
+from town.inputs.joining import heard_as, join, known_visitor, marked, remember_visitor, visitor_row
 from town.inputs.limits import VisitorRateLimit
-from town.inputs.naming import MARKER, visitor_name
+from town.inputs.naming import visitor_name
 from town.inputs.unit import area_named, clean_text, input_unit
 from town.inputs.visit import EmptyWords, Visit, words_of
 from town.llm.depth import chained
 from town.outbox import audit, chatlog
 from town.outbox.events import TownEvent, write_outbox
-from town.store.models import OutboxEvent, Resident, Visitor
+from town.store.models import OutboxEvent
 from town.tick.engine import Engine
 from town.world.places import World
 
@@ -109,13 +110,6 @@ async def say(
     return heard.result
 
 
-def heard_as(who: str) -> str:
-    """A visitor's name (as ``visitor_name`` shows it) as residents hear it: with no mention
-    syntax or mass ping, its marker kept."""
-    plain = chatlog.unpinged(who.removesuffix(MARKER)) or "a visitor"
-    return plain + MARKER if who.endswith(MARKER) else plain
-
-
 def text_as_said(text: str) -> str:
     """What the audit log keeps of a visitor's words: as they came, on one line."""
     return clean_text(text)
@@ -132,11 +126,11 @@ def _hear(engine: Engine, visit: Visit, rate: VisitorRateLimit | None) -> _Heard
             heard.handled = True
             return heard
         residents = engine.residents(session)
-        known = _known_visitor(session, engine.town_id, visit.platform, visit.user_id)
+        known = known_visitor(session, engine.town_id, visit.platform, visit.user_id)
         if known is not None and not visit.role:  # a visitor who joined keeps name and role
             heard.who, heard.role = visitor_name(known.display_name, residents), known.role
         else:
-            heard.who, heard.role = _marked(visit.name, residents), visit.role
+            heard.who, heard.role = marked(visit.name, residents), visit.role
             heard.new_visitor = True
         keys = [visit.user_id, *([f"connection:{visit.connection}"] if visit.connection else [])]
         verdicts = [rate.check(visit.platform, key) for key in keys] if rate is not None else []
@@ -209,9 +203,7 @@ def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
     # left alone: nothing a tick reads is written
     with engine.unit(changes_town=False) as session:
         if heard.new_visitor:
-            _remember_visitor(
-                session, town_id, visit.platform, visit.user_id, heard.who, heard.role
-            )
+            remember_visitor(session, town_id, visit.platform, visit.user_id, heard.who, heard.role)
         logged_as = audit.identity(heard.who, visit.platform, visit.user_id)
         kind = audit.LIMITED if limited else audit.SAY
         audit.record(
@@ -258,12 +250,6 @@ def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
         engine.after_commit()
 
 
-def _marked(name: str, residents: dict[str, Resident]) -> str:
-    """The visitor's name, marked if it could pass for another (kept within 80 characters)."""
-    who = visitor_name(name, residents)
-    return who if who == name else visitor_name(name[:64], residents)
-
-
 async def _say_to_place(engine: Engine, area: str, visit: Visit) -> SayResult:
     """Words at a place with a handler (an interview room): the handler answers through one
     resident, in one unit of work; the others there hear the words at once (their chat line
@@ -273,7 +259,7 @@ async def _say_to_place(engine: Engine, area: str, visit: Visit) -> SayResult:
         tick = engine.new_tick(session, unit.clock)
         residents = tick.residents
         platform, user_id = visit.platform, visit.user_id
-        who, role = _visitor(
+        who, role = visitor_row(
             session, engine.town_id, platform, user_id, visit.name, visit.role, residents
         )
         result = SayResult(area)
@@ -313,40 +299,6 @@ def quoted(who: str, role: str, words: str) -> str:
     return f'{heard_as(who)}{f" ({role})" if role else ""} said: "{chatlog.unpinged(words)}"'
 
 
-async def join(
-    engine: Engine, platform: str, user_id: str, name: str, role: str = ""
-) -> tuple[str, str]:
-    """A visitor takes a name and a role; returns them as stored (the name marked if it could
-    pass for a resident, an inner voice or a mention: ``town.inputs.naming``)."""
-    who, what = clean_text(name, 80), clean_text(role, 200)
-    if not who:
-        raise ValueError("join as whom? give a name")
-    async with input_unit(engine, changes_town=False) as unit:
-        residents = engine.residents(unit.session)
-        return _visitor(unit.session, engine.town_id, platform, user_id, who, what, residents)
-
-
-def _visitor(
-    session: Session,
-    town_id: int,
-    platform: str,
-    user_id: str,
-    name: str,
-    role: str,
-    residents: dict[str, Resident],
-) -> tuple[str, str]:
-    """The visitor's name (marked if need be) and role as stored: a visitor who joined keeps
-    the name and role they chose unless a new role comes with the words."""
-    known = _known_visitor(session, town_id, platform, user_id)
-    if known is not None and not role:
-        return visitor_name(known.display_name, residents), known.role
-    who = visitor_name(name, residents)
-    if who != name:  # the marker kept whole within the column's 80 characters
-        who = visitor_name(name[:64], residents)
-    _remember_visitor(session, town_id, platform, user_id, who, role)
-    return who, role
-
-
 def _nobody_notice(
     who: str, area: str, clock: datetime, platform: str, *, asleep: bool
 ) -> TownEvent:
@@ -359,33 +311,6 @@ def _nobody_notice(
     else:
         text = f"{who}: nobody is at {area} right now; try another place."
     return TownEvent("notice", area, clock, "", text, {"to": who, "for_platform": platform})
-
-
-def _known_visitor(session: Session, town_id: int, platform: str, user_id: str) -> Visitor | None:
-    return session.exec(
-        select(Visitor).where(
-            Visitor.town_id == town_id,
-            Visitor.platform == platform,
-            Visitor.platform_user_id == user_id[:100],
-        )
-    ).first()
-
-
-def _remember_visitor(
-    session: Session, town_id: int, platform: str, user_id: str, name: str, role: str
-) -> None:
-    row = _known_visitor(session, town_id, platform, user_id)
-    if row is None:
-        row = Visitor(
-            town_id=town_id,
-            platform=platform,
-            platform_user_id=user_id[:100],
-            display_name=name[:80],
-            role=role[:200],
-        )
-    else:
-        row.display_name, row.role = name[:80], role[:200] or row.role
-    session.add(row)
 
 
 def _rate_notice(who: str, area: str, clock: datetime, platform: str, per_minute: int) -> TownEvent:
