@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Outgoing
@@ -113,15 +113,17 @@ class ChatBench:
 
 @dataclass
 class _Platform:
-    """The stand-in platform: takes every post at once."""
+    """The stand-in platform: takes every post at once, noting when each arrived."""
 
     name: str = "bench"
     max_chars: int = 2000
     min_interval_s: float = 0.0
     sent: int = 0
+    arrived: dict[str, float] = field(default_factory=dict)  # outbox key -> perf_counter
 
     async def send(self, message: Outgoing) -> str:
         self.sent += 1
+        self.arrived.setdefault(message.key.split("#")[0], time.perf_counter())
         return f"b{self.sent}"
 
 
@@ -161,15 +163,27 @@ async def _visitor(
 
         words = visitor.Visit(area, name, text, "bench", f"v{n}")
         result = await visitor.say(engine, words, typing=runtime._typing)
-        first, *rest = result.outbox_ids or [0]
-        if first:  # stored, then posted at once, as the runtime does
-            await runtime.post_now([first])
-            message.first_reply = time.perf_counter()
-            await runtime.post_now(rest)
+        await runtime.post_now(result.outbox_ids)  # stored, then posted at once, as it runs
+        message.first_reply = _arrival(runtime, result.outbox_ids)
         message.chain = result.chain
         bench.messages.append(message)
         turn += 1
         await asyncio.sleep(rng.uniform(6, 12))
+
+
+def _arrival(runtime: TownRuntime, outbox_ids: list[int]) -> float | None:
+    """When the first of these events reached the stand-in platform (None: none did)."""
+    if not outbox_ids:
+        return None
+    with Session(runtime.store.engine) as session:
+        keys = session.exec(
+            select(OutboxEvent.idempotency_key).where(col(OutboxEvent.id).in_(outbox_ids))
+        ).all()
+    (pump,) = runtime.pumps
+    platform = pump.platform
+    assert isinstance(platform, _Platform)
+    times = [platform.arrived[key] for key in keys if key in platform.arrived]
+    return min(times, default=None)
 
 
 async def _ticks(runtime: TownRuntime, bench: ChatBench, until: float) -> None:
