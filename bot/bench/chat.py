@@ -162,8 +162,8 @@ async def _visitor(
         message = Message(kind, time.perf_counter(), awake_there=bool(awake.get(area)))
 
         words = visitor.Visit(area, name, text, "bench", f"v{n}")
-        result = await visitor.say(engine, words, typing=runtime._typing)
-        await runtime.post_now(result.outbox_ids)  # stored, then posted at once, as it runs
+        # each answer stored, then posted at once, as a running town does
+        result = await visitor.say(engine, words, typing=runtime._typing, post=runtime.post_now)
         message.first_reply = _arrival(runtime, result.outbox_ids)
         message.chain = result.chain
         bench.messages.append(message)

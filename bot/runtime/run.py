@@ -111,15 +111,17 @@ class TownRuntime:
         return visitor_name(clean_text(name, 80), [r.name for r in self.engine.spec.residents])
 
     async def visitor_says(self, visit: Visit) -> None:
-        """The words are heard and answered (``town.inputs.visitor.say``), stored, and the
-        answers posted at once by every platform (``OutboxPump.post_now``; what does not go out
-        then, the pumps' rounds deliver). Words empty once cleaned raise ``EmptyWords`` for the
+        """The words are stored and heard, and each answer stored, then posted at once by every
+        platform (``town.inputs.visitor.say``, ``post_now``; what does not go out then, the
+        pumps' rounds deliver). Words empty once cleaned raise ``EmptyWords`` for the
         adapter to tell the visitor; an unknown place is logged."""
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
         area, platform = visit.area, visit.platform
         for attempt in (1, 2):
             try:
-                result = await visitor.say(self.engine, visit, rate=rate, typing=self._typing)
+                result = await visitor.say(
+                    self.engine, visit, rate=rate, typing=self._typing, post=self.post_now
+                )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
                     log.warning(
@@ -148,7 +150,6 @@ class TownRuntime:
                     log.debug(
                         "a %s visitor in %s is over the message rate: not heard", platform, area
                     )
-                await self.post_now(result.outbox_ids)
             break
         self.wake.set()
 

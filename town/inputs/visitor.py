@@ -26,7 +26,6 @@ from town.inputs.visit import EmptyWords, Visit, words_of
 from town.llm.depth import chained
 from town.outbox import audit, chatlog
 from town.outbox.events import TownEvent, write_outbox
-from town.store.models import OutboxEvent
 from town.tick.engine import Engine
 from town.world.places import World
 
@@ -34,6 +33,7 @@ __all__ = ["EmptyWords", "SayResult", "Visit", "join", "quoted", "say"]
 
 NOTICE_AGAIN_MIN = 60  # "nobody here is awake" is told a visitor once in this many game minutes
 Typing = Callable[[str, str], Awaitable[None]]  # (area, resident): a resident starts composing
+Post = Callable[[list[int]], Awaitable[None]]  # posts stored outbox rows at once (the platforms)
 
 
 @dataclass
@@ -74,6 +74,7 @@ async def say(
     *,
     rate: VisitorRateLimit | None = None,
     typing: Typing | None = None,
+    post: Post | None = None,
 ) -> SayResult:
     """A visitor speaks at a place, as in a chat. No lock on the town is taken, and nothing a
     tick reads is written, so visitors anywhere (in this process or another) and the tick go on
@@ -82,12 +83,14 @@ async def say(
     1. Heard (reads only): who answers, by rule (``town.inputs.chat``): the residents
        addressed (``visit.replying_to``: the resident whose message the words reply to on the
        platform), else one or two present and awake.
-    2. Each answer is one LLM call (``typing`` is told when a resident starts composing).
-    3. One short write: the visitor, the words and the answers as chat lines
+    2. One short write, before any thinking: the visitor, its words as a chat line
        (``town.outbox.chatlog``: what every resident present takes in at the next tick, rated
-       and reacted to in its batch; asleep ones on waking: ``town.tick.heard``), the answers
-       as outbox events (``SayResult.outbox_ids``: the caller posts them at once), the audit
-       rows. Where nobody is awake or nobody is, the visitor is told so once.
+       and reacted to in its batch; asleep ones on waking: ``town.tick.heard``), the audit
+       row, and where nobody is awake or nobody is, the notice that says so (once).
+    3. Each answer is one LLM call (``typing`` is told when a resident starts composing),
+       then one short write of its own (its chat line and outbox event), then ``post``ed at
+       once (the platforms; ``SayResult.outbox_ids`` lists the rows), without waiting for the
+       other resident's answer.
 
     Words empty once cleaned raise :class:`EmptyWords` and store nothing. A place with a
     handler (``town.inputs.handlers``) answers in a unit of work of its own. A visitor's name
@@ -102,11 +105,12 @@ async def say(
     heard = _hear(engine, visit, rate)
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, visit)
-    replies = [chained(_reply(engine, heard, r, typing)) for r in heard.answering]
-    for reply, length in await asyncio.gather(*replies):
+    await asyncio.to_thread(_write, engine, heard, as_said)  # the words, before any thinking
+    answers = [chained(_answer(engine, heard, r, typing, post)) for r in heard.answering]
+    for (reply, outbox_id), length in await asyncio.gather(*answers):
         heard.result.replies.append(reply)
+        heard.result.outbox_ids.append(outbox_id)
         heard.result.chain = max(heard.result.chain, length)
-    await asyncio.to_thread(_write, engine, heard, as_said)
     return heard.result
 
 
@@ -162,10 +166,26 @@ def _hear(engine: Engine, visit: Visit, rate: VisitorRateLimit | None) -> _Heard
         return heard
 
 
-async def _reply(
+async def _answer(
+    engine: Engine,
+    heard: _Heard,
+    resident: chat.Responder,
+    typing: Typing | None,
+    post: Post | None,
+) -> tuple[TownEvent, int]:
+    """One resident's answer: composed outside any lock, stored, then ``post``ed; with the
+    id of its outbox row."""
+    event = await _compose(engine, heard, resident, typing)
+    outbox_id = await asyncio.to_thread(_store_answer, engine, heard, event)
+    if post is not None:
+        await post([outbox_id])
+    return event, outbox_id
+
+
+async def _compose(
     engine: Engine, heard: _Heard, resident: chat.Responder, typing: Typing | None
 ) -> TownEvent:
-    """One resident's answer, composed outside any lock (stored, then posted, by the caller)."""
+    """One resident's answer, composed outside any lock, with nothing written."""
     area = heard.result.area
     if typing is not None:
         await typing(area, resident.name)
@@ -194,11 +214,10 @@ def _write(engine: Engine, heard: _Heard, as_said: str) -> None:
 
 
 def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
-    """The one write of a visitor's words: the visitor, the words and the answers as chat
-    lines, the answers and notices as outbox events, the audit rows."""
+    """The write of a visitor's words: the visitor, the words as a chat line, the audit row,
+    the notices (outbox events; the "nobody here" one a chat line too)."""
     area, clock, visit, town_id = heard.result.area, heard.clock, heard.visit, engine.town_id
     limited = heard.result.limited
-    replies: list[OutboxEvent] = []
     # checked by the engine's guard (a worker's lease) like a tick; the town's revision is
     # left alone: nothing a tick reads is written
     with engine.unit(changes_town=False) as session:
@@ -233,21 +252,33 @@ def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
         for notice in heard.notices:
             if not limited:  # (told lately: a rate notice has its own once a minute)
                 chatlog.add_line(*line, "", chatlog.TOWN, heard.thread_key, notice.text, clock)
-        for event in heard.result.replies:
-            replies += write_outbox(session, town_id, f"say:{uuid4().hex}", [event])
-            chatlog.add_line(
-                *line,
-                event.resident,
-                chatlog.RESIDENT,
-                heard.thread_key,
-                event.text,
-                clock,
-                addressee=heard_as(heard.who),
-                platform=visit.platform,
-            )
-    heard.result.outbox_ids = [row.id for row in replies if row.id is not None]
     if engine.after_commit:
         engine.after_commit()
+
+
+def _store_answer(engine: Engine, heard: _Heard, event: TownEvent) -> int:
+    """The write of one resident's answer: its outbox event and its chat line. Returns the
+    outbox row's id."""
+    with engine.unit(changes_town=False) as session:
+        (row,) = write_outbox(session, engine.town_id, f"say:{uuid4().hex}", [event])
+        chatlog.add_line(
+            session,
+            engine.town_id,
+            heard.result.area,
+            event.resident,
+            chatlog.RESIDENT,
+            heard.thread_key,
+            event.text,
+            heard.clock,
+            addressee=heard_as(heard.who),
+            platform=heard.visit.platform,
+        )
+        session.flush()
+        assert row.id is not None
+        outbox_id = row.id
+    if engine.after_commit:
+        engine.after_commit()
+    return outbox_id
 
 
 async def _say_to_place(engine: Engine, area: str, visit: Visit) -> SayResult:

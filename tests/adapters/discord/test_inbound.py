@@ -52,6 +52,12 @@ async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhoo
     assert not any("Alice" in m.text for m in maria) and inbox(runtime, "Maria Lopez") == []
     assert visitors(runtime) == {"Alice"}
 
+    def answered() -> bool:  # (the words are stored first, then the answer once composed)
+        with runtime.store.session() as s:
+            said = s.exec(select(OutboxEvent).where(OutboxEvent.kind == "said")).all()
+        return any(e.payload.get("reply_to") == "Alice" for e in said)
+
+    await until(answered)
     sent = await pump(runtime, adapter).deliver_pending()
     assert sent >= 1
     new = fake.webhook_messages()[posted_before:]

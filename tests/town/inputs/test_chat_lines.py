@@ -4,6 +4,9 @@ no mass ping or mention syntax reaches what residents perceive and remember (iss
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from sqlalchemy import delete
 from sqlmodel import col, select
@@ -12,6 +15,8 @@ from tests.factories import CAFE_PAIR, at_cafe, make_engine, memories, until
 from town.inputs import chat
 from town.inputs.visit import EmptyWords, Visit
 from town.inputs.visitor import say
+from town.llm.port import ScriptedBrain
+from town.llm.tasks import UTTER, Task
 from town.outbox import chatlog
 from town.store.db import Store
 from town.store.models import AuditEntry, ChatLine, Memory, OutboxEvent
@@ -117,3 +122,41 @@ async def test_a_visitors_mass_ping_reaches_no_residents_memory(store: Store) ->
     with store.session() as s:  # the audit log keeps what came in, as it came
         said = s.exec(select(AuditEntry.text).where(AuditEntry.kind == "say")).all()
     assert any("@everyone @here party" in t for t in said)
+
+
+async def test_the_words_are_stored_before_the_answer_is_thought_and_each_answer_on_its_own(
+    store: Store,
+) -> None:
+    """The visitor's words are kept before any LLM call (a crash while a resident composes
+    loses nothing of them); each answer is stored, then posted, without waiting for the
+    other resident's."""
+    release, composing = asyncio.Event(), asyncio.Event()
+
+    class HeldKlaus(ScriptedBrain):
+        async def run(
+            self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None
+        ) -> Any:
+            if task is UTTER and resident == "Klaus Mueller":
+                composing.set()
+                await release.wait()
+            return await super().run(task, inputs, resident=resident)
+
+    engine = await make_engine(store, HeldKlaus())
+    await until(engine, at_cafe(store, *CAFE_PAIR))
+    posted: list[int] = []
+    first_posted = asyncio.Event()
+
+    async def post(ids: list[int]) -> None:
+        posted.extend(ids)
+        first_posted.set()
+
+    said = asyncio.create_task(
+        say(engine, Visit(HOBBS, "Alice", "Hello everyone!", "web", "a1"), post=post)
+    )
+    await asyncio.wait_for(composing.wait(), 30)
+    await asyncio.wait_for(first_posted.wait(), 30)  # Isabella's, while Klaus composes
+    assert [line.kind for line in lines(store)] == ["visitor", "resident"]
+    release.set()
+    result = await said
+    assert [line.kind for line in lines(store)] == ["visitor", "resident", "resident"]
+    assert sorted(posted) == sorted(result.outbox_ids) and len(result.outbox_ids) == 2
