@@ -83,7 +83,7 @@ async def say(
     1. Heard (reads only): who answers, by rule (``town.inputs.chat``): the residents
        addressed (``visit.replying_to``: the resident whose message the words reply to on the
        platform), else one or two present and awake.
-    2. One short write, before any thinking: the visitor, its words as a chat line
+    2. One short write, beside the thinking: the visitor, its words as a chat line
        (``town.outbox.chatlog``: what every resident present takes in at the next tick, rated
        and reacted to in its batch; asleep ones on waking: ``town.tick.heard``), the audit
        row, and where nobody is awake or nobody is, the notice that says so (once).
@@ -105,9 +105,14 @@ async def say(
     heard = _hear(engine, visit, rate)
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, visit)
-    await asyncio.to_thread(_write, engine, heard, as_said)  # the words, before any thinking
-    answers = [chained(_answer(engine, heard, r, typing, post)) for r in heard.answering]
-    for (reply, outbox_id), length in await asyncio.gather(*answers):
+    # the words are written while the answers are thought (never after: an answer waits)
+    words = asyncio.ensure_future(asyncio.to_thread(_write, engine, heard, as_said))
+    answers = [chained(_answer(engine, heard, r, typing, post, words)) for r in heard.answering]
+    try:
+        done = await asyncio.gather(*answers)
+    finally:
+        await words  # (its failure, a lost lease say, is the caller's)
+    for (reply, outbox_id), length in done:
         heard.result.replies.append(reply)
         heard.result.outbox_ids.append(outbox_id)
         heard.result.chain = max(heard.result.chain, length)
@@ -172,10 +177,12 @@ async def _answer(
     resident: chat.Responder,
     typing: Typing | None,
     post: Post | None,
+    words: asyncio.Future[None],
 ) -> tuple[TownEvent, int]:
-    """One resident's answer: composed outside any lock, stored, then ``post``ed; with the
-    id of its outbox row."""
+    """One resident's answer: composed outside any lock, stored once the words are, then
+    ``post``ed; with the id of its outbox row."""
     event = await _compose(engine, heard, resident, typing)
+    await asyncio.shield(words)
     outbox_id = await asyncio.to_thread(_store_answer, engine, heard, event)
     if post is not None:
         await post([outbox_id])

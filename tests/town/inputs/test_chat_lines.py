@@ -124,12 +124,12 @@ async def test_a_visitors_mass_ping_reaches_no_residents_memory(store: Store) ->
     assert any("@everyone @here party" in t for t in said)
 
 
-async def test_the_words_are_stored_before_the_answer_is_thought_and_each_answer_on_its_own(
+async def test_the_words_are_stored_while_answers_are_thought_and_each_answer_on_its_own(
     store: Store,
 ) -> None:
-    """The visitor's words are kept before any LLM call (a crash while a resident composes
-    loses nothing of them); each answer is stored, then posted, without waiting for the
-    other resident's."""
+    """The visitor's words are kept while the residents compose (a crash meanwhile loses
+    nothing of them), and before any answer; each answer is stored, then posted, without
+    waiting for the other resident's."""
     release, composing = asyncio.Event(), asyncio.Event()
 
     class HeldKlaus(ScriptedBrain):
