@@ -13,9 +13,10 @@ For each pending event (an outbox row with no delivery row for this platform yet
 4. Channels are served concurrently, each in order, paced by ``adapters.core.allowance``. A 429
    waits as long as the platform asked; other failures back off exponentially with full jitter.
    After ``max_attempts`` the claim is released: it is tried again next round, nothing is lost.
-5. A resident's answer to a visitor may be posted at once by ``express`` (the runtime does,
-   before the answer is stored; the store then records it as sent). A channel's replies to
-   visitors (events with ``reply_to``) go out first, one by one, and never in a digest.
+5. A resident's answer to a visitor is stored first, like every event, then posted at once by
+   ``post_now`` (the runtime does, for every platform), claimed like any post and tried once;
+   what does not go out then is left to the rounds. A channel's replies to visitors (events
+   with ``reply_to``) go out first, one by one, and never in a digest.
 6. At most ``channel_per_minute`` posts go to one channel in any minute (0: no limit), and a
    share of that minute is kept free for replies (``adapters.core.allowance``): a reply to a
    person is never held behind narration. A channel whose narration cannot all go out within
@@ -49,7 +50,6 @@ from adapters.core.claims import Claims
 from adapters.core.digest import MOST, digest_key, digest_text
 from adapters.core.ports import DeliveryError, Outgoing, Platform
 from adapters.core.text import render, split_text
-from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.models import Delivery, OutboxEvent
 
@@ -132,33 +132,20 @@ class OutboxPump:
         await asyncio.gather(*(self._channel(area, items) for area, items in by_area.items()))
         return self.stats.events - before
 
-    async def express(self, event: TownEvent, key: str) -> str | None:
-        """Post a resident's answer to a visitor at once, ahead of the store (the outbox then
-        records it as sent here): paced like any post, tried once. Its message id; None when it
-        did not go out, and the pump delivers it from the outbox instead. ``key``: the key its
-        outbox row will have."""
-        shown = render(event.kind, event.payload())
-        if shown is None:
-            return None
-        author, text, emoji = shown
-        parts = split_text(text, self.platform.max_chars)
-        posted: list[str] = []
-        try:
-            for n, part in enumerate(parts):
-                await self._pace(event.channel, reply=True)
-                piece_key = key if len(parts) == 1 else f"{key}#{n + 1}"
-                posted.append(
-                    await self.platform.send(
-                        Outgoing(piece_key, event.channel, author, part, emoji, reply=True)
-                    )
-                )
-        except DeliveryError as error:
-            if not posted:
-                log.info("%s: an answer goes out with the outbox: %s", self.platform.name, error)
-                return None
-        self.stats.sent += len(posted)
-        self.stats.events += 1
-        return ",".join(posted)
+    async def post_now(self, outbox_ids: list[int]) -> int:
+        """Post these stored events (a resident's answers to a visitor) at once, ahead of the
+        rounds and their backlog: each claimed like any post and tried once; one that does not
+        go out is left pending for the rounds (and one another worker claimed is theirs).
+        Returns the events posted."""
+        if self.paused or not outbox_ids:
+            return 0
+        by_area = await asyncio.to_thread(self._pending, outbox_ids)
+        before = self.stats.events
+        for area, items in by_area.items():
+            for item in items:
+                message = Outgoing(item.key, area, item.author, item.text, item.emoji, reply=True)
+                await self._post([item], message, "sent", attempts=1)
+        return self.stats.events - before
 
     async def run(self, wake: asyncio.Event, poll_s: float = 2.0) -> None:
         """Deliver until cancelled: a round whenever ``wake`` is set (after a tick or an input),
@@ -179,19 +166,19 @@ class OutboxPump:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _pending(self) -> dict[str, list[Pending]]:
+    def _pending(self, only: list[int] | None = None) -> dict[str, list[Pending]]:
+        """The events not yet claimed for this platform (``only``: of these rows), by
+        channel, in order; those it does not show are marked skipped."""
         name = self.platform.name
         claimed = exists().where(
             col(Delivery.outbox_id) == col(OutboxEvent.id), col(Delivery.platform) == name
         )
         by_area: dict[str, list[Pending]] = defaultdict(list)
+        query = select(OutboxEvent).where(OutboxEvent.town_id == self.town_id, ~claimed)
+        if only is not None:
+            query = query.where(col(OutboxEvent.id).in_(only))
         with self.store.session() as s:
-            rows = s.exec(
-                select(OutboxEvent)
-                .where(OutboxEvent.town_id == self.town_id, ~claimed)
-                .order_by(col(OutboxEvent.id))
-                .limit(BATCH)
-            ).all()
+            rows = s.exec(query.order_by(col(OutboxEvent.id)).limit(BATCH)).all()
             for row in rows:
                 assert row.id is not None
                 shown = render(row.kind, row.payload)
@@ -257,7 +244,11 @@ class OutboxPump:
     def _digest(self, area: str, items: list[Pending]) -> Outgoing:
         return Outgoing(digest_key(i.outbox_id for i in items), area, "", digest_text(items))
 
-    async def _post(self, items: list[Pending], message: Outgoing, done: str) -> bool:
+    async def _post(
+        self, items: list[Pending], message: Outgoing, done: str, attempts: int | None = None
+    ) -> bool:
+        """Claim ``items``, post ``message`` (split if long; each part tried ``attempts``
+        times, by default ``max_attempts``) and record the outcome."""
         if not message.reply and not await self._narration_turn(message.area):
             return False  # news came first: the round ends, the rest waits in order
         ids = [i.outbox_id for i in items]
@@ -268,7 +259,7 @@ class OutboxPump:
         for n, part in enumerate(parts):
             key = message.key if len(parts) == 1 else f"{message.key}#{n + 1}"
             piece = replace(message, key=key, text=part)
-            result = await self._send_with_retry(piece)
+            result = await self._send_with_retry(piece, attempts)
             if isinstance(result, DeliveryError):
                 if result.credentials and not posted:
                     await asyncio.to_thread(self._release, ids)  # it waits for the fix
@@ -286,9 +277,12 @@ class OutboxPump:
         self.stats.events += len(ids)
         return True
 
-    async def _send_with_retry(self, message: Outgoing) -> str | DeliveryError:
+    async def _send_with_retry(
+        self, message: Outgoing, attempts: int | None = None
+    ) -> str | DeliveryError:
         error = DeliveryError("not tried")
-        for attempt in range(self.max_attempts):
+        tries = attempts or self.max_attempts
+        for attempt in range(tries):
             await self._pace(message.area, reply=message.reply)
             try:
                 message_id = await self.platform.send(message)
@@ -300,8 +294,8 @@ class OutboxPump:
             if error.credentials:
                 self._pause(error)
                 break
-            if error.permanent:
-                break
+            if error.permanent or (attempts is not None and attempt + 1 >= tries):
+                break  # (a post tried once leaves the retries to the rounds)
             self.stats.retries += 1
             wait = error.retry_after
             if wait is None:
@@ -312,7 +306,7 @@ class OutboxPump:
                 self.platform.name,
                 error,
                 attempt + 1,
-                self.max_attempts,
+                tries,
                 wait,
             )
             await self.sleep(wait)

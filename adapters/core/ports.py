@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from town.inputs.visit import Visit
 from town.views.card import ResidentCard, TownMap
 
 
@@ -69,23 +70,14 @@ class TownPort(Protocol):
         """The top-level locations, one chat channel each, in the town file's order."""
         ...
 
-    async def visitor_says(
-        self,
-        platform: str,
-        user_id: str,
-        display_name: str,
-        area: str,
-        text: str,
-        *,
-        connection: str = "",
-        replying_to: str = "",
-    ) -> None:
+    async def visitor_says(self, visit: Visit) -> None:
         """A member wrote in a location channel: an observation for the residents there.
-        Residents' answers reach the platform at once (``Adapter.send``) or through the outbox.
-        ``connection`` (the web: the peer address) is rate-limited beside the user id.
-        ``replying_to``: the name the message the member replied to was posted under (a
-        Discord reply, a Slack thread); a resident present and awake of that name answers,
-        as if named."""
+        Residents' answers are stored, then posted at once (``OutboxPump.post_now``).
+        ``visit.connection`` (the web: the peer address) is rate-limited beside the user id;
+        ``visit.replying_to`` (the name the message the member replied to was posted under:
+        a Discord reply, a Slack thread) is answered first, as if named. Raises
+        ``EmptyWords`` (a ``ValueError``) for a message with nothing left once cleaned: the
+        adapter tells the member, and nothing is stored."""
         ...
 
     async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:

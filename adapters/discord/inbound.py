@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import re
+from dataclasses import replace
 from typing import Any
 
 import discord
@@ -22,6 +23,7 @@ from adapters.discord.client import NO_MENTIONS, TownClient
 from adapters.discord.confirm import confirm_view
 from adapters.discord.poster import answer_parts, webhook_name
 from adapters.discord.proxies import ProxyWatch
+from town.inputs.visit import EmptyWords, Visit
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +59,8 @@ class Inbound:
                 user_id = f"{who.id}:{who.display_name}"  # one proxy webhook, many characters
                 words = _readable(message, message.content)
                 replying_to = await self._replying_to(message, area)
-                await self.town.visitor_says(
-                    PLATFORM, user_id, who.display_name, area, words, replying_to=replying_to
-                )
+                visit = Visit(area, who.display_name, words, PLATFORM, user_id)
+                await self._visitor_says(message, replace(visit, replying_to=replying_to))
             return
         if message.author.bot or message.webhook_id is not None:
             return  # our webhooks, our replies, other bots
@@ -72,9 +73,16 @@ class Inbound:
                 return  # a proxy bot deleted it: its repost is heard instead
             words = _readable(message, text)
             author, replying_to = message.author, await self._replying_to(message, area)
-            await self.town.visitor_says(
-                PLATFORM, str(author.id), author.display_name, area, words, replying_to=replying_to
-            )
+            visit = Visit(area, author.display_name, words, PLATFORM, str(author.id))
+            await self._visitor_says(message, replace(visit, replying_to=replying_to))
+
+    async def _visitor_says(self, message: discord.Message, visit: Visit) -> None:
+        """The words to the town; a message with nothing left once cleaned (invisible
+        characters, mentions only) is refused, and the member told so privately."""
+        try:
+            await self.town.visitor_says(visit)
+        except EmptyWords as exc:
+            await self._reply(message, Reply(str(exc), private=True, ok=False))
 
     async def _replying_to(self, message: discord.Message, area: str) -> str:
         """The resident whose message ``message`` replies to: the name on a message of the

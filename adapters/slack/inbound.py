@@ -21,6 +21,7 @@ from adapters.slack.channels import LocationChannels
 from adapters.slack.members import Members
 from adapters.slack.poster import SlackPoster
 from adapters.slack.text import MARKUP, unescape
+from town.inputs.visit import EmptyWords, Visit
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +148,16 @@ class Inbound:
     async def _visitor_says(
         self, area: str, user: str, text: str, channel: str, thread: str
     ) -> None:
+        if not text.strip():
+            return  # a file with no words: nothing to hear
         member = await self.members.get(user)
         words = await self._readable(text)
         replying_to = await self._replying_to(channel, thread) if thread else ""
-        await self.town.visitor_says(
-            PLATFORM, user, member.name, area, words, replying_to=replying_to
-        )
+        visit = Visit(area, member.name, words, PLATFORM, user, replying_to=replying_to)
+        try:
+            await self.town.visitor_says(visit)
+        except EmptyWords as exc:  # invisible characters or mentions only: told privately
+            await self.poster.answer_mention(channel, user, Reply(str(exc), True, False))
 
     async def _replying_to(self, channel: str, thread: str) -> str:
         """Who a reply in the thread of ``thread`` (its first message's ts) answers: the name

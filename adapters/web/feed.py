@@ -23,6 +23,7 @@ class Shown:
     emoji: str = ""
     kind: str = "resident"  # resident, town (narration), visitor
     clock: str = ""  # game time "HH:MM" when known
+    platform: str = ""  # a visitor's: where they wrote it (web, discord, slack, cli)
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,18 @@ class Feed:
         self._last = 0
 
     def add(
-        self, area: str, author: str, text: str, emoji: str = "", kind: str = "", clock: str = ""
+        self,
+        area: str,
+        author: str,
+        text: str,
+        emoji: str = "",
+        kind: str = "",
+        clock: str = "",
+        platform: str = "",
     ) -> Shown:
         self._last += 1
         kind = kind or ("resident" if author else "town")
-        shown = Shown(self._last, area, author, text, emoji, kind, clock)
+        shown = Shown(self._last, area, author, text, emoji, kind, clock, platform)
         self._history.setdefault(area, deque(maxlen=self._keep)).append(shown)
         self._push(shown)
         return shown

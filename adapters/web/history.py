@@ -1,5 +1,6 @@
 """The web channels' history from the store, so a restart shows what was there: what was
-delivered to the web, and what visitors wrote there (from the audit log)."""
+delivered to the web, and what visitors said at each place, on every platform (their chat
+lines, ``town.outbox.chatlog``), with the platform they said it on."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from sqlmodel import col, select
 
 from adapters.core.text import render
 from adapters.web.feed import KEEP, Feed
-from town.outbox import audit
+from town.outbox import chatlog
 from town.store.db import Store
-from town.store.models import AuditEntry, Delivery, OutboxEvent
+from town.store.models import ChatLine, Delivery, OutboxEvent
 
 PART = re.compile(r"#\d+$")  # a split message's part number after the outbox key
-# a stored message: (when it was written, author, text, emoji, kind, game time "HH:MM")
-_Stored = tuple[datetime, str, str, str, str, str]
+# a stored message: (when it was written, author, text, emoji, kind, game time "HH:MM",
+# platform: a visitor's)
+_Stored = tuple[datetime, str, str, str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -26,12 +28,32 @@ class History:
     town_id: int
     platform: str
 
-    def load(self, feed: Feed, areas: list[str]) -> None:
-        """Each channel's newest messages into ``feed``, oldest first."""
+    def load(self, feed: Feed, areas: list[str]) -> int:
+        """Each channel's newest messages into ``feed``, oldest first. Returns the newest chat
+        line's id (see ``visitors_after``)."""
         for area in areas:
             for shown in oldest_first(self._delivered(area), self._visitors(area))[-KEEP:]:
-                _, author, text, emoji, kind, clock = shown
-                feed.add(area, author, text, emoji, kind, clock)
+                _, author, text, emoji, kind, clock, platform = shown
+                feed.add(area, author, text, emoji, kind, clock, platform)
+        with self.store.session() as s:
+            return chatlog.newest(s, self.town_id)
+
+    def visitors_after(self, after: int) -> list[ChatLine]:
+        """Visitors' words said elsewhere (not on this platform) after chat line ``after``,
+        oldest first: the web page shows every visitor's words, wherever they were said."""
+        with self.store.session() as s:
+            rows = s.exec(
+                select(ChatLine)
+                .where(
+                    ChatLine.town_id == self.town_id,
+                    col(ChatLine.id) > after,
+                    ChatLine.kind == chatlog.VISITOR,
+                    ChatLine.platform != self.platform,
+                )
+                .order_by(col(ChatLine.id))
+                .limit(KEEP)
+            ).all()
+        return list(rows)
 
     def clock_of(self, key: str) -> str:
         """The game time of the outbox event behind a message's key ("" for a digest)."""
@@ -61,27 +83,28 @@ class History:
         for row in reversed(rows):  # oldest first
             shown = render(row.kind, row.payload)
             if shown is not None:
-                found.append((row.created_at, *shown, "", f"{row.game_time:%H:%M}"))
+                found.append((row.created_at, *shown, "", f"{row.game_time:%H:%M}", ""))
         return found
 
     def _visitors(self, area: str) -> list[_Stored]:
         with self.store.session() as s:
             rows = s.exec(
-                select(AuditEntry)
+                select(ChatLine)
                 .where(
-                    AuditEntry.town_id == self.town_id,
-                    AuditEntry.channel == area,
-                    AuditEntry.platform == self.platform,
-                    AuditEntry.direction == audit.IN,
-                    col(AuditEntry.kind).in_(("say", audit.LIMITED)),
+                    ChatLine.town_id == self.town_id,
+                    ChatLine.area == area,
+                    ChatLine.kind == chatlog.VISITOR,
                 )
-                .order_by(col(AuditEntry.id).desc())
+                .order_by(col(ChatLine.id).desc())
                 .limit(KEEP)
             ).all()
-        return [
-            (r.wall_time, audit.name_of(r.who), r.text, "", "visitor", f"{r.game_time:%H:%M}")
-            for r in reversed(rows)  # oldest first
-        ]
+        return [as_shown(r) for r in reversed(rows)]  # oldest first
+
+
+def as_shown(line: ChatLine) -> _Stored:
+    """A visitor's chat line as the page shows it."""
+    clock = f"{line.game_time:%H:%M}"
+    return (line.wall_time, line.speaker, line.text, "", "visitor", clock, line.platform)
 
 
 def oldest_first(*sources: list[_Stored]) -> list[_Stored]:

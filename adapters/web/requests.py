@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import re
+from collections.abc import MutableMapping
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from town.inputs.unit import clean_text
 
@@ -99,3 +102,21 @@ def url_host(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
+
+
+class ServerLog(logging.LoggerAdapter[logging.Logger]):
+    """The HTTP server's log (aiohttp's ``logger``): a request the parser refuses (a request
+    line or header over 8 kB, a malformed line) is answered 400 by aiohttp and logged here as
+    one warning line, not an error with a traceback; everything else passes through."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        refused = kwargs.get("exc_info")
+        if isinstance(refused, HttpProcessingError):
+            peer = args[0] if args else "?"
+            why = str(refused.message).split(":", 1)[0][:120]
+            self.logger.warning("web: refused a malformed request from %s (%s)", peer, why)
+            return
+        super().log(level, msg, *args, **kwargs)
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        return msg, kwargs

@@ -23,6 +23,8 @@ is. A POST whose ``Origin`` is another site's is refused, and so is one that is 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -33,11 +35,12 @@ from aiohttp import web
 from adapters.core.ports import Caller, Outgoing, TownPort
 from adapters.web.events import stream
 from adapters.web.feed import KEEP, Feed
-from adapters.web.history import History
+from adapters.web.history import History, as_shown
 from adapters.web.pages import add_pages
 from adapters.web.requests import (
     MAX_TEXT,
     BadInput,
+    ServerLog,
     body_of,
     check_origin,
     is_loopback,
@@ -46,12 +49,13 @@ from adapters.web.requests import (
     visitor_of,
 )
 from adapters.web.views import TownViews
-from town.inputs.unit import clean_text
+from town.inputs.visit import EmptyWords, Visit, words_of
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
 
 PAGE_CALLER = Caller("web", "page", "the page", automatic=True)  # where and time, not audited
+FOLLOW_S = 1.0  # how often the page reads visitors' words said on other platforms
 
 
 class WebAdapter:
@@ -80,13 +84,21 @@ class WebAdapter:
         self.views = TownViews(town, data_dir)  # where the town's replay is
         self.url = ""
         self._runner: web.AppRunner | None = None
+        self._seen_line = 0  # the newest chat line whose visitor's words the feed has
+        self._catching_up = asyncio.Lock()
+        self._following: asyncio.Task[None] | None = None
 
     # -- Adapter ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.feed = Feed()  # a new run: ids count from 1 again under a new epoch
-        self.history.load(self.feed, self.town.areas())
-        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
+        self._seen_line = self.history.load(self.feed, self.town.areas())
+        runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            shutdown_timeout=2.0,
+            logger=ServerLog(logging.getLogger("aiohttp.server")),
+        )
         await runner.setup()
         try:
             await web.TCPSite(runner, self.host, self.tcp_port).start()
@@ -98,9 +110,15 @@ class WebAdapter:
         self._runner = runner
         bound = runner.addresses[0][1]
         self.url = f"http://{url_host(self.host)}:{bound}"
+        self._following = asyncio.create_task(self._follow_visitors(), name="web-visitors")
         log.info("the town is open on %s", self.url)
 
     async def stop(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+            self._following = None
         self.feed.close_all()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -121,6 +139,7 @@ class WebAdapter:
             log.warning("web: could not show %s typing in %s", author, area, exc_info=True)
 
     async def send(self, message: Outgoing) -> str:
+        await self._catch_up()  # the words an answer answers come first, wherever said
         shown = self.feed.add(
             message.area,
             message.author,
@@ -199,10 +218,15 @@ class WebAdapter:
         area = self._area(data.get("area"))
         visitor, name = visitor_of(data, required_name=True)
         text = text_of(data, "text")
+        try:
+            words = words_of(text)
+        except EmptyWords as exc:  # nothing left once cleaned: refused, nothing shown or kept
+            raise BadInput(400, str(exc)) from None
         # the town's rate limit keys on the visitor id and the connection (ids are the page's)
         peer = request.remote or ""
-        shown = self.feed.add(area, self.town.visitor_name(name), clean_text(text), kind="visitor")
-        await self.town.visitor_says("web", visitor, name, area, text, connection=peer)
+        who = self.town.visitor_name(name)
+        shown = self.feed.add(area, who, words, kind="visitor", platform=self.name)
+        await self.town.visitor_says(Visit(area, name, text, self.name, visitor, connection=peer))
         return web.json_response({"ok": True, "id": shown.id})
 
     async def _command(self, request: web.Request) -> web.Response:
@@ -218,6 +242,26 @@ class WebAdapter:
         return web.json_response(
             {"text": reply.text, "private": reply.private, "ok": reply.ok, "published": published}
         )
+
+    # -- visitors on other platforms ----------------------------------------------------------
+
+    async def _follow_visitors(self, every_s: float = FOLLOW_S) -> None:
+        """While the page is served: visitors' words said on other platforms (Discord, Slack,
+        the shell) into the feed, every ``every_s`` seconds (and before each message sent)."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self._catch_up()
+            except Exception:  # a busy or lost database: the next round tries again
+                log.warning("web: could not read visitors' words from the store", exc_info=True)
+
+    async def _catch_up(self) -> None:
+        async with self._catching_up:
+            lines = await asyncio.to_thread(self.history.visitors_after, self._seen_line)
+            for line in lines:
+                _, author, text, emoji, kind, clock, platform = as_shown(line)
+                self.feed.add(line.area, author, text, emoji, kind, clock, platform)
+                self._seen_line = max(self._seen_line, line.id or 0)
 
     # -- helpers ----------------------------------------------------------------------------
 

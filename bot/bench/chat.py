@@ -3,11 +3,11 @@
 Smallville is founded and brought to the morning on the offline brain (not measured); then it
 runs live through the real gateway against ``bottown fake-llm`` (a fixed latency per call): a
 tick every ``tick_seconds``, while simulated visitors write in several places at once, each
-through the running town as an adapter's member would (``TownRuntime``'s answer posted at once,
-the narration through an outbox pump to a stand-in platform that posts at Discord's pace, 2.5 s
-apart in a channel, within ``BOTTOWN_CHANNEL_MESSAGES_PER_MINUTE``). Each visitor keeps to a place
-with residents awake and, in turn, addresses a resident there by name, greets the room, and
-follows up.
+through the running town as an adapter's member would (the answer stored, then posted at once
+by ``TownRuntime.post_now``; the narration through an outbox pump to a stand-in platform that
+posts at Discord's pace, 2.5 s apart in a channel, within ``BOTTOWN_CHANNEL_MESSAGES_PER_MINUTE``).
+Each visitor keeps to a place with residents awake and, in turn, addresses a resident there by
+name, greets the room, and follows up.
 
 Figures: p50/p95 seconds from a message to its first reply on the platform (addressed, and
 not), the longest chain of LLM calls before a first reply, greetings left unanswered where a
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Outgoing
@@ -50,7 +50,6 @@ from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
-from town.outbox.events import TownEvent
 from town.store.models import Delivery, OutboxEvent
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine
@@ -134,15 +133,17 @@ class ChatBench:
 @dataclass
 class _Platform:
     """The stand-in platform: takes every post at once, asking Discord's interval between two
-    posts in a channel."""
+    posts in a channel, and noting when each arrived."""
 
     name: str = "bench"
     max_chars: int = 2000
     min_interval_s: float = 2.5
     sent: int = 0
+    arrived: dict[str, float] = field(default_factory=dict)  # outbox key -> perf_counter
 
     async def send(self, message: Outgoing) -> str:
         self.sent += 1
+        self.arrived.setdefault(message.key.split("#")[0], time.perf_counter())
         return f"b{self.sent}"
 
 
@@ -180,26 +181,29 @@ async def _visitor(
             text = rng.choice(FOLLOW_UPS)
         message = Message(kind, time.perf_counter(), awake_there=bool(awake.get(area)))
 
-        async def express(event: TownEvent, key: str, message: Message = message) -> dict[str, str]:
-            posted = await runtime._express(event, key)
-            if message.first_reply is None:
-                message.first_reply = time.perf_counter()
-            return posted
-
-        result = await visitor.say(
-            engine,
-            area,
-            name,
-            text,
-            platform="bench",
-            user_id=f"v{n}",
-            typing=runtime._typing,
-            express=express,
-        )
+        words = visitor.Visit(area, name, text, "bench", f"v{n}")
+        # each answer stored, then posted at once, as a running town does
+        result = await visitor.say(engine, words, typing=runtime._typing, post=runtime.post_now)
+        message.first_reply = _arrival(runtime, result.outbox_ids)
         message.chain = result.chain
         bench.messages.append(message)
         turn += 1
         await asyncio.sleep(rng.uniform(6, 12))
+
+
+def _arrival(runtime: TownRuntime, outbox_ids: list[int]) -> float | None:
+    """When the first of these events reached the stand-in platform (None: none did)."""
+    if not outbox_ids:
+        return None
+    with Session(runtime.store.engine) as session:
+        keys = session.exec(
+            select(OutboxEvent.idempotency_key).where(col(OutboxEvent.id).in_(outbox_ids))
+        ).all()
+    (pump,) = runtime.pumps
+    platform = pump.platform
+    assert isinstance(platform, _Platform)
+    times = [platform.arrived[key] for key in keys if key in platform.arrived]
+    return min(times, default=None)
 
 
 async def _ticks(

@@ -175,7 +175,8 @@ def say(
     town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
 ) -> None:
     """Speak as a visitor at a location; residents there hear it and may answer."""
-    result = _on_town(town, lambda engine: visitor.say(engine, location, as_name, text, role=role))
+    words = visitor.Visit(location, as_name, text, "cli", role=role)
+    result = _on_town(town, lambda engine: visitor.say(engine, words))
     heard = ", ".join(result.heard_by) or "nobody (the place is empty)"
     out.print(f"at {result.area}, heard by: {heard}", markup=False)
     for event in result.replies:  # people's words: never read as rich markup

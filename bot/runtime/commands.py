@@ -26,6 +26,7 @@ from town.views import places
 OFFLINE_LABEL = "offline brain (deterministic, no LLM)"
 MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
 SECONDS_REALTIME = 60.0
+ECHO = 40  # characters of an unknown command echoed back (a pasted essay is not)
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,8 @@ class Commands:
             name, args = args[0].lower(), args[1:]
         command = self.table.get(name)
         if command is None:
-            return Reply(f"There is no command {name!r}. " + self._names(), True, False)
+            shown = name if len(name) <= ECHO else name[: ECHO - 1] + "…"
+            return Reply(f"There is no command {shown!r}. " + self._names(), True, False)
         if command.admin and not caller.is_admin:
             return Reply(f"Only admins may use {name}.", True, False)
         try:  # (overtaken by another process, it rolled back whole: it runs again)

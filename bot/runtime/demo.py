@@ -23,7 +23,7 @@ from bot.runtime.run import TownRuntime, serve
 from bot.runtime.settings import Settings
 from bot.runtime.towns import open_town, simulate
 from town.inputs.query import interview
-from town.inputs.visitor import say
+from town.inputs.visitor import Visit, say
 from town.memory.vectors import ChromaIndex
 from town.outbox.events import TownEvent
 from town.tick.engine import TickReport
@@ -113,12 +113,9 @@ async def run_demo(settings: Settings, out: Console, hours: float = 5.0) -> None
     replay = folder / "replay.jsonl"
     summary = await simulate(opened, start + timedelta(hours=hours), replay, show)
     out.print()
+    hello = "Hi Isabella! What is new at the cafe?"
     visit = await say(
-        opened.engine,
-        "Hobbs Cafe",
-        "Alice",
-        "Hi Isabella! What is new at the cafe?",
-        role="a visiting reporter",
+        opened.engine, Visit("Hobbs Cafe", "Alice", hello, role="a visiting reporter")
     )
     out.print(
         f"[bold]#hobbs-cafe[/bold] Alice (a visiting reporter): Hi Isabella! What is new "

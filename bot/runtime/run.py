@@ -29,8 +29,8 @@ from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.unit import clean_text
+from town.inputs.visit import EmptyWords, Visit
 from town.outbox import audit
-from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.lease import Leases
 from town.store.usage import DailyTokenBudget
@@ -117,32 +117,17 @@ class TownRuntime:
     def visitor_name(self, name: str) -> str:
         return visitor_name(clean_text(name, 80), [r.name for r in self.engine.spec.residents])
 
-    async def visitor_says(
-        self,
-        platform: str,
-        user_id: str,
-        display_name: str,
-        area: str,
-        text: str,
-        *,
-        connection: str = "",
-        replying_to: str = "",
-    ) -> None:
+    async def visitor_says(self, visit: Visit) -> None:
+        """The words are stored and heard, and each answer stored, then posted at once by every
+        platform (``town.inputs.visitor.say``, ``post_now``; what does not go out then, the
+        pumps' rounds deliver). Words empty once cleaned raise ``EmptyWords`` for the
+        adapter to tell the visitor; an unknown place is logged."""
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
+        area, platform = visit.area, visit.platform
         for attempt in (1, 2):
             try:
                 result = await visitor.say(
-                    self.opened.engine,
-                    area,
-                    display_name,
-                    text,
-                    platform=platform,
-                    user_id=user_id,
-                    rate=rate,
-                    typing=self._typing,
-                    express=self._express,
-                    connection=connection,
-                    replying_to=replying_to,
+                    self.engine, visit, rate=rate, typing=self._typing, post=self.post_now
                 )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
@@ -163,7 +148,9 @@ class TownRuntime:
                 )
                 rate = None
                 continue
-            except ValueError as exc:  # an empty message, an unknown place: nothing to remember
+            except EmptyWords:
+                raise
+            except ValueError as exc:  # an unknown place: nothing to remember
                 log.info("ignored a %s message in %s: %s", platform, area, exc)
             else:
                 if result.limited:
@@ -178,11 +165,11 @@ class TownRuntime:
         (best effort: ``Adapter.typing`` never raises)."""
         await asyncio.gather(*(a.typing(area, author) for a in self.adapters))
 
-    async def _express(self, event: TownEvent, key: str) -> dict[str, str]:
-        """A resident's answer to a visitor, posted by every adapter at once (ahead of the
-        outbox and its backlog); the platforms that showed it, with their message ids."""
-        posted = await asyncio.gather(*(pump.express(event, key) for pump in self.pumps))
-        return {p.platform.name: m for p, m in zip(self.pumps, posted, strict=True) if m}
+    async def post_now(self, outbox_ids: list[int]) -> None:
+        """Residents' answers to a visitor, stored, posted by every platform at once (ahead of
+        the outbox's backlog)."""
+        if outbox_ids:
+            await asyncio.gather(*(pump.post_now(outbox_ids) for pump in self.pumps))
 
     async def command(self, caller: Caller, line: str) -> Reply:
         if not caller.is_admin and f"{caller.platform}:{caller.user_id}" in self.settings.admins:

@@ -16,21 +16,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from town.llm.port import Brain
 from town.llm.schemas import Utterance, UtterInput
 from town.llm.tasks import UTTER
 from town.memory.stream import MemoryStream
-from town.outbox import audit
-from town.store.models import AuditEntry, Resident
+from town.outbox import audit, chatlog
+from town.store.models import Resident
 from town.tick.state import ResidentState
 from town.world.gametime import hhmm, spoken_day
 
 log = logging.getLogger(__name__)
 
 HISTORY = 8  # exchanges of the thread given to the resident answering
-LOOKBACK = 80  # audit rows of the place read to find the thread
 MAX_ANSWERS = 2
 _ROOM = re.compile(r"\b(everyone|everybody|all|folks|y'?all|guys)\b", re.IGNORECASE)
 
@@ -56,32 +55,14 @@ class Thread:
     answered_by: list[str] = field(default_factory=list)  # latest first
 
 
-def thread(session: Session, town_id: int, area: str, logged_as: str, visitor: str) -> Thread:
-    """The visitor's last exchanges at ``area``, from the audit log (its words, and the
-    residents' replies to it)."""
-    rows = session.exec(
-        select(AuditEntry)
-        .where(
-            AuditEntry.town_id == town_id,
-            AuditEntry.channel == area,
-            col(AuditEntry.kind).in_([audit.SAY, audit.REPLY]),
-        )
-        .order_by(col(AuditEntry.id).desc())
-        .limit(LOOKBACK)
-    ).all()
-    found = Thread()
-    for row in rows:
-        if row.kind == audit.SAY and row.who == logged_as:
-            found.said.append(Utterance(speaker=visitor, text=row.text))
-        elif row.kind == audit.REPLY:
-            to, text = audit.reply_parts(row.text)
-            if to == visitor:
-                found.said.append(Utterance(speaker=row.who, text=text))
-                if row.who not in found.answered_by:
-                    found.answered_by.append(row.who)
-        if len(found.said) >= HISTORY:
-            break
-    found.said.reverse()
+def thread(session: Session, town_id: int, area: str, key: str) -> Thread:
+    """The visitor's last exchanges at ``area`` (``key``: its chat, ``chatlog.thread_of``):
+    its words and the residents' answers to it, from the chat lines."""
+    lines = chatlog.thread_lines(session, town_id, area, key, HISTORY)
+    found = Thread(said=[Utterance(speaker=line.speaker, text=line.text) for line in lines])
+    for line in reversed(lines):  # latest first
+        if line.kind == chatlog.RESIDENT and line.speaker not in found.answered_by:
+            found.answered_by.append(line.speaker)
     return found
 
 

@@ -1,7 +1,7 @@
 """A member's say over what the residents hear of them: ``mute`` (the residents neither hear nor
 answer them; their messages are audited as received and nothing else is kept) and ``unmute``;
-and, at a place an admin closed, words heard but not answered. ``unanswered`` is the one call the
-visitor path makes (``town.inputs.visitor.say``)."""
+and, at a place an admin closed, words heard but not answered. ``muted_words`` and ``closed_at``
+are the calls the visitor path makes (``town.inputs.visitor.say``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from sqlmodel import Session, select
 
 from town.inputs.naming import visitor_name
 from town.inputs.unit import area_named
+from town.inputs.visit import Visit
 from town.outbox import audit
 from town.outbox.switches import CLOSED, switches
 from town.store.models import MutedMember
@@ -50,29 +51,32 @@ def set_muted(engine: Engine, platform: str, user_id: str, muted: bool) -> bool:
         return False
 
 
-def unanswered(
-    engine: Engine, location: str, name: str, words: str, platform: str, user_id: str
-) -> str | None:
-    """Words nobody answers, recorded here; returns the area (None: the visitor path goes on).
-    A muted member's words are audited as received (``say:muted``: no resident hears them); at
-    a closed place the words are heard at the next tick like any, but nobody answers there."""
+def muted_words(engine: Engine, visit: Visit) -> str | None:
+    """A muted member's words, audited as received (``say:muted``) and nothing else: no
+    resident hears or answers them. Returns the area (None: the member is not muted, and the
+    visitor path goes on)."""
     with engine.unit(changes_town=False) as session:
-        muted = is_muted(session, engine.town_id, platform, user_id)
-        area = area_named(World.load(session, engine.town_id, engine.spec), location)
-        closed = switches(session, engine.town_id).get(area) == CLOSED
-        if not (muted or closed):
+        if not is_muted(session, engine.town_id, visit.platform, visit.user_id):
             return None
+        area = area_named(World.load(session, engine.town_id, engine.spec), visit.area)
         residents = [r.name for r in engine.spec.residents]
-        who = audit.identity(visitor_name(name, residents), platform, user_id)
+        who = audit.identity(visitor_name(visit.name, residents), visit.platform, visit.user_id)
         audit.record(
             session,
             engine.town_id,
             audit.IN,
-            MUTED if muted else audit.SAY,
+            MUTED,
             who,
-            words,
+            visit.words,
             game_time=engine.town(session).clock,
-            platform=platform,
+            platform=visit.platform,
             channel=area,
         )
         return area
+
+
+def closed_at(engine: Engine, area: str) -> bool:
+    """Whether an admin closed ``area``'s channel: words said there are heard at the next tick
+    like any, but no resident answers there."""
+    with engine.store.session() as session:
+        return switches(session, engine.town_id).get(area) == CLOSED

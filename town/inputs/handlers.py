@@ -6,26 +6,16 @@ The handlers are kept per town: per store and town id, so two engines over one t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 from weakref import WeakKeyDictionary
 
+from town.inputs.visit import Visit
 from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.tick.engine import Engine
 from town.tick.turn import Tick
 
-
-@dataclass(frozen=True)
-class Visit:
-    """A visitor's words in an area: who said them (name, role, platform and user id)."""
-
-    area: str
-    name: str
-    role: str
-    words: str
-    platform: str
-    user_id: str
+__all__ = ["PlaceHandler", "Visit", "handle_place", "place_handlers"]
 
 
 class PlaceHandler(Protocol):

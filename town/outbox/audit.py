@@ -1,12 +1,13 @@
 """The audit log: every input to a town and every output from it, with game and wall time.
 
-Inputs (direction "in"): a visitor's words (``say``: the row residents there take in at the next
-tick, ``town/tick/heard.py``; ``say:limited`` when the visitor was over the rate limit and
-residents did not hear it; ``say:place`` at a place with a handler of its own, heard at once),
-a command line (``command``), an inner voice
-(``whisper``), an object set (``set``), an interview question (``interview``). Outputs ("out"):
-a resident's words (``said``), a resident's answer to a visitor (``reply``, its text
-``reply_line``: the next tick remembers it for the resident), a notice to a visitor
+It records, and only records: nothing in the town reads it back to decide anything (what
+visitors and residents say to each other is kept as chat lines, ``town.outbox.chatlog``).
+
+Inputs (direction "in"): a visitor's words (``say``; ``say:limited`` when the visitor was over
+the rate limit and residents did not hear it; ``say:place`` at a place with a handler of its
+own), a command line (``command``), an inner voice (``whisper``), an object set (``set``), an
+interview question (``interview``). Outputs ("out"): a resident's words (``said``), a
+resident's answer to a visitor (``reply``, shown as ``reply_line``), a notice to a visitor
 (``notice``), an interview answer (``answer``).
 
 Each row is written in the same transaction as what it records (``town.inputs`` for inputs,
@@ -71,23 +72,10 @@ def identity(name: str, platform: str = "", user_id: str = "") -> str:
     return f"{shown} ({clean_text(where, 110)})" if where else shown
 
 
-def name_of(who: str) -> str:
-    """The name in an ``identity``: ``Alice (discord:1234)`` -> ``Alice``."""
-    name, paren, _ = who.rpartition(" (")
-    return name if paren and who.endswith(")") else who
-
-
 def reply_line(to: str, text: str) -> str:
-    """How the log keeps a resident's answer to a visitor: ``(to Alice) Hello!``."""
+    """How the log shows a resident's answer to a visitor: ``(to Alice) Hello!`` (for people
+    reading the log: nothing reads it back; the chat lines are ``town.outbox.chatlog``)."""
     return f"(to {clean_text(to, 100)}) {text}"
-
-
-def reply_parts(line: str) -> tuple[str, str]:
-    """The visitor and the words of a ``reply_line``; ("", line) if it is not one."""
-    if line.startswith("(to ") and ") " in line:
-        to, _, text = line[4:].partition(") ")
-        return to, text
-    return "", line
 
 
 def record(

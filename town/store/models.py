@@ -199,6 +199,32 @@ class AuditEntry(SQLModel, table=True):
     wall_time: datetime = Field(default_factory=utcnow)
 
 
+class ChatLine(SQLModel, table=True):
+    """One line of a visitor's chat at a place: a visitor's words, a resident's answer to a
+    visitor, or the town's word to one ("nobody here is awake"). The record residents take in at
+    the next tick (``town.tick.heard``), the thread an answer continues (``town.inputs.chat``)
+    and the web page's history read; the audit log only records."""
+
+    __table_args__ = (
+        Index("ix_chatline_town_area_thread", "town_id", "area", "thread", "id"),
+        Index("ix_chatline_town_game_time", "town_id", "game_time"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id")
+    area: str = Field(max_length=300)  # the place (a top-level area: one chat channel)
+    speaker: str = Field(max_length=80)  # the visitor's name as shown, or the resident's
+    kind: str = Field(max_length=10)  # visitor, resident, town
+    addressee: str = Field(default="", max_length=80)  # who it is said to ("" the room)
+    thread: str = Field(max_length=130)  # the visitor's "platform:user id": one chat a place
+    platform: str = Field(default="", max_length=20)  # where the visitor wrote it
+    # False: not for the next tick to take in (over the visitor's message rate, nobody heard
+    # it; or heard at once by a place's own handler, an interview room)
+    heard: bool = True
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    game_time: datetime
+    wall_time: datetime = Field(default_factory=utcnow)
+
+
 class TownLease(SQLModel, table=True):
     """Which worker runs a town. A lease is renewed while its worker lives; an expired one may be
     taken over, and every takeover raises ``epoch`` so a stale owner's tick cannot commit."""

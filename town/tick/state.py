@@ -69,7 +69,7 @@ class ResidentState(BaseModel):
     # "object|<sub-area>|<object>" -> its description for each object not in its usual state
     seen: dict[str, dict[str, str]] = Field(default_factory=dict)
     inbox: list[str] = Field(default_factory=list)  # inputs not yet perceived
-    heard: int = 0  # the audit log read up to this row (visitors' words: town/tick/heard.py)
+    heard: int = 0  # the chat lines read up to this one (visitors' words: town/tick/heard.py)
     visitor_until: str = ""  # ISO game time: talking with a visitor, it stays till then
     since_reflection: int = 0  # summed importance since the last reflection
     talked: dict[str, str] = Field(default_factory=dict)  # name -> ISO time of the last talk

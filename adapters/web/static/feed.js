@@ -74,7 +74,11 @@ function messageNode(entry) {
     author.addEventListener("click", () => openCard(entry.author));
   }
   meta.append(author);
-  if (entry.kind === "visitor") meta.append(el("span", "tag", "visitor"));
+  if (entry.kind === "visitor") {
+    const platform = entry.platform === "cli" ? "the shell" : entry.platform;
+    const where = platform && platform !== "web" ? ` on ${platform}` : "";
+    meta.append(el("span", "tag", `visitor${where}`));
+  }
   if (entry.clock) meta.append(el("span", "clock", entry.clock));
   body.append(meta, el("p", "text", entry.text));
   item.append(body);

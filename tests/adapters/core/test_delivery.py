@@ -132,16 +132,25 @@ async def test_a_reply_to_a_visitor_goes_first_and_never_into_a_digest(store: St
     assert statuses(store) == ["digested"] * 12 + ["sent"]
 
 
-async def test_an_answer_posted_at_once_is_not_posted_again(store: Store) -> None:
-    town_id = town_with_events(store, [])
+async def test_an_answer_posted_at_once_is_tried_once_then_left_to_the_rounds(
+    store: Store,
+) -> None:
+    """A resident's answer is stored first, then posted at once (``post_now``): claimed like
+    any post and tried once; when that fails it stays pending and a round posts it, once."""
+    town_id = town_with_events(store, [("action", "Cafe", "narration")])
+    with store.session() as s:
+        reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
+        (row,) = write_outbox(s, town_id, "say:a", [reply])
+    assert row.id is not None
     platform = FakePlatform(failures=[DeliveryError("down")])
     pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
-    reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
-    assert await pump.express(reply, "1:say:a:0") is None  # tried once: the outbox has it
-    assert await pump.express(reply, "1:say:a:0") == "m1"
-    assert [(m.key, m.author, m.text) for m in platform.sent] == [
-        ("1:say:a:0", "Isabella", "Hi Alice!")
-    ]
+    assert await pump.post_now([row.id]) == 0  # tried once, not retried here: still pending
+    assert pump.stats.retries == 0 and platform.sent == []
+    assert await pump.post_now([row.id]) == 1  # only that row, ahead of the narration
+    assert [(m.key, m.text) for m in platform.sent] == [(f"{town_id}:say:a:0", "Hi Alice!")]
+    assert await pump.deliver_pending() == 1  # the rounds: the narration, not the answer again
+    assert [m.text for m in platform.sent] == ["Hi Alice!", "☕ narration"]
+    assert await pump.post_now([row.id]) == 0
 
 
 async def test_long_text_is_split_at_sentences_with_keys_of_their_own(store: Store) -> None:

@@ -33,7 +33,7 @@ from tests.fakes.discord_wire import (
     INTENT_GUILDS,
     SEND_MESSAGES,
 )
-from town.store.models import OutboxEvent
+from town.store.models import ChatLine, OutboxEvent
 
 
 async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhook(
@@ -58,6 +58,12 @@ async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhoo
     assert not any("Alice" in m.text for m in maria) and inbox(runtime, "Maria Lopez") == []
     assert visitors(runtime) == {"Alice"}
 
+    def answered() -> bool:  # (the words are stored first, then the answer once composed)
+        with runtime.store.session() as s:
+            said = s.exec(select(OutboxEvent).where(OutboxEvent.kind == "said")).all()
+        return any(e.payload.get("reply_to") == "Alice" for e in said)
+
+    await until(answered)
     sent = await pump(runtime, adapter).deliver_pending()
     assert sent >= 1
     new = fake.webhook_messages()[posted_before:]
@@ -135,7 +141,7 @@ async def test_a_huge_visitor_message_is_cut_not_fatal(
     await fake.member_says(alice, channel_of(runtime, "Hobbs Cafe"), "<@&1> " + "bla " * 25_000)
     found = await until(lambda: [t for t in inbox(runtime, "Klaus Mueller") if "Alice said" in t])
     assert len(found[0]) < 2200 and found[0].count("bla") < 600
-    assert 'said: "@role bla bla' in found[0]  # mention tags read as names
+    assert 'said: "role bla bla' in found[0]  # mention tags read as names, never as pings
 
 
 async def test_admin_command_is_refused_to_members_and_works_for_admins(
@@ -311,3 +317,19 @@ async def test_a_reply_to_a_residents_message_is_answered_by_that_resident(
     assert await reply("Fay", as_bot, resolved=False) == ["Klaus Mueller"]
     fake.messages.remove(earlier)  # deleted before the bot could fetch it: heard all the same
     assert await reply("Ed", earlier, resolved=False) == ["Isabella Rodriguez"]
+
+
+async def test_a_message_empty_once_cleaned_is_refused_privately_and_not_kept(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    alice = fake.add_member("Alice")
+    cafe = channel_of(runtime, "Hobbs Cafe")
+    await fake.member_says(alice, cafe, "\u200b\u200b")
+    refusal = (await until(lambda: fake.direct))[0]  # private: by direct message
+    assert refusal["to"] == alice["id"] and "empty once cleaned" in refusal["content"]
+    await fake.member_says(alice, cafe, "@everyone @here")
+    await until(lambda: fake.direct[1:])
+    assert visitors(runtime) == set()
+    with runtime.store.session() as s:
+        assert s.exec(select(ChatLine)).all() == []

@@ -34,7 +34,7 @@ from tests.fakes.slack_api import (
     BOT_USER_ID,
     FakeSlack,
 )
-from town.store.models import Memory, OutboxEvent, Town
+from town.store.models import ChatLine, Memory, OutboxEvent, Town
 
 
 async def test_a_members_message_is_heard_by_the_residents_there(
@@ -53,7 +53,7 @@ async def test_a_members_message_is_heard_by_the_residents_there(
     area, here = next(iter(occupied.items()))
     channel = slack.channel_id(channel_name("mini", area))
     await post(adapter, message(channel, "hello <@U0ADMIN>, see <https://x.example|this>"))
-    assert heard_by(runtime, 'said: "hello @Ada, see this"') == set(here)
+    assert heard_by(runtime, 'said: "hello Ada, see this"') == set(here)  # no @: no ping
     assert len(slack.called("users.info")) == 2  # each member looked up once, then cached
 
 
@@ -233,3 +233,16 @@ async def test_a_reply_in_the_thread_of_a_residents_message_is_answered_by_that_
     coffee = await klaus_says("Coffee is on me.")
     slack.fail("conversations.replies", error="missing_scope")
     assert await reply("U0ED", "Ed Vale", coffee) == ["Isabella Rodriguez"]
+
+
+async def test_a_message_empty_once_cleaned_is_refused_privately_and_not_kept(
+    runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
+) -> None:
+    _, channel, _ = await occupied(runtime, slack)
+    for text in ("\u200b\u200b", "\u202e", "&lt;!here&gt;"):  # (Slack sends "<" escaped)
+        assert await post(adapter, message(channel, text)) == 200
+    refusals = [e for e in slack.ephemerals if "empty once cleaned" in e["text"]]
+    assert len(refusals) == 3 and all(e["user"] == MEMBER for e in refusals)
+    assert visitors(runtime) == []
+    with runtime.store.session() as s:
+        assert s.exec(select(ChatLine)).all() == []

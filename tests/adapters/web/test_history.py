@@ -55,11 +55,11 @@ def test_history_keeps_the_order_things_were_written_in_when_the_clock_ties() ->
     never fall into the order of their authors' names."""
     at, later = datetime(2026, 2, 13, 9, tzinfo=UTC), datetime(2026, 2, 13, 9, 1, tzinfo=UTC)
     stored = [
-        (at, "", "Tom Moreno arrived", "", "town", "09:00"),
-        (at, "", "Abigail Chen arrived", "", "town", "09:00"),
-        (later, "Isabella", "Welcome!", "", "resident", "09:01"),
+        (at, "", "Tom Moreno arrived", "", "town", "09:00", ""),
+        (at, "", "Abigail Chen arrived", "", "town", "09:00", ""),
+        (later, "Isabella", "Welcome!", "", "resident", "09:01", ""),
     ]
-    visitors = [(at, "Bo", "Hello", "", "visitor", "09:00")]
+    visitors = [(at, "Bo", "Hello", "", "visitor", "09:00", "web")]
     assert [m[2] for m in oldest_first(stored, visitors)] == [
         "Tom Moreno arrived",
         "Abigail Chen arrived",

@@ -30,3 +30,8 @@ def test_say_and_audit_print_markup_in_a_visitors_words_as_text(
     assert MARKUP in audit.output and "[/]Al[b]ice" in audit.output
     nowhere = runner.invoke(app, ["say", "the [/] moon", "hi", "--town", "mini"])
     assert nowhere.exit_code == 2 and "[/] moon" in nowhere.output  # the red line, unbroken
+    for empty in ("\u200b\u200b", "\u0001", "\u202e", "@everyone"):
+        refused = runner.invoke(app, ["say", "Hobbs Cafe", empty, "--town", "mini"])
+        assert refused.exit_code == 2 and "empty once cleaned" in refused.output, refused.output
+    audit = runner.invoke(app, ["audit", "--town", "mini", "--kind", "say", "--format", "jsonl"])
+    assert audit.output.count("\n") == 1  # only the first words were kept

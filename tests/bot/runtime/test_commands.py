@@ -41,6 +41,9 @@ async def test_help_and_unknown_commands(commands: Commands) -> None:
     assert "admins only" in (await commands.handle(MEMBER, "help pause")).text
     unknown = await commands.handle(MEMBER, "dance wildly")
     assert not unknown.ok and "no command 'dance'" in unknown.text and "look" in unknown.text
+    pasted = await commands.handle(MEMBER, "x" * 10_000)  # echoed as a short prefix only
+    assert not pasted.ok and f"no command '{'x' * 39}…'" in pasted.text
+    assert len(pasted.text) < 300
     broken = await commands.handle(MEMBER, 'interview "Isabella')
     assert not broken.ok and "quotes" in broken.text
 

@@ -906,11 +906,15 @@ async def test_an_input_on_a_lost_town_commits_nothing(runtime: Any) -> None:
         before = len(s.exec(select(AuditEntry)).all())
     engine.guard = lost
     with pytest.raises(LeaseLost):
-        await visitor.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
+        await visitor.say(
+            engine, visitor.Visit(area, "Ann", "hello there", platform="web", user_id="ann")
+        )
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) == before
     engine.guard = None
-    await visitor.say(engine, area, "Ann", "hello there", platform="web", user_id="ann")
+    await visitor.say(
+        engine, visitor.Visit(area, "Ann", "hello there", platform="web", user_id="ann")
+    )
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) > before  # heard and audited
 

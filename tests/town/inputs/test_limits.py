@@ -36,6 +36,7 @@ from tests.fakes.platform import FakePlatform
 from tests.helpers import sample
 from town.inputs import visitor
 from town.inputs.limits import ChannelRate, TokenBucket, VisitorRateLimit
+from town.inputs.visit import Visit
 from town.llm.client import open_client
 from town.llm.gateway import MODE_BUDGET_SPENT, LLMGateway
 from town.llm.tasks import EMOJI
@@ -110,7 +111,9 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     rate = VisitorRateLimit(2, clock=clock)
     said = [f"message number {n} about the pastries" for n in range(5)]
     results = [
-        await visitor.say(engine, HOBBS, "Alice", text, platform="web", user_id="a1", rate=rate)
+        await visitor.say(
+            engine, visitor.Visit(HOBBS, "Alice", text, platform="web", user_id="a1"), rate=rate
+        )
         for text in said
     ]
     assert [r.limited for r in results] == [False, False, True, True, True]
@@ -130,7 +133,9 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     clock.now += 61  # a new minute: heard again; a new burst earns a new notice
     again = [
         await visitor.say(
-            engine, HOBBS, "Alice", "back again", platform="web", user_id="a1", rate=rate
+            engine,
+            visitor.Visit(HOBBS, "Alice", "back again", platform="web", user_id="a1"),
+            rate=rate,
         )
         for _ in range(3)
     ]
@@ -161,7 +166,7 @@ async def test_every_platform_is_limited_and_the_notice_shows_only_on_its_own(
     runtime = strict_runtime
     for platform, user in (("discord", "111"), ("slack", "U9")):
         for n in range(4):
-            await runtime.visitor_says(platform, user, "Max", HOBBS, f"{platform} line {n}")
+            await runtime.visitor_says(Visit(HOBBS, "Max", f"{platform} line {n}", platform, user))
     with runtime.store.session() as s:
         kinds = [
             (a.platform, a.kind) for a in s.exec(select(AuditEntry)).all() if a.kind != "notice"
@@ -363,13 +368,10 @@ async def test_ids_a_page_makes_up_share_their_connections_allowance(store: Stor
     async def limited(user_id: str, connection: str) -> bool:
         said = await visitor.say(
             engine,
-            HOBBS,
-            "Alice",
-            "hi",
-            platform="web",
-            user_id=user_id,
+            visitor.Visit(
+                HOBBS, "Alice", "hi", platform="web", user_id=user_id, connection=connection
+            ),
             rate=rate,
-            connection=connection,
         )
         return said.limited
 

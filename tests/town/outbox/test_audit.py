@@ -27,6 +27,7 @@ from tests.factories import add_town
 from tests.helpers import overtaking
 from town.inputs.admin import set_object, whisper
 from town.inputs.query import interview
+from town.inputs.visit import Visit
 from town.outbox import audit
 from town.store.db import Store
 from town.store.models import AuditEntry, OutboxEvent, Town
@@ -66,9 +67,8 @@ async def test_a_visitors_words_and_the_answers_are_audited(runtime: TownRuntime
     await tick_until_awake_at_cafe(runtime)
     clock = clock_of(runtime.store)
     before = datetime.now(UTC)
-    await runtime.visitor_says(
-        "discord", "4242", "Alice\x1b[31m", HOBBS, "Hello Isabella,\x07 what is\non the menu?"
-    )
+    words = "Hello Isabella,\x07 what is\non the menu?"
+    await runtime.visitor_says(Visit(HOBBS, "Alice\x1b[31m", words, "discord", "4242"))
     (said_in,) = entries(runtime.store, direction="in")
     assert (said_in.kind, said_in.platform, said_in.channel) == ("say", "discord", HOBBS)
     assert said_in.who == "Alice [31m (discord:4242)"  # control characters gone
@@ -391,14 +391,6 @@ async def test_a_running_town_prunes_at_start_and_then_daily(runtime: TownRuntim
             await task
 
 
-@pytest.mark.parametrize(
-    ("name", "platform", "user_id"),
-    [("Alice", "discord", "1234"), ("Bo (the baker)", "web", "v-bo"), ("Cy", "", ""), ("", "", "")],
-)
-def test_the_name_in_an_identity_is_found_again(name: str, platform: str, user_id: str) -> None:
-    assert audit.name_of(audit.identity(name, platform, user_id)) == (name or "someone")
-
-
 async def test_words_and_commands_another_process_overtook_are_done_again_once(
     runtime: TownRuntime, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -408,7 +400,7 @@ async def test_words_and_commands_another_process_overtook_are_done_again_once(
     await tick_until_awake_at_cafe(runtime)
     times = [1]
     monkeypatch.setattr(Engine, "unit", overtaking(times))
-    await runtime.visitor_says("discord", "4242", "Alice", HOBBS, "Hello Isabella")
+    await runtime.visitor_says(Visit(HOBBS, "Alice", "Hello Isabella", "discord", "4242"))
     (said_in,) = entries(runtime.store, direction="in", kind="say")
     assert said_in.text == "Hello Isabella" and times == [1]
     admin = Caller("web", "u2", "Ada", is_admin=True, location=HOBBS)

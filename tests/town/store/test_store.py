@@ -34,6 +34,7 @@ TABLES = {
     "townlease",
     "worker",
     "visitor",
+    "chatline",
     "conversation",
     "outboxevent",
     "llmusage",

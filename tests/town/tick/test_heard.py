@@ -4,8 +4,9 @@ a tick was running; the answers residents gave are remembered by them."""
 from __future__ import annotations
 
 from tests.factories import CAFE_PAIR, at_cafe, memories, resident, until
+from town.inputs.visit import Visit
 from town.inputs.visitor import say
-from town.outbox import audit
+from town.outbox import chatlog
 from town.store.db import Store
 from town.tick.engine import Engine
 from town.tick.heard import waiting
@@ -20,7 +21,7 @@ def count(store: Store, name: str, words: str) -> int:
 
 async def test_words_are_taken_in_once_at_the_next_tick(store: Store, engine: Engine) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))
-    result = await say(engine, HOBBS, "Alice", "Klaus, is the coffee good?")
+    result = await say(engine, Visit(HOBBS, "Alice", "Klaus, is the coffee good?"))
     quote = 'Alice said: "Klaus, is the coffee good?"'
     with store.session() as s:
         assert waiting(s, engine.town_id, resident(store, "Maria Lopez")) == []
@@ -42,16 +43,16 @@ async def test_words_written_while_a_tick_ran_are_heard_at_the_one_after(
         chain = await run(tick)
         with store.session() as s:  # (read for the clock only)
             clock = engine.town(s).clock
-        audit.record(
+        chatlog.add_line(
             tick.session,
             engine.town_id,
-            audit.IN,
-            audit.SAY,
-            "Bo (web:b1)",
+            HOBBS,
+            "Bo",
+            chatlog.VISITOR,
+            chatlog.thread_of("web", "b1"),
             "late words",
-            game_time=clock,
+            clock,
             platform="web",
-            channel=HOBBS,
         )
         return chain
 

@@ -20,7 +20,15 @@ from town.inputs.naming import MARKER
 from town.inputs.unit import input_unit
 from town.memory.embedding_queue import flush_queues
 from town.outbox import audit
-from town.store.models import AuditEntry, ForgetOrder, MutedMember, Resident, Visitor
+from town.outbox.chatlog import VISITOR, thread_of
+from town.store.models import (
+    AuditEntry,
+    ChatLine,
+    ForgetOrder,
+    MutedMember,
+    Resident,
+    Visitor,
+)
 from town.tick.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -136,9 +144,18 @@ def member_of(session: Session, town_id: int, platform: str, user_id: str) -> Me
             AuditEntry.town_id == town_id, col(AuditEntry.who).endswith(tail, autoescape=True)
         )
     ):
-        names.add(audit.name_of(row.who))
+        names.add(row.who.removesuffix(tail).strip())  # (the name they went by)
         if row.kind in SPOKEN:
             phrases.add(row.text)
+    for line in session.exec(
+        select(ChatLine).where(
+            ChatLine.town_id == town_id,
+            ChatLine.thread == thread_of(platform, user_id),
+            ChatLine.kind == VISITOR,
+        )
+    ):
+        names.add(line.speaker)
+        phrases.add(line.text)
     residents = set(session.exec(select(Resident.name).where(Resident.town_id == town_id)))
     names -= residents | {"someone", FORGOTTEN}  # never the residents' own names
     return Member(platform, user_id, tuple(sorted(names)), tuple(sorted(phrases)))

@@ -16,8 +16,10 @@ from sqlalchemy import String, Text, and_
 from sqlmodel import Session, SQLModel, col, select
 
 from town.features.consent.member import FORGOTTEN, GONE, Member
+from town.outbox.chatlog import thread_of
 from town.store.models import (
     AuditEntry,
+    ChatLine,
     Conversation,
     Memory,
     OutboxEvent,
@@ -98,6 +100,14 @@ def _visitor_of(scope: Scope, member: Member) -> Any:
         col(Visitor.town_id) == scope.town_id,
         col(Visitor.platform) == member.platform,
         col(Visitor.platform_user_id) == member.user_id,
+    )
+
+
+def _chat_of(scope: Scope, member: Member) -> Any:
+    """The member's chats: their words, the answers to them, the town's word to them."""
+    return and_(
+        col(ChatLine.town_id) == scope.town_id,
+        col(ChatLine.thread) == thread_of(member.platform, member.user_id),
     )
 
 
@@ -321,12 +331,16 @@ def _residents_rows(model: Any) -> Callable[[Scope], Any]:
 
 REGISTRY: list[Place] = [
     Rows("visitors", Visitor, _visitor_of),
+    Rows("chat lines", ChatLine, _chat_of),
     AuditRows(),
     Memories(),
     Redacted("residents", Resident, ("summary", "action", "state"), _town_rows(Resident)),
     Redacted("plans", PlanItem, ("description",), _residents_rows(PlanItem)),
     Redacted("conversations", Conversation, ("participants", "turns"), _town_rows(Conversation)),
     Redacted("outbox", OutboxEvent, ("payload",), _town_rows(OutboxEvent)),
+    Redacted(
+        "others' chat lines", ChatLine, ("speaker", "addressee", "text"), _town_rows(ChatLine)
+    ),
     VectorPlace(alive=_memory_ids_alive),
     ReplayLines(),
 ]

@@ -2,7 +2,7 @@
 muted members, and admins' per-channel switches (quiet, closed)
 
 Revision ID: 0013
-Revises: 0008
+Revises: 0009
 Create Date: 2026-11-28 11:30:00.000000
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | None = "0008"
+down_revision: str | None = "0009"
 branch_labels: Sequence[str] | None = None
 depends_on: Sequence[str] | None = None
 

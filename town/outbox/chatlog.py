@@ -1,0 +1,133 @@
+"""Visitors' chats, as rows: what a visitor said at a place, what a resident answered, and
+what the town told a visitor there (``ChatLine``). Written in the one short write of a visitor's
+words (``town.inputs.visitor``); read by the next tick, which gives the words to the residents
+there (``town.tick.heard``), by the resident who answers next (the thread,
+``town.inputs.chat``), and by the web page's history.
+
+A line holds the words as residents perceive and remember them: one line of printable text
+with no mention syntax and no mass pings (``unpinged``): "@everyone @here party at my place"
+is heard as "party at my place". The audit log keeps what came in as it came.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from town.outbox.audit import clean_text
+from town.store.models import ChatLine
+
+VISITOR, RESIDENT, TOWN = "visitor", "resident", "town"
+SPOKEN = (VISITOR, RESIDENT)  # the lines of a conversation (the town's word is not one)
+
+_MASS_PING = re.compile(
+    r"(?<![\w@])[@＠](?:everyone|here|channel)\b|<!(?:everyone|here|channel)(?:\|[^<>]*)?>",
+    re.IGNORECASE,
+)
+_MENTION_SYNTAX = re.compile(r"<[@#!][^<>\s]*>")  # <@123>, <@!1>, <@&1>, <#1>, <!subteam^S1>
+_AT_NAME = re.compile(r"(?<![\w@])[@＠](?=\w)")  # "@Isabella" -> "Isabella"
+
+
+def unpinged(text: str) -> str:
+    """``text`` with no mass ping (``@everyone``, ``@here``, ``<!channel>``...) and no mention
+    syntax (``<@123>``; ``@Isabella`` keeps the name), as one line."""
+    text = _MENTION_SYNTAX.sub(" ", _MASS_PING.sub(" ", text))
+    return " ".join(_AT_NAME.sub("", text).split())
+
+
+def thread_of(platform: str, user_id: str) -> str:
+    """The key of a visitor's chats: one per visitor (and place)."""
+    return f"{platform}:{user_id}"[:130]
+
+
+def add_line(
+    session: Session,
+    town_id: int,
+    area: str,
+    speaker: str,
+    kind: str,
+    thread: str,
+    text: str,
+    game_time: datetime,
+    *,
+    addressee: str = "",
+    platform: str = "",
+    heard: bool = True,
+) -> ChatLine:
+    """One line in the unit of work ``session``; names and words ``unpinged`` and cut."""
+    row = ChatLine(
+        town_id=town_id,
+        area=area[:300],
+        speaker=unpinged(clean_text(speaker, 80)) or "a visitor",
+        kind=kind,
+        addressee=unpinged(clean_text(addressee, 80)),
+        thread=thread[:130],
+        platform=platform[:20],
+        heard=heard,
+        text=unpinged(clean_text(text)),
+        game_time=game_time,
+    )
+    session.add(row)
+    return row
+
+
+def thread_lines(
+    session: Session, town_id: int, area: str, thread: str, limit: int
+) -> list[ChatLine]:
+    """The newest ``limit`` lines of a visitor's chat at ``area`` (the words residents heard
+    and their answers), oldest first."""
+    rows = session.exec(
+        select(ChatLine)
+        .where(
+            ChatLine.town_id == town_id,
+            ChatLine.area == area,
+            ChatLine.thread == thread,
+            col(ChatLine.kind).in_(SPOKEN),
+            col(ChatLine.heard),
+        )
+        .order_by(col(ChatLine.id).desc())
+        .limit(limit)
+    ).all()
+    return list(reversed(rows))
+
+
+def unheard(
+    session: Session, town_id: int, after: int, since: datetime, upto: int
+) -> list[ChatLine]:
+    """The lines spoken after line ``after`` (0: none read yet, so those at the clock ``since``
+    or later), up to line ``upto``, oldest first; words over a visitor's rate are not among
+    them."""
+    query = select(ChatLine).where(
+        ChatLine.town_id == town_id,
+        col(ChatLine.kind).in_(SPOKEN),
+        col(ChatLine.heard),
+        col(ChatLine.id) <= upto,
+    )
+    if after:
+        query = query.where(col(ChatLine.id) > after)
+    else:
+        query = query.where(col(ChatLine.game_time) >= since)
+    return list(session.exec(query.order_by(col(ChatLine.id))).all())
+
+
+def newest(session: Session, town_id: int) -> int:
+    """The id of the town's newest line (0: none)."""
+    found = session.exec(select(func.max(ChatLine.id)).where(ChatLine.town_id == town_id)).one()
+    return int(found or 0)
+
+
+def told_since(session: Session, town_id: int, area: str, thread: str, since: datetime) -> bool:
+    """Whether the town told this visitor something at ``area`` at ``since`` or later."""
+    found = session.exec(
+        select(ChatLine.id).where(
+            ChatLine.town_id == town_id,
+            ChatLine.area == area,
+            ChatLine.thread == thread,
+            ChatLine.kind == TOWN,
+            col(ChatLine.game_time) >= since,
+        )
+    ).first()
+    return found is not None
