@@ -1,0 +1,64 @@
+"""``bottown town new`` and ``bottown town check``, as a user types them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli.main import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+
+
+def test_a_new_town_founds_and_lives_a_game_day_offline(tmp_path: Path) -> None:
+    made = runner.invoke(app, ["town", "new", "harbour"])
+    assert made.exit_code == 0, made.output
+    assert "bottown town check harbour" in made.output
+    for name in ("town.toml", "residents.toml", "scenario.toml"):
+        text = (tmp_path / "harbour" / name).read_text("utf-8")
+        assert text.count("#") >= 5  # every field carries a comment
+    checked = runner.invoke(app, ["town", "check", "harbour"])
+    assert checked.exit_code == 0, checked.output
+    assert "3 places" in checked.output and "3 residents" in checked.output
+    assert "Mara Quinn" in checked.output and "knows" in checked.output
+    lived = runner.invoke(
+        app, ["simulate", "--town", "./harbour", "--name", "harbour", "--days", "1"]
+    )
+    assert lived.exit_code == 0, lived.output
+    assert "144 ticks" in lived.output
+    assert "Mara Quinn" in lived.output
+
+
+def test_new_refuses_a_folder_that_exists_and_copies_a_shipped_town(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    refused = runner.invoke(app, ["town", "new", "mine"])
+    assert refused.exit_code == 2 and "exists already" in refused.output
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+    copied = runner.invoke(app, ["town", "new", "office", "--from", "interview-practice"])
+    assert copied.exit_code == 0, copied.output
+    assert (tmp_path / "office" / "interviews.toml").is_file()
+    assert runner.invoke(app, ["town", "check", "office"]).exit_code == 0
+    unknown = runner.invoke(app, ["town", "new", "other", "--from", "atlantis"])
+    assert unknown.exit_code == 2 and "no town named 'atlantis'" in unknown.output
+    assert not (tmp_path / "other").exists()
+
+
+def test_check_lists_every_problem_as_file_field_reason(tmp_path: Path) -> None:
+    assert runner.invoke(app, ["town", "new", "harbour"]).exit_code == 0
+    residents = tmp_path / "harbour" / "residents.toml"
+    text = residents.read_text("utf-8").replace("Rope Walk Cottages: Tom's cottage", "Nowhere: x")
+    residents.write_text(text.replace("age = 61", 'age = "old"'), "utf-8")
+    checked = runner.invoke(app, ["town", "check", "harbour"])
+    assert checked.exit_code == 2
+    assert "residents.toml: residents[1].home: 'Nowhere: x' is not a place" in checked.output
+    assert "residents.toml: residents[2].age:" in checked.output
+    assert "2 problems" in checked.output
