@@ -3,14 +3,21 @@ draft, checked on one screen, and changed while it lives."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bot.cli.common import err, guarded, out
-from town.authoring.scaffold import new_town, next_steps
+from bot.cli.common import err, guarded, out, settings_with_brain
+from bot.runtime.settings import Settings
+from town.authoring.drafting import Draft, OfflineStandIn, draft_town
+from town.authoring.scaffold import new_town, next_steps, refuse_existing, write_files
 from town.authoring.summary import summary_lines
+from town.llm.client import open_client
+from town.llm.gateway import LLMGateway
+from town.llm.offline.brain import OfflineBrain
+from town.llm.port import Brain
 from town.world.load import load_town
 from town.world.persona import PersonaError, TownSpec
 
@@ -59,3 +66,67 @@ def check(folder: Annotated[Path, typer.Argument(help="The town's folder.")]) ->
     for line in summary_lines(spec):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     out.print("ok: the town can be founded", style="green")
+
+
+def _draft_brain(settings: Settings, fallback: OfflineStandIn) -> tuple[Brain, str]:
+    """The configured LLM behind the gateway (its fallback noted), or the offline brain."""
+    if not settings.uses_llm:
+        return OfflineBrain(), "offline brain"
+    client = open_client(
+        settings.llm_base_url,
+        settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed",
+        settings.llm_timeout_s,
+        max_retries=settings.llm_max_attempts - 1,
+    )
+    gateway = LLMGateway(client, model=settings.llm_model, fallback=fallback, concurrency=1)
+    return gateway, f"LLM {settings.llm_model}"
+
+
+@town_app.command("draft")
+def draft(
+    folder: Annotated[Path, typer.Argument(help="A folder that does not exist yet.")],
+    describe: Annotated[
+        str, typer.Option("--describe", help='The town in a line: "a harbour town ...".')
+    ],
+    residents: Annotated[int, typer.Option(min=1, max=25, help="How many residents.")] = 3,
+    places: Annotated[
+        int, typer.Option(min=2, max=12, help="How many places (the last: the homes).")
+    ] = 3,
+    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+) -> None:
+    """Ask the configured LLM for a town, one file at a time; the loader's problems go back to
+    it for at most two repair rounds. Written only if `town check` would pass."""
+
+    def go() -> Draft:
+        refuse_existing(folder)
+        settings = settings_with_brain(brain)
+        stand_in = OfflineStandIn()
+        thinker, label = _draft_brain(settings, stand_in)
+        out.print(f"drafting with the {label} ...", markup=False)
+        made = asyncio.run(draft_town(thinker, describe, residents=residents, places=places))
+        if not settings.uses_llm:
+            out.print(
+                "the offline brain filled the scaffold from your description's nouns; an LLM "
+                "drafts a far better town (see `bottown llm check`)",
+                markup=False,
+            )
+        elif stand_in.used:
+            out.print(
+                f"the LLM gave no usable answer for {', '.join(sorted(set(stand_in.used)))}: "
+                "the offline brain drafted those parts",
+                markup=False,
+            )
+        return made
+
+    made = guarded(go)
+    rounds = f"{made.rounds} repair round{'' if made.rounds == 1 else 's'}"
+    if made.spec is None:
+        report_problems(made.problems, f"still there after {rounds}: nothing was written")
+        raise typer.Exit(2)
+    guarded(lambda: write_files(folder, made.files))
+    out.print(f"wrote {folder} ({made.calls} calls, {rounds})", markup=False)
+    for line in summary_lines(made.spec):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    out.print("next:", markup=False)
+    for step in next_steps(folder)[1:]:
+        out.print(f"  {step}", markup=False, highlight=False)

@@ -49,9 +49,10 @@ def write_files(folder: Path, files: dict[str, str]) -> list[Path]:
 
 def next_steps(folder: Path) -> list[str]:
     """What to do with a new town folder, for the console."""
+    path = folder.as_posix() if "/" in folder.as_posix() else f"./{folder}"  # a path, not a name
     return [
         f"edit the three files in {folder} (every field is explained in a comment)",
-        f"bottown town check {folder}",
-        f"bottown run --town {folder.name} --persona {folder}",
-        f"later, edits to a running town: bottown town update {folder} --town {folder.name}",
+        f"bottown town check {path}",
+        f"bottown run --town {folder.name} --persona {path}",
+        f"later, edits to a running town: bottown town update {path} --town {folder.name}",
     ]

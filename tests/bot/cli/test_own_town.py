@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli.main import app
+from tests.bot.cli.test_cli import fake_stats
 
 runner = CliRunner()
 
@@ -21,7 +22,7 @@ def _wide(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_new_town_founds_and_lives_a_game_day_offline(tmp_path: Path) -> None:
     made = runner.invoke(app, ["town", "new", "harbour"])
     assert made.exit_code == 0, made.output
-    assert "bottown town check harbour" in made.output
+    assert "bottown town check ./harbour" in made.output
     for name in ("town.toml", "residents.toml", "scenario.toml"):
         text = (tmp_path / "harbour" / name).read_text("utf-8")
         assert text.count("#") >= 5  # every field carries a comment
@@ -62,3 +63,47 @@ def test_check_lists_every_problem_as_file_field_reason(tmp_path: Path) -> None:
     assert "residents.toml: residents[1].home: 'Nowhere: x' is not a place" in checked.output
     assert "residents.toml: residents[2].age:" in checked.output
     assert "2 problems" in checked.output
+
+
+def test_draft_through_the_fake_llm_server_writes_a_town_that_checks(
+    fake_llm: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", fake_llm)
+    monkeypatch.setenv("BOTTOWN_LLM_MODEL", "bottown-fake")
+    describe = "a space station where engineers and botanists share one greenhouse"
+    drafted = runner.invoke(app, ["town", "draft", "station", "--describe", describe])
+    assert drafted.exit_code == 0, drafted.output
+    assert "LLM bottown-fake" in drafted.output and "0 repair rounds" in drafted.output
+    assert "no usable answer" not in drafted.output
+    by_task = fake_stats(fake_llm)["by_task"]
+    assert by_task == {"draft_places": 1, "draft_residents": 1, "draft_scenario": 1}
+    assert runner.invoke(app, ["town", "check", "./station"]).exit_code == 0
+    assert describe in (tmp_path / "station" / "town.toml").read_text("utf-8")
+
+
+def test_draft_offline_says_an_llm_drafts_better_and_refuses_an_existing_folder(
+    tmp_path: Path,
+) -> None:
+    drafted = runner.invoke(app, ["town", "draft", "tavern", "--describe", "a fantasy tavern"])
+    assert drafted.exit_code == 0, drafted.output
+    assert "an LLM drafts a far better town" in " ".join(drafted.output.split())
+    again = runner.invoke(app, ["town", "draft", "tavern", "--describe", "a fantasy tavern"])
+    assert again.exit_code == 2 and "exists already" in again.output
+
+
+def test_a_draft_left_with_problems_is_written_nowhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bot.cli import own_town
+    from tests.town.authoring.test_drafting import homeless
+    from town.llm.port import ScriptedBrain
+
+    brain = ScriptedBrain()
+    for _ in range(3):
+        brain.enqueue("draft_residents", homeless())
+    monkeypatch.setattr(own_town, "_draft_brain", lambda settings, stand_in: (brain, "LLM x"))
+    drafted = runner.invoke(app, ["town", "draft", "lost", "--describe", "a lost town"])
+    assert drafted.exit_code == 2
+    assert "residents.toml: residents[0].home: 'Nowhere: attic' is not a place" in drafted.output
+    assert "after 2 repair rounds: nothing was written" in drafted.output
+    assert not (tmp_path / "lost").exists()
