@@ -4,23 +4,29 @@ draft, checked on one screen, and changed while it lives."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
-from bot.cli.common import err, guarded, out, settings_with_brain
+from bot.cli.common import err, guarded, out, settings_and_logging, settings_with_brain
 from bot.runtime.settings import Settings
+from bot.runtime.towns import open_town
+from town.authoring.changes import Changes
 from town.authoring.drafting import Draft, OfflineStandIn, draft_town
+from town.authoring.living import UpdateRefused, apply_update
 from town.authoring.scaffold import new_town, next_steps, refuse_existing, write_files
 from town.authoring.summary import summary_lines
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
+from town.tick.engine import until_unchanged
 from town.world.load import load_town
 from town.world.persona import PersonaError, TownSpec
 
+T = TypeVar("T")
 town_app = typer.Typer(help="Your own town: new, draft, check, update.", no_args_is_help=True)
 
 
@@ -130,3 +136,43 @@ def draft(
     out.print("next:", markup=False)
     for step in next_steps(folder)[1:]:
         out.print(f"  {step}", markup=False, highlight=False)
+
+
+@town_app.command("update")
+def update(
+    folder: Annotated[Path, typer.Argument(help="The town's edited folder.")],
+    town: Annotated[str, typer.Option(help="Town name in the store.")] = "smallville",
+) -> None:
+    """Apply an edited folder to a town, running or not: new residents move in, new places
+    open (a running town's channels follow), those left out move away with their memories
+    kept. A broken folder, or a change that cannot be made live, changes nothing."""
+
+    async def go() -> Changes:
+        opened = await open_town(settings_and_logging(), town)
+        try:
+            return await until_unchanged(
+                lambda: apply_update(opened.engine, folder, by="shell", platform="cli")
+            )
+        finally:
+            opened.services.close()
+
+    changes = guarded(lambda: _refusing(lambda: asyncio.run(go())))
+    lines = changes.lines() or ["nothing to change: the town is as its folder says"]
+    out.print(f"{town} follows {folder}:", markup=False)
+    for line in lines:
+        out.print(f"  {line}", markup=False, highlight=False)
+
+
+def _refusing(act: Callable[[], T]) -> T:
+    """``act()``; a folder's problems listed one a line, or a change that cannot be made live
+    said with its reasons (exit 2)."""
+    try:
+        return act()
+    except PersonaError as error:
+        report_problems(error.problems, "nothing was changed")
+        raise typer.Exit(2) from None
+    except UpdateRefused as refused:
+        for reason in refused.reasons:
+            err.print(reason, highlight=False, markup=False, soft_wrap=True)
+        err.print("nothing was changed", style="red")
+        raise typer.Exit(2) from None

@@ -22,6 +22,7 @@ from bot.runtime.commands import Command, Commands, thinking
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
+from town.authoring.living import follow_persona
 from town.inputs import card, visitor
 from town.inputs.card import ResidentCard, TownMap
 from town.inputs.limits import VisitorRateLimit
@@ -54,6 +55,7 @@ class TownRuntime:
     commands: Commands = field(init=False)
     keeper: Timekeeper | None = field(default=None, init=False)  # while run_town runs it
     visitor_rate: VisitorRateLimit = field(init=False)  # each visitor's messages a minute
+    persona_seen: int = field(init=False)  # the persona revision the engine's town is from
 
     def __post_init__(self) -> None:
         self.commands = Commands(
@@ -67,6 +69,7 @@ class TownRuntime:
             extra_status=self._adapter_status,
         )
         self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
+        self.persona_seen = self.opened.town.persona_revision
         for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
             if name in self.commands.table:
                 self.commands.table[name] = self._then_follow(self.commands.table[name])
@@ -212,8 +215,12 @@ class TownRuntime:
 
     async def tick(self) -> TickReport | None:
         """One tick. A failed tick rolls back whole (the clock does not move) and returns None;
-        the next one tries again. What ``stop_on`` names is raised, to end the run."""
+        the next one tries again. What ``stop_on`` names is raised, to end the run. A live update
+        of the town's folder from another process (``bottown town update``) is followed first:
+        the engine takes the town from the folder (the adapters make a new place's channel when
+        it is first posted to)."""
         try:
+            self.persona_seen = follow_persona(self.engine, self.persona_seen)
             report = await self.engine.tick()
         except self.stop_on:
             raise

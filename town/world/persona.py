@@ -29,6 +29,9 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 SEPARATOR = ": "
+MOVED_AWAY = "(moved away)"
+"""The location of a resident who left the town (``bottown town update``): its row and memories
+are kept, but it is no longer one of the town's residents."""
 TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE = "town.toml", "residents.toml", "scenario.toml"
 MIN_SEED_PHRASES = 3
 # Words of a seed phrase that make the person it names a close friend (see ``close_friends``).

@@ -1,0 +1,36 @@
+"""a town's persona folder as a path of up to 1000 characters (a town of one's own lives in any
+folder, ``bottown town update`` records the one it applied), and the persona's revision, raised
+by every live update so that a running town in another process loads the folder again
+
+Revision ID: 0012
+Revises: 0007
+Create Date: 2026-11-28 11:30:00.000000
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0012"
+down_revision: str | None = "0007"
+branch_labels: Sequence[str] | None = None
+depends_on: Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("town", schema=None) as batch_op:
+        batch_op.alter_column(
+            "scenario", existing_type=sa.String(length=80), type_=sa.String(length=1000)
+        )
+        batch_op.add_column(
+            sa.Column("persona_revision", sa.Integer(), nullable=False, server_default="0")
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("town", schema=None) as batch_op:
+        batch_op.drop_column("persona_revision")
+        batch_op.alter_column(
+            "scenario", existing_type=sa.String(length=1000), type_=sa.String(length=80)
+        )
