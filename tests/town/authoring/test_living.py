@@ -4,69 +4,19 @@ cannot be applied live is refused, and a broken folder changes nothing."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 from sqlmodel import func, select
 
-from tests.factories import CAFE_PAIR, MINITOWN, at_cafe, memories, resident, ticks, until
+from tests.factories import CAFE_PAIR, at_cafe, memories, resident, ticks, until
+from tests.town.authoring.edits import FINN, QUAY, folder_with, without
 from town.authoring.living import UpdateRefused, apply_update, follow_persona
 from town.store.db import Store
 from town.store.models import AuditEntry, Location, OutboxEvent, Town, WorldObject
 from town.tick.engine import Engine
 from town.tick.state import ResidentState
 from town.world.persona import MOVED_AWAY, PersonaError
-
-QUAY = """
-[[areas]]
-name = "Harbour Quay"
-description = "the quay where the boats tie up"
-
-[[areas.sub_areas]]
-name = "pier"
-objects = { boat = "moored" }
-
-[[areas.sub_areas]]
-name = "Finn's cabin"
-objects = { hammock = "slung" }
-"""
-FINN = """
-[[residents]]
-name = "Finn Reed"
-age = 33
-traits = ["quiet", "patient", "kind"]
-occupation = "fisherman"
-paragraph = '''
-Finn Reed fishes off Harbour Quay; Finn Reed sells fish to Isabella Rodriguez;
-Finn Reed has just come to town
-'''
-home = "Harbour Quay: Finn's cabin"
-workplace = "Harbour Quay: pier"
-known_places = ["Harbour Quay", "Hobbs Cafe"]
-wake_time = "06:00"
-sleep_time = "21:00"
-routine = ["get up", "fish", "sell the catch", "mend nets", "sleep"]
-avatar_emoji = "🎣"
-"""
-
-
-def folder_with(tmp_path: Path, *, town: str = "", residents: str = "") -> Path:
-    """The three-resident town's folder, copied and added to."""
-    folder = tmp_path / "mini-edited"
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(MINITOWN, folder)
-    for name, extra in (("town.toml", town), ("residents.toml", residents)):
-        path = folder / name
-        path.write_text(path.read_text("utf-8") + extra, "utf-8")
-    return folder
-
-
-def without(folder: Path, name: str) -> None:
-    """Take the resident ``name`` out of residents.toml."""
-    path = folder / "residents.toml"
-    entries = path.read_text("utf-8").split("[[residents]]")
-    path.write_text("[[residents]]".join(e for e in entries if f'"{name}"' not in e), "utf-8")
 
 
 def count(store: Store, table: type, **where: object) -> int:
