@@ -13,6 +13,7 @@ from sqlmodel import select
 
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_brain
+from town.authoring.living import town_spec
 from town.features.coaching.room import plug_in
 from town.outbox.events import TownEvent
 from town.store.models import Town
@@ -58,7 +59,7 @@ async def open_town(
         founded = True
     else:
         folder = town.scenario or name
-        spec = load_town(folder)
+        spec = town_spec(town)  # as the last live update applied it, else the folder
     assert town.id is not None
     brain, usage = build_brain(settings, services.store, town.id)
     if founded:

@@ -9,7 +9,7 @@ folder again (:func:`follow_persona`).
 
 from __future__ import annotations
 
-import logging
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
@@ -21,15 +21,13 @@ from town.inputs.unit import InputUnit, input_unit
 from town.memory.stream import NewMemory
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
-from town.store.models import Resident
+from town.store.models import Resident, Town
 from town.tick.engine import Engine
 from town.tick.seed import add_objects, add_places, rate_seeds, seeds_of, settle
 from town.tick.state import ResidentState
 from town.world.load import load_town
-from town.world.persona import MOVED_AWAY, PersonaError, ResidentSpec, TownSpec
+from town.world.persona import MOVED_AWAY, ResidentSpec, TownSpec
 from town.world.places import World
-
-log = logging.getLogger(__name__)
 
 
 class UpdateRefused(ValueError):
@@ -95,6 +93,7 @@ async def apply_update(
             left = _move_away(unit, changes.moving_away)
             _persona_rows(unit, spec, changes.persona_changed)
             unit.town.scenario = persona_source(folder)
+            unit.town.applied_persona = spec.model_dump(mode="json")
             unit.town.persona_revision += 1
             unit.session.add(unit.town)
             _announce(unit, arriving, changes, left)
@@ -118,18 +117,26 @@ async def reload(engine: Engine, *, by: str = "", platform: str = "") -> Changes
     return await apply_update(engine, folder, by=by, platform=platform)
 
 
+def town_spec(town: Town) -> TownSpec:
+    """The town as its last live update applied it, else as its folder says: a folder edited
+    since is applied by ``town update`` or ``reload``, never by a restart."""
+    if town.applied_persona:
+        return TownSpec.model_validate_json(json.dumps(town.applied_persona))
+    return load_town(town.scenario or town.name)
+
+
 def follow_persona(engine: Engine, seen: int) -> int:
     """The town's persona revision; when another process raised it since ``seen`` (a shell's
-    ``bottown town update``), the engine takes the town from the recorded folder first."""
-    with Session(engine.store.engine) as session:
-        town = engine.town(session)
-        revision, folder = town.persona_revision, town.scenario
-    if revision != seen:
-        try:
-            engine.spec = load_town(folder)
-        except PersonaError as error:  # edited again since, and broken: keep the town as is
-            log.warning("the town's folder was updated but cannot be read now: %s", error)
+    ``bottown town update``), the engine takes the town that update applied first."""
+    if (revision := _persona_revision(engine)) != seen:
+        with Session(engine.store.engine) as session:
+            engine.spec = town_spec(engine.town(session))
     return revision
+
+
+def _persona_revision(engine: Engine) -> int:
+    with Session(engine.store.engine) as session:
+        return engine.town(session).persona_revision
 
 
 async def _remember(unit: InputUnit, changes: Changes, rated: list[list[int]]) -> None:

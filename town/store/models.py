@@ -40,6 +40,9 @@ class Town(SQLModel, table=True):
     # raised by each live update of the persona folder (``bottown town update``): a running
     # town that sees it raised loads the folder again
     persona_revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # the town as the last live update applied it (a TownSpec as JSON); None: as its folder
+    # says (a folder edited since is applied by an update, never by a restart)
+    applied_persona: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
 class Resident(SQLModel, table=True):

@@ -86,7 +86,11 @@ def _game_time(value: Any) -> Any:
         try:
             value = datetime.strptime(value.strip(), "%Y-%m-%d %H:%M")
         except ValueError:
-            raise ValueError(f"{value!r} is not a date and time like '2023-02-13 07:00'") from None
+            try:  # as a stored spec has it (``TownSpec.model_dump(mode="json")``)
+                value = datetime.fromisoformat(value.strip())
+            except ValueError:
+                message = f"{value!r} is not a date and time like '2023-02-13 07:00'"
+                raise ValueError(message) from None
     if isinstance(value, datetime) and value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value

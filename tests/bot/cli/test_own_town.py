@@ -107,3 +107,33 @@ def test_a_draft_left_with_problems_is_written_nowhere(
     assert "residents.toml: residents[0].home: 'Nowhere: attic' is not a place" in drafted.output
     assert "after 2 repair rounds: nothing was written" in drafted.output
     assert not (tmp_path / "lost").exists()
+
+
+def test_update_and_reload_from_the_shell(tmp_path: Path) -> None:
+    from tests.factories import MINITOWN
+    from tests.town.authoring.edits import FINN, QUAY, folder_with, without
+
+    ran = runner.invoke(
+        app, ["simulate", "--town", str(MINITOWN), "--name", "mini", "--days", "0.02"]
+    )
+    assert ran.exit_code == 0, ran.output
+    broken = folder_with(tmp_path, residents=FINN)  # his home is not in town.toml
+    refused = runner.invoke(app, ["town", "update", str(broken), "--town", "mini"])
+    assert refused.exit_code == 2
+    assert 'residents.toml: residents[3].home: "Harbour Quay: Finn\'s cabin"' in refused.output
+    assert "nothing was changed" in refused.output
+    folder = folder_with(tmp_path, town=QUAY, residents=FINN)
+    updated = runner.invoke(app, ["town", "update", str(folder), "--town", "mini"])
+    assert updated.exit_code == 0, updated.output
+    assert "Finn Reed moves in" in updated.output and "new place: Harbour Quay" in updated.output
+    same = runner.invoke(app, ["cmd", "reload", "--town", "mini"])
+    assert same.exit_code == 0 and "nothing to change" in same.output
+    without(folder, "Klaus Mueller")  # edited again; a chat admin applies it
+    reloaded = runner.invoke(app, ["cmd", "/town reload", "--town", "mini"])
+    assert reloaded.exit_code == 0, reloaded.output
+    assert "Klaus Mueller moves away (memories kept)" in reloaded.output
+    outsider = runner.invoke(app, ["cmd", "reload", "--town", "mini", "--no-admin"])
+    assert outsider.exit_code == 1 and "Only admins" in outsider.output
+    lived = runner.invoke(app, ["simulate", "--town", "mini", "--name", "mini", "--days", "0.2"])
+    assert lived.exit_code == 0, lived.output
+    assert "Finn Reed" in lived.output and "Klaus Mueller" not in lived.output
