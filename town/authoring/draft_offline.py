@@ -33,17 +33,43 @@ def nouns(description: str) -> list[str]:
     return found or ["Town"]
 
 
+def noun_phrases(description: str) -> list[str]:
+    """What the description names with an article: "a windswept island with a lighthouse and a
+    fish market" -> ``["Windswept Island", "Lighthouse", "Fish Market"]`` (at most two words
+    each, the function words left out)."""
+    tokens = re.findall(r"[A-Za-z][A-Za-z'-]*|[^\sA-Za-z]", description)
+    found: list[str] = []
+    for i, token in enumerate(tokens):
+        if token.casefold() not in ("a", "an", "the"):
+            continue
+        words: list[str] = []
+        for word in tokens[i + 1 : i + 3]:
+            if not word[0].isalpha() or word.casefold() in _COMMON or len(word) < 3:
+                break
+            words.append(word.capitalize())
+        phrase = " ".join(words)
+        if phrase and phrase not in found:
+            found.append(phrase)
+    return found
+
+
 def _pick(seed: str, count: int) -> int:
     return int(hashlib.sha256(seed.encode()).hexdigest(), 16) % count
 
 
 def draft_places(inputs: d.DraftPlacesInput) -> d.DraftPlacesResult:
     words = nouns(inputs.description)
+    phrases = noun_phrases(inputs.description)
+    town = phrases[0] if phrases else f"{words[0]} Town"
+    names = phrases[1:] if len(phrases) > 1 else []
     areas = []
     for i in range(inputs.places - 1):
-        noun = words[i % len(words)]
-        kind = _KINDS[(i + _pick(inputs.description, len(_KINDS))) % len(_KINDS)]
-        name = f"{noun} {kind}" if i < len(words) else f"{noun} {kind} {i + 1}"
+        if i < len(names):
+            name = noun = names[i]
+        else:
+            noun = words[i % len(words)]
+            kind = _KINDS[(i + _pick(inputs.description, len(_KINDS))) % len(_KINDS)]
+            name = f"{noun} {kind}" if i < len(words) else f"{noun} {kind} {i + 1}"
         subs = [
             d.DraftSubArea(name=sub, objects=[d.DraftObject(name=obj, state=state)])
             for sub, obj, state in _SUB_AREAS
@@ -51,7 +77,7 @@ def draft_places(inputs: d.DraftPlacesInput) -> d.DraftPlacesResult:
         areas.append(
             d.DraftArea(
                 name=name,
-                description=f"the {noun.lower()} {kind.lower()} everyone in town knows",
+                description=f"the {name.lower()} everyone in {town} knows",
                 opens="08:00",
                 closes="18:00",
                 sub_areas=subs,
@@ -67,7 +93,7 @@ def draft_places(inputs: d.DraftPlacesInput) -> d.DraftPlacesResult:
         )
     )
     return d.DraftPlacesResult(
-        town_name=f"{words[0]} Town", town_description=inputs.description[:120], areas=areas
+        town_name=town, town_description=inputs.description[:120], areas=areas
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from town.authoring import draft_schemas as d
-from town.authoring.draft_offline import nouns
+from town.authoring.draft_offline import noun_phrases, nouns
 from town.authoring.draft_tasks import DRAFT_PLACES, DRAFT_RESIDENTS, DRAFT_SCENARIO
 from town.authoring.drafting import draft_town
 from town.llm.offline.brain import OfflineBrain
@@ -42,8 +42,8 @@ async def test_the_offline_draft_passes_the_loader_first_time() -> None:
     assert draft.problems == [] and draft.rounds == 0 and draft.calls == 3
     assert draft.spec is not None
     assert len(draft.spec.areas) == 4 and len(draft.spec.residents) == 4
-    assert draft.spec.areas[0].name.startswith("Windy")
-    assert "lighthouse" in draft.files["town.toml"].lower()  # the nouns fill the scaffold
+    assert draft.spec.name == "Windy Harbour"  # the description's nouns fill the scaffold
+    assert [a.name for a in draft.spec.areas] == ["Lighthouse", "Fish Market", "Chapel", "Homes"]
 
 
 async def test_the_loaders_problems_go_back_for_a_repair_round() -> None:
@@ -89,6 +89,12 @@ def test_each_schema_is_closed_over_the_places_and_counts() -> None:
         )
     )
     assert scenario["properties"]["event"]["properties"]["location"]["enum"] == ["Quay"]
+
+
+def test_noun_phrases_are_what_an_article_names() -> None:
+    said = "a windswept island with a lighthouse, a fish market and the chapel"
+    assert noun_phrases(said) == ["Windswept Island", "Lighthouse", "Fish Market", "Chapel"]
+    assert noun_phrases("people who like cake") == []
 
 
 def test_nouns_skip_the_little_words() -> None:
