@@ -58,21 +58,32 @@ class Changes:
         return found + self.notes
 
 
-def plan_changes(old: TownSpec, new: TownSpec, where: dict[str, str], away: set[str]) -> Changes:
-    """The changes from ``old`` to ``new``, given where each resident is now (``where``: name ->
-    location path) and who has moved away before (``away``)."""
+def plan_changes(
+    old: TownSpec,
+    new: TownSpec,
+    where: dict[str, str],
+    away: set[str],
+    places: set[str] | None = None,
+) -> Changes:
+    """The changes from ``old`` (the town as last applied) to ``new``, given the store: where
+    each resident living there is now (``where``: name -> location path), who has moved away
+    before (``away``) and the places it has (``places``; default: ``old``'s). Who lives there
+    and which places exist are taken from the store, so a town whose folder was edited before
+    its first update still gets every newcomer and place."""
     changes = Changes(new)
     before = {r.name: r for r in old.residents}
     for person in new.residents:
         if person.name in away:
             changes.moving_back.append(person)
-        elif person.name not in before:
+        elif person.name not in where:
             changes.moving_in.append(person)
-        else:
+        elif person.name in before:
             _changed_person(changes, before[person.name], person, old, new)
     staying = {r.name for r in new.residents}
-    changes.moving_away = [r.name for r in old.residents if r.name not in staying]
+    changes.moving_away = [name for name in where if name not in staying]
     _changed_places(changes, old, new, where, staying)
+    if places is not None:
+        changes.new_places = [p for p in new.paths() if p not in places]
     if (old.scenario.start, old.scenario.minutes_per_tick) != (
         new.scenario.start,
         new.scenario.minutes_per_tick,

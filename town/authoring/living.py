@@ -21,7 +21,7 @@ from town.inputs.unit import InputUnit, input_unit
 from town.memory.stream import NewMemory
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
-from town.store.models import Resident, Town
+from town.store.models import Location, Resident, Town
 from town.tick.engine import Engine
 from town.tick.seed import add_objects, add_places, rate_seeds, seeds_of, settle
 from town.tick.state import ResidentState
@@ -42,13 +42,16 @@ class UpdateRefused(ValueError):
 class _Rows:
     where: dict[str, str]  # resident -> location, for those who live in the town
     away: set[str]  # who moved away before
+    places: set[str]  # every place path in the store
 
 
 def _rows(session: Session, engine: Engine) -> _Rows:
     rows = session.exec(select(Resident).where(Resident.town_id == engine.town_id)).all()
+    places = session.exec(select(Location.path).where(Location.town_id == engine.town_id)).all()
     return _Rows(
         {r.name: r.location for r in rows if r.location != MOVED_AWAY},
         {r.name for r in rows if r.location == MOVED_AWAY},
+        set(places),
     )
 
 
@@ -68,7 +71,7 @@ async def apply_update(
     spec = load_town(folder)
     with Session(engine.store.engine) as session:  # a short read
         before = _rows(session, engine)
-    changes = plan_changes(engine.spec, spec, before.where, before.away)
+    changes = plan_changes(engine.spec, spec, before.where, before.away, before.places)
     if changes.refused:
         raise UpdateRefused(changes.refused)
     arriving = [*changes.moving_in, *changes.moving_back]
@@ -80,7 +83,7 @@ async def apply_update(
     try:
         async with input_unit(engine) as unit:
             now = _rows(unit.session, engine)
-            again = plan_changes(old, spec, now.where, now.away)
+            again = plan_changes(old, spec, now.where, now.away, now.places)
             if again.refused:
                 raise UpdateRefused(again.refused)
             add_places(unit.session, engine.town_id, spec.areas, only=set(changes.new_places))

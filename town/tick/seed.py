@@ -48,6 +48,7 @@ async def found_town(
         scenario=persona,  # the persona folder, to load the spec again
         clock=clock,
         minutes_per_tick=minutes_per_tick or spec.scenario.minutes_per_tick,
+        applied_persona=spec.model_dump(mode="json"),  # edits to the folder wait for an update
     )
     session.add(town)
     session.flush()

@@ -124,3 +124,18 @@ async def test_a_running_town_follows_an_update_made_elsewhere(
     assert seen == 1 and "Finn Reed" in engine.specs()
     with store.session() as s:
         assert s.get(Town, engine.town_id).scenario == str((tmp_path / "mini-edited").resolve())
+
+
+async def test_a_folder_edited_before_the_first_update_still_brings_everyone_in(
+    engine: Engine, store: Store, tmp_path: Path
+) -> None:
+    """A town founded before it stored the town it applied opens on its folder as it is now,
+    edits included: who lives there and which places exist are read from the store."""
+    from town.world.load import load_town
+
+    folder = folder_with(tmp_path, town=QUAY, residents=FINN)
+    engine.spec = load_town(folder)  # opened from the edited folder
+    changes = await apply_update(engine, folder)
+    assert [r.name for r in changes.moving_in] == ["Finn Reed"]
+    assert "Harbour Quay" in changes.new_places
+    assert count(store, Location, path="Harbour Quay") == 1
