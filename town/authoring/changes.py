@@ -28,19 +28,6 @@ class Changes:
     refused: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def nothing(self) -> bool:
-        return not (
-            self.moving_in
-            or self.moving_back
-            or self.moving_away
-            or self.new_memories
-            or self.persona_changed
-            or self.new_places
-            or self.new_objects
-            or self.gone_places
-        )
-
     def lines(self) -> list[str]:
         """The changes in words, one a line."""
         found = [f"{name} moves in" for name in (r.name for r in self.moving_in)]

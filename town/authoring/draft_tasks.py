@@ -107,6 +107,14 @@ def _distinct_residents(
     return result
 
 
+def _event_after_start(
+    inputs: d.DraftScenarioInput, result: d.DraftScenarioResult
+) -> d.DraftScenarioResult:
+    if result.event.end <= result.event.start:
+        raise ValueError(f"the event ends at {result.event.end}, not after it starts")
+    return result
+
+
 def _task(
     name: str,
     inputs: type[I],
@@ -147,7 +155,8 @@ DRAFT_SCENARIO = _task(
     d.DraftScenarioResult,
     "You draft the opening scenario of a town for an AI role-play, as data.",
     _shape_scenario,
-    answer=offline.draft_scenario,
+    _event_after_start,
+    offline.draft_scenario,
 )
 
 DRAFT_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(

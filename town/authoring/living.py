@@ -22,7 +22,7 @@ from town.memory.stream import NewMemory
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import Location, Resident, Town
-from town.tick.engine import Engine
+from town.tick.engine import Engine, TownChanged
 from town.tick.seed import add_objects, add_places, rate_seeds, seeds_of, settle
 from town.tick.state import ResidentState
 from town.world.load import load_town
@@ -86,6 +86,8 @@ async def apply_update(
             again = plan_changes(old, spec, now.where, now.away, now.places)
             if again.refused:
                 raise UpdateRefused(again.refused)
+            if again.lines() != changes.lines():  # another update meanwhile: start again
+                raise TownChanged(engine.town_id)
             add_places(unit.session, engine.town_id, spec.areas, only=set(changes.new_places))
             add_objects(unit.session, engine.town_id, changes.new_objects)
             await settle(
