@@ -1,5 +1,5 @@
 """``bottown town draft`` against a real OpenAI-compatible server: llama-cpp-python's with
-SmolLM2-135M-Instruct (tests/llama_server.py). Two residents and two places: three calls, and
+SmolLM2-135M-Instruct (tests/llama_server.py). One resident and two places: three calls, and
 at most two repair rounds of one to three calls each."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_a_drafted_town_passes_check_on_a_small_local_model(
     monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", llama_url)
     monkeypatch.setenv("BOTTOWN_LLM_MODEL", "smollm2-135m")
     monkeypatch.setenv("COLUMNS", "300")
-    draft = ["town", "draft", "bakery", "--residents", "2", "--places", "2"]
+    draft = ["town", "draft", "bakery", "--residents", "1", "--places", "2"]
     result = runner.invoke(app, [*draft, "--describe", "a village bakery on a river"])
     assert result.exit_code == 0, result.output
     assert "LLM smollm2-135m" in result.output
