@@ -106,6 +106,7 @@ class DiscordAdapter:
             log.debug("Discord: no typing indicator in %s: %r", area, exc)
 
     async def send(self, message: Outgoing) -> str:
+        await self.channels.ensure(message.area)  # a place a live update added
         return await self.poster.send(message)
 
     # -- life ------------------------------------------------------------------------------

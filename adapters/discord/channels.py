@@ -57,6 +57,7 @@ class LocationChannels:
         self._area_of: dict[int, str] = {}  # channel id -> area
         self._hooks: dict[str, discord.Webhook] = {}  # area -> its channel's webhook
         self._repair_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._ensured: set[str] = set()  # places given a channel after start-up (``ensure``)
         self.problems: list[str] = []  # what provisioning could not do, and what to grant
 
     def area_of(self, channel_id: int) -> str | None:
@@ -87,23 +88,51 @@ class LocationChannels:
         except discord.HTTPException as exc:
             self._note(f"no category for the town ({exc.text})")
         for area in self.town.areas():
-            link = links.get(area)
-            channel = self._find_channel(existing, area, link)
-            if channel is None and not can_make:
-                self._note(f"{area} has no channel (the bot may not make one)")
-                continue
-            if channel is None:
-                try:
-                    channel = await self._create_channel(guild, area)
-                except discord.HTTPException as exc:
-                    self._note(f"{area} has no channel: {_why(exc)}")
-                    continue
-                existing.append(channel)
-            extra = dict(link.extra) if link and link.channel_id == str(channel.id) else {}
-            hook = self._stored_webhook(extra) or await self._webhook_if_possible(area, channel)
-            self._remember(area, channel.id, hook)
+            await self._provision_area(guild, area, existing, links.get(area), can_make)
         for problem in self.problems:
             log.warning("Discord: %s", problem)
+
+    async def ensure(self, area: str) -> None:
+        """A channel and webhook for a place that came after start-up (a live ``bottown town
+        update``): found or made now, once; what cannot be done is noted, never raised."""
+        guild = self.guild
+        if guild is None or area in self._channel_of or area in self._ensured:
+            return
+        async with self._repair_locks[area]:
+            if area in self._channel_of or area in self._ensured:
+                return
+            self._ensured.add(area)  # tried once a run: a place that cannot have one stays so
+            perms = guild.me.guild_permissions
+            can_make = perms.manage_channels or perms.administrator
+            try:
+                existing: list[discord.abc.GuildChannel] = list(await guild.fetch_channels())
+                link = self.links.load().get(area)
+                await self._provision_area(guild, area, existing, link, can_make)
+            except discord.HTTPException as exc:
+                self._note(f"{area} has no channel: {_why(exc)}")
+
+    async def _provision_area(
+        self,
+        guild: discord.Guild,
+        area: str,
+        existing: list[discord.abc.GuildChannel],
+        link: ChannelLink | None,
+        can_make: bool,
+    ) -> None:
+        channel = self._find_channel(existing, area, link)
+        if channel is None and not can_make:
+            self._note(f"{area} has no channel (the bot may not make one)")
+            return
+        if channel is None:
+            try:
+                channel = await self._create_channel(guild, area)
+            except discord.HTTPException as exc:
+                self._note(f"{area} has no channel: {_why(exc)}")
+                return
+            existing.append(channel)
+        extra = dict(link.extra) if link and link.channel_id == str(channel.id) else {}
+        hook = self._stored_webhook(extra) or await self._webhook_if_possible(area, channel)
+        self._remember(area, channel.id, hook)
 
     def _note(self, problem: str) -> None:
         if problem not in self.problems:

@@ -18,6 +18,7 @@ from bot.cli.common import err, guarded, out, settings_and_logging
 from bot.cli.eval_society import society
 from bot.cli.experiment import experiment_app
 from bot.cli.memory import recall, remember
+from bot.cli.own_town import town_app
 from bot.cli.replay import replay
 from bot.cli.worker import worker
 from bot.runtime.logs import setup_logging
@@ -33,6 +34,7 @@ llm_app = typer.Typer(help="The LLM connection.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(llm_app, name="llm")
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(town_app, name="town")
 eval_app = typer.Typer(help="The papers' evaluations of a simulated town.", no_args_is_help=True)
 eval_app.command("society")(society)
 eval_app.command("interview")(eval_interview.interview)

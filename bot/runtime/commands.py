@@ -14,6 +14,7 @@ from pathlib import Path
 
 from adapters.core.ports import Caller, Reply, Thinking
 from bot.runtime.consent import Consent
+from town.authoring import living
 from town.features.coaching.feedback import feedback
 from town.inputs import admin, query, visitor
 from town.llm.gateway import MODE_LLM
@@ -111,6 +112,16 @@ class Commands:
             ),
         )
         add("status", Command("status", "clock, who is awake, LLM use today", True, self._status))
+        add(
+            "reload",
+            Command(
+                "reload",
+                "apply the town's edited folder to the living town: new residents move in, new "
+                "places open, those left out move away (memories kept)",
+                True,
+                self._reload,
+            ),
+        )
         self._add_consent()
 
     def _add_consent(self) -> None:
@@ -167,6 +178,15 @@ class Commands:
         ]
         lines.append(f"The residents are AI personas. Brain: {thinking(self.engine.brain).label}")
         return Reply("\n".join(lines), True)
+
+    async def _reload(self, caller: Caller, args: list[str]) -> Reply:
+        if args:
+            raise ValueError(
+                "reload reads the town's own folder; `bottown town update FOLDER` applies another"
+            )
+        changes = await living.reload(self.engine, by=caller.display_name, platform=caller.platform)
+        lines = changes.lines() or ["nothing to change: the town is as its folder says"]
+        return Reply("The town follows its folder:\n" + "\n".join(f"- {x}" for x in lines), True)
 
     async def _join(self, caller: Caller, args: list[str]) -> Reply:
         name = args[0] if args else caller.display_name

@@ -13,6 +13,7 @@ from bot.runtime.consent import moderated
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
 from bot.runtime.wiring import Services, build_brain
+from town.authoring.living import town_spec
 from town.features.coaching.room import plug_in
 from town.store.lease import Lease
 from town.store.models import Town
@@ -53,7 +54,7 @@ def open_held_town(
     if town is None:
         raise LookupError(f"town #{town_id} is gone")
     folder = town.scenario or town.name
-    spec = load_town(folder)
+    spec = town_spec(town)  # as the last live update applied it, else the folder
     services = own_streams(shared)
     brain, usage = build_brain(settings, shared.store, town_id, shared.embedder)
     brain = moderated(brain, settings, folder, shared.store, town_id)

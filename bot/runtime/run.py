@@ -23,6 +23,7 @@ from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
+from town.authoring.living import follow_persona
 from town.features.consent.forget import finish_pending
 from town.features.consent.member import Member
 from town.inputs import visitor
@@ -58,6 +59,7 @@ class TownRuntime:
     commands: Commands = field(init=False)
     keeper: Timekeeper | None = field(default=None, init=False)  # while run_town runs it
     visitor_rate: VisitorRateLimit = field(init=False)  # each visitor's messages a minute
+    persona_seen: int = field(init=False)  # the persona revision the engine's town is from
 
     def __post_init__(self) -> None:
         self.commands = Commands(
@@ -74,6 +76,7 @@ class TownRuntime:
         )
         self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
         self.commands.consent.listeners.append(self._forgotten)
+        self.persona_seen = self.opened.town.persona_revision
         for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
             if name in self.commands.table:
                 self.commands.table[name] = self._then_follow(self.commands.table[name])
@@ -217,8 +220,12 @@ class TownRuntime:
 
     async def tick(self) -> TickReport | None:
         """One tick. A failed tick rolls back whole (the clock does not move) and returns None;
-        the next one tries again. What ``stop_on`` names is raised, to end the run."""
+        the next one tries again. What ``stop_on`` names is raised, to end the run. A live update
+        of the town's folder from another process (``bottown town update``) is followed first:
+        the engine takes the town from the folder (the adapters make a new place's channel when
+        it is first posted to)."""
         try:
+            self.persona_seen = follow_persona(self.engine, self.persona_seen)
             report = await self.engine.tick()
         except self.stop_on:
             raise

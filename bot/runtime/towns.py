@@ -14,6 +14,7 @@ from sqlmodel import select
 from bot.runtime.consent import moderated, replay_paths
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_brain
+from town.authoring.living import town_spec
 from town.features.coaching.room import plug_in
 from town.features.consent.forget import finish_pending
 from town.outbox.events import TownEvent
@@ -60,7 +61,7 @@ async def open_town(
         founded = True
     else:
         folder = town.scenario or name
-        spec = load_town(folder)
+        spec = town_spec(town)  # as the last live update applied it, else the folder
     assert town.id is not None
     brain, usage = build_brain(settings, services.store, town.id, services.embedder)
     brain = moderated(brain, settings, folder, services.store, town.id)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from town.authoring.draft_tasks import DRAFT_TASKS
 from town.features.coaching.tasks import COACHING_TASKS
 from town.llm.tasks import ALL_TASKS, INPUT_MARKER, TASK_LINE, Task
 
@@ -46,8 +47,9 @@ HUGE = 50_000
 RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
 """The transient faults drawn at random with ``fault_rate``."""
 
-KNOWN_TASKS = {**ALL_TASKS, **COACHING_TASKS}
-"""Every task the server answers: the town's, the experiments' and the features'."""
+KNOWN_TASKS = {**ALL_TASKS, **COACHING_TASKS, **DRAFT_TASKS}
+"""Every task the server answers: the town's, the experiments', the features' and the town
+drafts' (``bottown town draft``)."""
 _TASK_LINE = re.compile(rf"^{re.escape(TASK_LINE)}(\w+)\s*$", re.MULTILINE)
 _TOKEN = re.compile(r"[a-z0-9]+")
 

@@ -27,7 +27,7 @@ MEMORY_KINDS = ("seed", "observation", "chat", "plan", "reflection", "directive"
 class Town(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(unique=True, index=True, max_length=80)
-    scenario: str = Field(default="", max_length=80)
+    scenario: str = Field(default="", max_length=1000)  # the persona folder (name or path)
     clock: datetime
     minutes_per_tick: int = 10
     paused: bool = False
@@ -37,6 +37,12 @@ class Town(SQLModel, table=True):
     # raised by every tick (and an input that writes a resident's row, Engine.unit): a tick that
     # read it knows from it that no other process's tick changed the town since (TownChanged)
     revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # raised by each live update of the persona folder (``bottown town update``): a running
+    # town that sees it raised loads the folder again
+    persona_revision: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # the town as the last live update applied it (a TownSpec as JSON); None: as its folder
+    # says (a folder edited since is applied by an update, never by a restart)
+    applied_persona: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
 class Resident(SQLModel, table=True):

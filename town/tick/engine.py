@@ -52,7 +52,7 @@ from town.tick import dialogue, heard, reflection
 from town.tick.mind import think
 from town.tick.perceive import Observation, perceive
 from town.tick.turn import Tick
-from town.world.persona import ResidentSpec, TownSpec
+from town.world.persona import MOVED_AWAY, ResidentSpec, TownSpec
 from town.world.places import World
 
 REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
@@ -167,7 +167,7 @@ class Engine:
         rows = session.exec(
             select(Resident).where(Resident.town_id == self.town_id).order_by(Resident.id)  # type: ignore[arg-type]
         ).all()
-        return {r.name: r for r in rows}
+        return {r.name: r for r in rows if r.location != MOVED_AWAY}  # (moved away: kept apart)
 
     async def tick(self, *, force: bool = False) -> TickReport:
         """Advance the town by one tick (a paused town does not move unless ``force``): read a

@@ -15,7 +15,7 @@ from town.memory.stream import MemoryStream, NewMemory
 from town.store.models import Location, Resident, Town, WorldObject
 from town.tick.mind import warm_before_waking
 from town.tick.state import ResidentState
-from town.world.persona import ResidentSpec, TownSpec
+from town.world.persona import Area, ResidentSpec, TownSpec, WorldObjectSpec
 
 
 class TownExists(ValueError):
@@ -45,31 +45,97 @@ async def found_town(
     clock = start or spec.scenario.start
     town = Town(
         name=name,
-        scenario=persona[:80],  # the persona folder, to load the spec again
+        scenario=persona,  # the persona folder, to load the spec again
         clock=clock,
         minutes_per_tick=minutes_per_tick or spec.scenario.minutes_per_tick,
+        applied_persona=spec.model_dump(mode="json"),  # edits to the folder wait for an update
     )
     session.add(town)
     session.flush()
     assert town.id is not None
-    for area in spec.areas:
-        session.add(
-            Location(
-                town_id=town.id,
-                path=area.name,
-                description=area.description,
-                rules=list(area.rules),
+    add_places(session, town.id, spec.areas)
+    people = [(person, seeds_of(person, spec)) for person in spec.residents]
+    rated = await rate_seeds(brain, [(p.name, [text for text, _ in seeds]) for p, seeds in people])
+    await settle(session, town.id, clock, people, rated, streams)
+    return town
+
+
+Seeds = list[tuple[str, bool]]  # (phrase, private)
+
+
+def seeds_of(person: ResidentSpec, spec: TownSpec) -> Seeds:
+    """A resident's seed phrases (scenario facts included), then its private ones."""
+    return [(p, False) for p in person.seed_phrases(spec.scenario)] + [
+        (p, True) for p in person.private_phrases()
+    ]
+
+
+def add_places(
+    session: Session, town_id: int, areas: list[Area], *, only: set[str] | None = None
+) -> None:
+    """The places' rows and their objects' (``only``: just these paths, areas or sub-areas)."""
+    for area in areas:
+        if only is None or area.name in only:
+            session.add(
+                Location(
+                    town_id=town_id,
+                    path=area.name,
+                    description=area.description,
+                    rules=list(area.rules),
+                )
             )
-        )
         for sub in area.sub_areas:
-            session.add(Location(town_id=town.id, path=f"{area.name}: {sub.name}"))
-    for place, obj in spec.objects():
-        session.add(WorldObject(town_id=town.id, location=place, name=obj.name, state=obj.state))
-    residents: list[tuple[Resident, ResidentSpec, ResidentState, list[tuple[str, bool]]]] = []
-    for person in spec.residents:
+            path = f"{area.name}: {sub.name}"
+            if only is None or path in only or area.name in only:
+                session.add(Location(town_id=town_id, path=path))
+                for obj in sub.objects:
+                    session.add(
+                        WorldObject(town_id=town_id, location=path, name=obj.name, state=obj.state)
+                    )
+
+
+def add_objects(session: Session, town_id: int, objects: list[tuple[str, WorldObjectSpec]]) -> None:
+    for place, obj in objects:
+        session.add(WorldObject(town_id=town_id, location=place, name=obj.name, state=obj.state))
+
+
+async def rate_seeds(brain: Brain, people: list[tuple[str, list[str]]]) -> list[list[int]]:
+    """The importance of each resident's seed phrases: one call per resident, all at once.
+    (No session is open meanwhile: a live town's writers are never held by it.)"""
+    rated = await asyncio.gather(
+        *(
+            brain.run(
+                RATE_IMPORTANCE,
+                RateImportanceInput(resident=name, observations=phrases),
+                resident=name,
+            )
+            for name, phrases in people
+            if phrases
+        )
+    )
+    scores = iter(rated)
+    found = []
+    for _, phrases in people:
+        given = list(next(scores).scores) if phrases else []
+        found.append(given + [5] * (len(phrases) - len(given)))
+    return found
+
+
+async def settle(
+    session: Session,
+    town_id: int,
+    clock: datetime,
+    people: list[tuple[ResidentSpec, Seeds]],
+    rated: list[list[int]],
+    streams: Callable[[int], MemoryStream],
+) -> list[Resident]:
+    """New residents asleep at home, with their seed memories (``people``' phrases, ``rated``):
+    founding, or moving into a living town, where they plan their day when they next wake."""
+    rows: list[tuple[Resident, ResidentSpec, ResidentState]] = []
+    for person, _ in people:
         state = ResidentState(known=dict.fromkeys(person.known_places, clock.isoformat()))
         row = Resident(
-            town_id=town.id,
+            town_id=town_id,
             name=person.name,
             persona=person.model_dump(mode="json"),
             location=person.home,
@@ -78,29 +144,15 @@ async def found_town(
             state=state.model_dump(mode="json"),
         )
         session.add(row)
-        phrases = [(p, False) for p in person.seed_phrases(spec.scenario)]
-        residents.append(
-            (row, person, state, phrases + [(p, True) for p in person.private_phrases()])
-        )
+        rows.append((row, person, state))
     session.flush()
-    rated = await asyncio.gather(
-        *(
-            brain.run(
-                RATE_IMPORTANCE,
-                RateImportanceInput(resident=row.name, observations=[p for p, _ in phrases]),
-                resident=row.name,
-            )
-            for row, _, _, phrases in residents
-        )
-    )
-    for (row, person, state, phrases), scores in zip(residents, rated, strict=True):
+    for (row, person, state), (_, phrases), scores in zip(rows, people, rated, strict=True):
         assert row.id is not None
-        padded = list(scores.scores) + [5] * (len(phrases) - len(scores.scores))
-        stream = streams(row.id)
         seeds = [
             NewMemory("seed", p, n, private=private)
-            for (p, private), n in zip(phrases, padded, strict=False)
+            for (p, private), n in zip(phrases, scores, strict=True)
         ]
+        stream = streams(row.id)
         await stream.record(session, seeds, clock)
         warm_before_waking(stream, row, person, state, clock)
-    return town
+    return [row for row, _, _ in rows]

@@ -29,6 +29,9 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 SEPARATOR = ": "
+MOVED_AWAY = "(moved away)"
+"""The location of a resident who left the town (``bottown town update``): its row and memories
+are kept, but it is no longer one of the town's residents."""
 TOWN_FILE, RESIDENTS_FILE, SCENARIO_FILE = "town.toml", "residents.toml", "scenario.toml"
 MIN_SEED_PHRASES = 3
 # Words of a seed phrase that make the person it names a close friend (see ``close_friends``).
@@ -83,7 +86,11 @@ def _game_time(value: Any) -> Any:
         try:
             value = datetime.strptime(value.strip(), "%Y-%m-%d %H:%M")
         except ValueError:
-            raise ValueError(f"{value!r} is not a date and time like '2023-02-13 07:00'") from None
+            try:  # as a stored spec has it (``TownSpec.model_dump(mode="json")``)
+                value = datetime.fromisoformat(value.strip())
+            except ValueError:
+                message = f"{value!r} is not a date and time like '2023-02-13 07:00'"
+                raise ValueError(message) from None
     if isinstance(value, datetime) and value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value

@@ -225,6 +225,7 @@ async function refreshNow() {
     $("clock").textContent = now.time;
     drawBrain(now.brain);
     state.places = seen.places;
+    state.areas = seen.places.map((p) => p.name); // places a live update added or removed
     state.residents = seen.residents;
     for (const r of seen.residents) state.avatars.set(r.name, r.avatar);
     const first = seen.residents.length ? seen.residents[0].name.split(" ")[0] : "<name>";

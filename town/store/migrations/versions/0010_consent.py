@@ -1,7 +1,7 @@
 """members decide what the town keeps of them: forget orders (recorded before a forget begins),
 muted members, and admins' per-channel switches (quiet, closed)
 
-Revision ID: 0013
+Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-28 11:30:00.000000
 """
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0013"
+revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: Sequence[str] | None = None
 depends_on: Sequence[str] | None = None

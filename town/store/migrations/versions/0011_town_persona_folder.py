@@ -1,0 +1,43 @@
+"""a town's persona folder as a path of up to 1000 characters (a town of one's own lives in any
+folder, ``bottown town update`` records the one it applied), and the persona's revision, raised
+by every live update so that a running town in another process takes the town it applied
+(stored beside, as JSON: a folder edited since is applied by an update, never by a restart)
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-11-28 11:30:00.000000
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0011"
+down_revision: str | None = "0010"
+branch_labels: Sequence[str] | None = None
+depends_on: Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("town")}
+    with op.batch_alter_table("town", schema=None) as batch_op:
+        if "persona_revision" not in have:  # (a database stamped older than it is has it)
+            batch_op.add_column(
+                sa.Column("persona_revision", sa.Integer(), nullable=False, server_default="0")
+            )
+        if "applied_persona" not in have:
+            batch_op.add_column(sa.Column("applied_persona", sa.JSON(), nullable=True))
+        batch_op.alter_column(
+            "scenario", existing_type=sa.String(length=80), type_=sa.String(length=1000)
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("town", schema=None) as batch_op:
+        batch_op.alter_column(
+            "scenario", existing_type=sa.String(length=1000), type_=sa.String(length=80)
+        )
+    with op.batch_alter_table("town", schema=None) as batch_op:
+        batch_op.drop_column("applied_persona")
+        batch_op.drop_column("persona_revision")
