@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from town.features.ratings.reactions import Reacted
 from town.inputs.card import ResidentCard, TownMap
 
 
@@ -81,6 +82,12 @@ class TownPort(Protocol):
         ``replying_to``: the name the message the member replied to was posted under (a
         Discord reply, a Slack thread); a resident present and awake of that name answers,
         as if named."""
+        ...
+
+    async def reacted(self, reaction: Reacted) -> bool:
+        """A member reacted to a message (or took the reaction back): stored against the
+        resident's message and heard by the resident. False when it was not a resident's
+        message, the member is muted, or nothing changed. Never raises for bad input."""
         ...
 
     def visitor_name(self, name: str) -> str:

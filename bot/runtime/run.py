@@ -22,6 +22,7 @@ from bot.runtime.commands import Command, Commands, thinking
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
+from town.features.ratings.reactions import Reacted, react
 from town.inputs import card, visitor
 from town.inputs.card import ResidentCard, TownMap
 from town.inputs.limits import VisitorRateLimit
@@ -165,6 +166,15 @@ class TownRuntime:
                     )
             break
         self.wake.set()
+
+    async def reacted(self, reaction: Reacted) -> bool:
+        try:
+            return await react(self.opened.engine, reaction)
+        except ValueError as exc:  # no emoji, no member: nothing to keep
+            log.info("ignored a %s reaction: %s", reaction.platform, exc)
+        except TownChanged:  # another process changed the town meanwhile: the reaction is lost
+            log.warning("%s: a %s reaction was not kept", self.town_name, reaction.platform)
+        return False
 
     async def _typing(self, area: str, author: str) -> None:
         """A resident starts composing an answer to a visitor: every adapter shows it typing

@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from town.features.ratings.moods import Moods
 from town.world.gametime import parse_game_time
 
 CONFIG_ENV = "BOTTOWN_CONFIG"
@@ -108,6 +109,12 @@ class Settings(BaseSettings):
     audit_retention_days: int = Field(
         90, ge=0, description="Days the audit log keeps inputs and outputs; 0 = forever."
     )
+    reactions_up: str = Field(
+        "👍 ❤️ 😂 ⭐", description="Reactions that rate a resident's message up (space-separated)."
+    )
+    reactions_down: str = Field(
+        "👎 😕 🙄", description="Reactions that rate it down; any other is counted apart."
+    )
     worker_name: str | None = Field(
         None, max_length=100, description="This worker's name (default: host name and pid)."
     )
@@ -190,6 +197,17 @@ class Settings(BaseSettings):
         if self.brain == "llm" and not (self.llm_base_url or self.llm_api_key):
             raise ValueError("brain = 'llm' needs llm_base_url or llm_api_key")
         return self
+
+    @model_validator(mode="after")
+    def _check_reactions(self) -> Settings:
+        _ = self.moods  # a clear error for a reaction in both sets
+        return self
+
+    @property
+    def moods(self) -> Moods:
+        """Which reactions rate a message up, which down."""
+        up, down = self.reactions_up.replace(",", " "), self.reactions_down.replace(",", " ")
+        return Moods.of_lists(up.split(), down.split())
 
     @model_validator(mode="after")
     def _check_demo_start(self) -> Settings:

@@ -26,7 +26,13 @@ from tests.adapters.discord.support import (
 )
 from tests.factories import memories
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.discord_wire import EPHEMERAL, INTENT_GUILD_MESSAGES, INTENT_GUILDS, SEND_MESSAGES
+from tests.fakes.discord_wire import (
+    EPHEMERAL,
+    INTENT_GUILD_MESSAGE_REACTIONS,
+    INTENT_GUILD_MESSAGES,
+    INTENT_GUILDS,
+    SEND_MESSAGES,
+)
 from town.store.models import OutboxEvent
 
 
@@ -99,7 +105,9 @@ async def test_message_content_intent_off_mentions_still_work(
     bot = make_adapter(runtime, message_content=False)
     await bot.start()
     try:
-        assert fake.identifies[0]["intents"] == INTENT_GUILDS | INTENT_GUILD_MESSAGES
+        assert fake.identifies[0]["intents"] == (
+            INTENT_GUILDS | INTENT_GUILD_MESSAGES | INTENT_GUILD_MESSAGE_REACTIONS
+        )
         assert "intent off (mentions and slash commands only)" in bot.status_line()
         await morning(runtime)
         cafe = channel_of(runtime, "Hobbs Cafe")
