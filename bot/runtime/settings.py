@@ -66,6 +66,15 @@ class Settings(BaseSettings):
     llm_base_url: str | None = Field(None, description="OpenAI-compatible base URL (…/v1).")
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM server.")
     llm_model: str = Field("gpt-4o-mini", description="Chat model name.")
+    llm_model_b: str | None = Field(
+        None, description="A second chat model for a live A/B test (eval live --by model)."
+    )
+    llm_base_url_b: str | None = Field(
+        None, description="The second model's server (default: llm_base_url)."
+    )
+    ab_split: Literal["resident", "message"] = Field(
+        "resident", description="The A/B split: each resident one model, or each message."
+    )
     llm_timeout_s: float = Field(60.0, gt=0, description="Seconds before an LLM call times out.")
     llm_max_attempts: int = Field(
         4, ge=1, le=10, description="Tries per call: the openai client retries 429/5xx/timeouts."

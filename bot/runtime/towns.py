@@ -12,9 +12,9 @@ from pathlib import Path
 from sqlmodel import select
 
 from bot.runtime.settings import Settings
-from bot.runtime.wiring import Services, build_brain
+from bot.runtime.wiring import Services, build_brain, model_of
 from town.features.coaching.room import plug_in
-from town.outbox.events import TownEvent
+from town.outbox.events import TownEvent, speaking_models
 from town.store.models import Town
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine, TickReport
@@ -65,6 +65,7 @@ async def open_town(
         usage.flush()
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
     plug_in(engine, folder)  # the mock interview, in a town with interview rooms
+    speaking_models(services.store.engine, town.id, model_of(settings, brain))  # ratings
     return OpenTown(services, engine, usage, town, founded)
 
 
