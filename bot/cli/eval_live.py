@@ -59,12 +59,23 @@ def live(
             print(json.dumps(figures.as_json(), ensure_ascii=False, indent=2))
             return
         table = Table(title=f"{town}: live ratings by {by}")
-        for column in (by, "shown", "reacted", "up", "down", "other", "rated up [95%]"):
+        columns = (by, "shown", "reacted", "up", "down", "other", "rated up [95%]", "BT")
+        for column in columns:
             table.add_column(column)
         for g in figures.groups:
             r = g.reactions
             counts = (g.shown, g.reacted, r["up"], r["down"], r["other"])
-            table.add_row(g.name, *map(str, counts), _share(g))
+            strength = "-" if g.strength is None else f"{g.strength:.2f}"
+            table.add_row(g.name, *map(str, counts), _share(g), strength)
         out.print(table)
+        rated = sorted(
+            (g for g in figures.groups if g.strength is not None),
+            key=lambda g: -(g.strength or 0),
+        )
+        if len(rated) >= 2:
+            a, b = rated[0], rated[1]
+            assert a.strength is not None and b.strength is not None
+            ahead = a.strength / (a.strength + b.strength)
+            out.print(f"Bradley-Terry: {a.name} ahead of {b.name} with probability {ahead:.2f}")
 
     guarded(go)

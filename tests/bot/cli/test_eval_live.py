@@ -43,7 +43,13 @@ async def test_eval_live_reports_counts_and_intervals(
     )
     assert result.exit_code == 0, result.output
     assert "conversation" in result.output and "100% [34-100%]" in result.output
+    assert "Bradley-Terry" not in result.output  # one group: nothing to compare
     assert (out / "live-by-task.png").stat().st_size > 1000
+
+    maria = shown(runtime.store, town, "Maria Lopez", "Hm.")
+    await react(engine, Reacted("web", "u9", "Someone", maria, "👎"))
+    result = runner.invoke(app, ["eval", "live", "--town", "mini"])
+    assert "Bradley-Terry: Klaus Mueller ahead of Maria Lopez with probability 0.8" in result.output
 
     for bad, says in (
         (["--by", "colour"], "one of resident"),

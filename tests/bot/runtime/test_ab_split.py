@@ -74,5 +74,6 @@ async def test_raters_who_prefer_one_model_put_it_ahead(fake_llm: str, tmp_path:
             assert a.share_up is not None and b.share_up is not None
             assert b.share_up > a.share_up
             assert a.high is not None and b.low is not None and b.low > a.high, figures
+            assert a.strength is not None and b.strength is not None and b.strength > a.strength
         finally:
             runtime.opened.services.close()

@@ -11,7 +11,7 @@ from sqlmodel import select
 from bot.runtime.run import TownRuntime
 from tests.factories import resident
 from tests.town.features.ratings.support import shown
-from town.experiments.live import live_figures, parse_since, wilson
+from town.experiments.live import Group, bradley_terry, live_figures, parse_since, wilson
 from town.features.ratings.moods import DEFAULT_MOODS, Moods
 from town.features.ratings.reactions import Reacted, pseudonym, react
 from town.store.models import AuditEntry, Reaction
@@ -123,5 +123,18 @@ async def test_live_figures_count_shown_reacted_and_rated(runtime: TownRuntime) 
     assert a.reactions == {"up": 2, "down": 1, "other": 1} and a.share_up == 0.5
     assert (b.shown, b.reacted, b.rated_up, b.share_up) == (2, 1, 1, 1.0)
     assert b.low is not None and round(b.low, 3) == 0.207  # one of one: wide
+    assert a.strength is not None and b.strength is not None and b.strength > a.strength
     with pytest.raises(ValueError, match="one of"):
         live_figures(s, town, DEFAULT_MOODS, by="colour", since=None)
+
+
+def test_bradley_terry_of_two_groups_is_their_head_to_head_share() -> None:
+    ahead, behind = Group("a", rated_up=3, rated_down=1), Group("b", rated_up=1, rated_down=3)
+    bradley_terry([ahead, behind])
+    assert ahead.strength is not None and behind.strength is not None
+    p = ahead.strength / (ahead.strength + behind.strength)
+    assert p == pytest.approx((3 * 3 + 0.5 * (3 + 3) + 0.5) / (4 * 4 + 1))  # wins / games
+    assert ahead.strength * behind.strength == pytest.approx(1.0)
+    alone = Group("c", rated_up=2)
+    bradley_terry([alone])
+    assert alone.strength is None  # nothing to compare with
