@@ -16,8 +16,9 @@ from town.store.db import Store
 from town.store.models import AuditEntry, Delivery, OutboxEvent
 
 PART = re.compile(r"#\d+$")  # a split message's part number after the outbox key
-# a stored message: (when it was written, author, text, emoji, kind, game time "HH:MM")
-_Stored = tuple[datetime, str, str, str, str, str]
+# a stored message: (when it was written, author, text, emoji, kind, game time "HH:MM", the
+# outbox event's id or 0 for a visitor's words)
+_Stored = tuple[datetime, str, str, str, str, str, int]
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,27 @@ class History:
     platform: str
 
     def load(self, feed: Feed, areas: list[str]) -> None:
-        """Each channel's newest messages into ``feed``, oldest first."""
+        """Each channel's newest messages into ``feed``, oldest first. A delivered message's
+        id on the web is its number in this run of the page, so its delivery is told the new
+        one (a reaction on the page finds the message by it)."""
+        renumbered: dict[int, str] = {}
         for area in areas:
             for shown in oldest_first(self._delivered(area), self._visitors(area))[-KEEP:]:
-                _, author, text, emoji, kind, clock = shown
-                feed.add(area, author, text, emoji, kind, clock)
+                _, author, text, emoji, kind, clock, outbox_id = shown
+                added = feed.add(area, author, text, emoji, kind, clock)
+                if outbox_id:
+                    renumbered[outbox_id] = f"{self.platform}:{feed.epoch}.{added.id}"
+        with self.store.session() as s:
+            rows = s.exec(
+                select(Delivery).where(
+                    col(Delivery.outbox_id).in_(list(renumbered)),
+                    Delivery.platform == self.platform,
+                    Delivery.status == "sent",
+                )
+            ).all()
+            for row in rows:
+                row.message_id = renumbered[row.outbox_id]
+                s.add(row)
 
     def clock_of(self, key: str) -> str:
         """The game time of the outbox event behind a message's key ("" for a digest)."""
@@ -61,7 +78,8 @@ class History:
         for row in reversed(rows):  # oldest first
             shown = render(row.kind, row.payload)
             if shown is not None:
-                found.append((row.created_at, *shown, "", f"{row.game_time:%H:%M}"))
+                clock = f"{row.game_time:%H:%M}"
+                found.append((row.created_at, *shown, "", clock, row.id or 0))
         return found
 
     def _visitors(self, area: str) -> list[_Stored]:
@@ -79,7 +97,7 @@ class History:
                 .limit(KEEP)
             ).all()
         return [
-            (r.wall_time, audit.name_of(r.who), r.text, "", "visitor", f"{r.game_time:%H:%M}")
+            (r.wall_time, audit.name_of(r.who), r.text, "", "visitor", f"{r.game_time:%H:%M}", 0)
             for r in reversed(rows)  # oldest first
         ]
 

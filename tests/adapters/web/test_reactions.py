@@ -14,7 +14,8 @@ from bot.runtime.run import TownRuntime
 from tests.adapters.web.support import HOBBS, events, said, someone_awake_at
 from town.experiments.live import live_figures
 from town.features.ratings.moods import DEFAULT_MOODS
-from town.store.models import Reaction
+from town.outbox.events import TownEvent, write_outbox
+from town.store.models import Reaction, Town
 
 
 def stored(runtime: TownRuntime) -> list[tuple[str, str, str]]:
@@ -65,3 +66,24 @@ async def test_a_visitor_rates_an_answer_up_and_another_down(
     assert (await react("v-bob", "👍", removed="yes"))[0] == 400
     assert (await react("no spaces allowed", "👍"))[0] == 400
     assert len(stored(runtime)) == 2  # nothing kept from bad input
+
+
+async def test_a_message_from_before_a_restart_can_still_be_rated(
+    runtime: TownRuntime, web: WebAdapter, http: aiohttp.ClientSession
+) -> None:
+    resident = await someone_awake_at(runtime, HOBBS)
+    with runtime.store.session() as s:
+        clock = s.exec(select(Town.clock)).one()
+        event = TownEvent("said", HOBBS, clock, resident, "Fresh bread today.", {"emoji": "🍞"})
+        write_outbox(s, runtime.town_id, "before-restart", [event])
+    await OutboxPump(runtime.store, runtime.town_id, web).deliver_pending()
+    await web.stop()
+    await web.start()  # a new run of the page: the history numbered anew
+    async with http.get(web.url + "/api/history", params={"area": HOBBS}) as response:
+        history = await response.json()
+    said = [m for m in history["messages"] if m["author"] == resident]
+    assert said and history["epoch"] == web.feed.epoch
+    body = {"epoch": web.feed.epoch, "id": said[-1]["id"], "visitor_id": "v-late", "emoji": "👍"}
+    async with http.post(web.url + "/api/react", json=body) as response:
+        assert await response.json() == {"ok": True, "kept": True}
+    assert stored(runtime) == [(resident, "👍", "conversation")]
