@@ -16,7 +16,6 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from town.experiments.figures import new_figure, save_png
 from town.features.ratings.moods import DOWN, OTHER, UP, Moods
 from town.features.ratings.reactions import task_of
 from town.store.models import Delivery, OutboxEvent, Reaction
@@ -163,6 +162,8 @@ def bradley_terry(groups: list[Group], rounds: int = 500) -> None:
 
 def plot_shares(figures: LiveFigures, path: Path) -> Path:
     """Each group's share rated up with its 95% interval, as a dot and a bar."""
+    from town.experiments.figures import new_figure, save_png  # matplotlib only when plotting
+
     rated = [g for g in figures.groups if g.share_up is not None]
     figure = new_figure(7, 1.2 + 0.4 * max(1, len(rated)))
     axes = figure.add_subplot()
