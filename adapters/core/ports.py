@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from town.features.ratings.reactions import Reacted
 from town.inputs.visit import Visit
 from town.views.card import ResidentCard, TownMap
 
@@ -83,6 +84,12 @@ class TownPort(Protocol):
     async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
         """A member was banned (``how`` "ban"), kicked ("kick") or left ("leave"): forgotten if
         the deployment's ``forget_on_leave`` says so; whether they were."""
+        ...
+
+    async def reacted(self, reaction: Reacted) -> bool:
+        """A member reacted to a message (or took the reaction back): stored against the
+        resident's message and heard by the resident. False when it was not a resident's
+        message, the member is muted, or nothing changed. Never raises for bad input."""
         ...
 
     def visitor_name(self, name: str) -> str:

@@ -32,6 +32,7 @@ from adapters.discord.poster import (
     webhook_name,
 )
 from adapters.discord.proxies import ProxyWatch
+from town.features.ratings.reactions import Reacted
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class DiscordAdapter:
         intents.message_content = message_content
         intents.moderation = True  # bans and kicks (a kick is seen in the audit log)
         intents.members = member_departures  # privileged: only to forget members who leave
+        intents.guild_reactions = True  # members' reactions to residents' messages: ratings
         self.proxies = ProxyWatch(sleep=sleep)
         self.departures = Departures(port, guild_id)
         self.client = TownClient(
@@ -78,6 +80,7 @@ class DiscordAdapter:
             guild_ready_timeout,
             self.proxies.deleted,
             self.departures,
+            on_reaction=self._on_reaction,
         )
         links = ChannelLinks(store, town_id, PLATFORM)
         self.channels = LocationChannels(self.client, port, links, webhook_name(port.town_name))
@@ -93,6 +96,25 @@ class DiscordAdapter:
 
     async def _on_message(self, message: discord.Message) -> None:
         await self.inbound.on_message(message)
+
+    async def _on_reaction(self, event: discord.RawReactionActionEvent) -> None:
+        me = self.client.user
+        if me is not None and event.user_id == me.id:
+            return  # the bot's own reactions (it never rates)
+        if event.member is not None and event.member.bot:
+            return
+        emoji = event.emoji
+        name = emoji.name if emoji.is_unicode_emoji() else f":{emoji.name}:"
+        await self.port.reacted(
+            Reacted(
+                PLATFORM,
+                str(event.user_id),
+                event.member.display_name if event.member is not None else "",
+                str(event.message_id),
+                name or "",
+                added=event.event_type == "REACTION_ADD",
+            )
+        )
 
     async def typing(self, area: str, author: str) -> None:
         """The channel's typing indicator (Discord shows the bot typing, for about 10 s or

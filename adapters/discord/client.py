@@ -26,9 +26,10 @@ class TownClient(discord.Client):
         ready: float,
         on_delete: Callable[[int], None] = lambda message_id: None,
         departures: Departures | None = None,
+        on_reaction: Callable[[discord.RawReactionActionEvent], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, guild_ready_timeout=ready)
-        self._handle, self._deleted = on_message, on_delete
+        self._handle, self._deleted, self._reacted = on_message, on_delete, on_reaction
         self.departures = departures
         self.confirmed: Confirmed | None = None  # what a confirmation button runs (inbound)
         self.add_dynamic_items(ConfirmButton)
@@ -39,6 +40,22 @@ class TownClient(discord.Client):
             await self._handle(message)
         except Exception:  # one bad message must not disturb the others
             log.exception("a Discord message in #%s could not be handled", message.channel)
+
+    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
+        await self._reaction(payload)
+
+    async def on_raw_reaction_remove(self, payload: discord.RawReactionActionEvent) -> None:
+        await self._reaction(payload)
+
+    async def _reaction(self, payload: discord.RawReactionActionEvent) -> None:
+        if self._reacted is None:
+            return
+        try:
+            await self._reacted(payload)
+        except Exception:  # one bad reaction must not disturb the others
+            log.exception(
+                "a Discord reaction on message %s could not be handled", payload.message_id
+            )
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         self._deleted(payload.message_id)

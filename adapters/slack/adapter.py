@@ -90,6 +90,8 @@ class SlackAdapter:
         )
         self.app.event("message")(self.inbound.on_message)
         self.app.event("app_mention")(self.inbound.on_mention)
+        self.app.event("reaction_added")(self.inbound.on_reaction)
+        self.app.event("reaction_removed")(self.inbound.on_reaction)
         self.app.command("/town")(self.inbound.on_command)
         self.departures = Departures(town, self.inbound.hand_off)
         self.app.event("user_change")(self.departures.on_user_change)

@@ -20,7 +20,9 @@ from adapters.core.ports import Caller, Reply, TownPort
 from adapters.slack.channels import LocationChannels
 from adapters.slack.members import Members
 from adapters.slack.poster import SlackPoster
+from adapters.slack.reactions import emoji_of
 from adapters.slack.text import MARKUP, unescape
+from town.features.ratings.reactions import Reacted
 from town.inputs.visit import EmptyWords, Visit
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,24 @@ class Inbound:
         if thread == str(event.get("ts") or ""):
             thread = ""  # the thread's own first message replies to nobody
         self._hand_off(lambda: self._visitor_says(area, user, text, channel, thread), chain=channel)
+
+    async def on_reaction(self, ack: AsyncAck, body: dict[str, Any], event: dict[str, Any]) -> None:
+        """``reaction_added`` / ``reaction_removed`` on a message in a location channel."""
+        await ack()
+        item = event.get("item") or {}
+        user = str(event.get("user") or "")
+        channel, ts = str(item.get("channel", "")), str(item.get("ts", ""))
+        if item.get("type") != "message" or not user or user == self.bot_user_id:
+            return
+        if self.channels.area_of(channel) is None or not self._first_time(body):
+            return
+        added = event.get("type") == "reaction_added"
+        emoji = emoji_of(str(event.get("reaction") or ""))
+        self._hand_off(lambda: self._reacted(user, ts, emoji, added))
+
+    async def _reacted(self, user: str, ts: str, emoji: str, added: bool) -> None:
+        member = await self.members.get(user)
+        await self.town.reacted(Reacted(PLATFORM, user, member.name, ts, emoji, added=added))
 
     async def on_mention(self, ack: AsyncAck, body: dict[str, Any], event: dict[str, Any]) -> None:
         await ack()

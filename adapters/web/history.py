@@ -18,8 +18,8 @@ from town.store.models import ChatLine, Delivery, OutboxEvent
 
 PART = re.compile(r"#\d+$")  # a split message's part number after the outbox key
 # a stored message: (when it was written, author, text, emoji, kind, game time "HH:MM",
-# platform: a visitor's)
-_Stored = tuple[datetime, str, str, str, str, str, str]
+# platform: a visitor's, the outbox event's id or 0 for a visitor's words)
+_Stored = tuple[datetime, str, str, str, str, str, str, int]
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,27 @@ class History:
 
     def load(self, feed: Feed, areas: list[str]) -> int:
         """Each channel's newest messages into ``feed``, oldest first. Returns the newest chat
-        line's id (see ``visitors_after``)."""
+        line's id (see ``visitors_after``). A delivered message's id on the web is its number
+        in this run of the page, so its delivery is told the new one (a reaction on the page
+        finds the message by it)."""
+        renumbered: dict[int, str] = {}
         for area in areas:
             for shown in oldest_first(self._delivered(area), self._visitors(area))[-KEEP:]:
-                _, author, text, emoji, kind, clock, platform = shown
-                feed.add(area, author, text, emoji, kind, clock, platform)
+                _, author, text, emoji, kind, clock, platform, outbox_id = shown
+                added = feed.add(area, author, text, emoji, kind, clock, platform)
+                if outbox_id:
+                    renumbered[outbox_id] = f"{self.platform}:{feed.epoch}.{added.id}"
         with self.store.session() as s:
+            rows = s.exec(
+                select(Delivery).where(
+                    col(Delivery.outbox_id).in_(list(renumbered)),
+                    Delivery.platform == self.platform,
+                    Delivery.status == "sent",
+                )
+            ).all()
+            for row in rows:
+                row.message_id = renumbered[row.outbox_id]
+                s.add(row)
             return chatlog.newest(s, self.town_id)
 
     def visitors_after(self, after: int) -> list[ChatLine]:
@@ -83,7 +98,8 @@ class History:
         for row in reversed(rows):  # oldest first
             shown = render(row.kind, row.payload)
             if shown is not None:
-                found.append((row.created_at, *shown, "", f"{row.game_time:%H:%M}", ""))
+                clock = f"{row.game_time:%H:%M}"
+                found.append((row.created_at, *shown, "", clock, "", row.id or 0))
         return found
 
     def _visitors(self, area: str) -> list[_Stored]:
@@ -104,7 +120,7 @@ class History:
 def as_shown(line: ChatLine) -> _Stored:
     """A visitor's chat line as the page shows it."""
     clock = f"{line.game_time:%H:%M}"
-    return (line.wall_time, line.speaker, line.text, "", "visitor", clock, line.platform)
+    return (line.wall_time, line.speaker, line.text, "", "visitor", clock, line.platform, 0)
 
 
 def oldest_first(*sources: list[_Stored]) -> list[_Stored]:

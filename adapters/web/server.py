@@ -49,6 +49,7 @@ from adapters.web.requests import (
     visitor_of,
 )
 from adapters.web.views import TownViews
+from town.features.ratings.reactions import Reacted
 from town.inputs.visit import EmptyWords, Visit, words_of
 from town.store.db import Store
 
@@ -56,6 +57,9 @@ log = logging.getLogger(__name__)
 
 PAGE_CALLER = Caller("web", "page", "the page", automatic=True)  # where and time, not audited
 FOLLOW_S = 1.0  # how often the page reads visitors' words said on other platforms
+
+
+WEB_REACTIONS = ("👍", "👎")  # what the page offers under a resident's message
 
 
 class WebAdapter:
@@ -161,6 +165,7 @@ class WebAdapter:
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/say", self._say)
         app.router.add_post("/api/command", self._command)
+        app.router.add_post("/api/react", self._react)
         return app
 
     @web.middleware
@@ -243,6 +248,25 @@ class WebAdapter:
             {"text": reply.text, "private": reply.private, "ok": reply.ok, "published": published}
         )
 
+    async def _react(self, request: web.Request) -> web.Response:
+        """A 👍 or 👎 on a resident's message (``removed``: taken back)."""
+        data = await body_of(request)
+        visitor, name = visitor_of(data, required_name=False)
+        emoji, shown, removed = data.get("emoji"), data.get("id"), data.get("removed", False)
+        if emoji not in WEB_REACTIONS:
+            raise BadInput(400, f"emoji must be one of {' '.join(WEB_REACTIONS)}")
+        if not isinstance(shown, int) or isinstance(shown, bool) or shown < 1:
+            raise BadInput(400, "id must be the number of a message on the page")
+        if not isinstance(removed, bool):
+            raise BadInput(400, "removed must be true or false")
+        if data.get("epoch") != self.feed.epoch:
+            raise BadInput(409, "the town restarted since this page loaded: reload it to rate")
+        message_id = f"web:{self.feed.epoch}.{shown}"
+        kept = await self.town.reacted(
+            Reacted("web", visitor, name, message_id, emoji, added=not removed)
+        )
+        return web.json_response({"ok": True, "kept": kept})
+
     # -- visitors on other platforms ----------------------------------------------------------
 
     async def _follow_visitors(self, every_s: float = FOLLOW_S) -> None:
@@ -259,7 +283,7 @@ class WebAdapter:
         async with self._catching_up:
             lines = await asyncio.to_thread(self.history.visitors_after, self._seen_line)
             for line in lines:
-                _, author, text, emoji, kind, clock, platform = as_shown(line)
+                _, author, text, emoji, kind, clock, platform, _ = as_shown(line)
                 self.feed.add(line.area, author, text, emoji, kind, clock, platform)
                 self._seen_line = max(self._seen_line, line.id or 0)
 

@@ -15,6 +15,7 @@ from bot.cli import town as cli_town
 from bot.cli.audit import audit
 from bot.cli.bench import bench_app
 from bot.cli.common import err, guarded, out, settings_and_logging
+from bot.cli.eval_live import live
 from bot.cli.eval_society import society
 from bot.cli.experiment import experiment_app
 from bot.cli.memory import recall, remember
@@ -39,6 +40,7 @@ eval_app = typer.Typer(help="The papers' evaluations of a simulated town.", no_a
 eval_app.command("society")(society)
 eval_app.command("interview")(eval_interview.interview)
 eval_app.command("rate")(eval_interview.rate)
+eval_app.command("live")(live)
 app.add_typer(eval_app, name="eval")
 cli_town.register(app)
 app.command()(audit)

@@ -26,6 +26,7 @@ from bot.runtime.towns import OpenTown, open_town
 from town.authoring.living import follow_persona
 from town.features.consent.forget import finish_pending
 from town.features.consent.member import Member
+from town.features.ratings.reactions import Reacted, react
 from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
@@ -162,6 +163,15 @@ class TownRuntime:
                     )
             break
         self.wake.set()
+
+    async def reacted(self, reaction: Reacted) -> bool:
+        try:
+            return await react(self.opened.engine, reaction)
+        except ValueError as exc:  # no emoji, no member: nothing to keep
+            log.info("ignored a %s reaction: %s", reaction.platform, exc)
+        except TownChanged:  # another process changed the town meanwhile: the reaction is lost
+            log.warning("%s: a %s reaction was not kept", self.town_name, reaction.platform)
+        return False
 
     async def _typing(self, area: str, author: str) -> None:
         """A resident starts composing an answer to a visitor: every adapter shows it typing

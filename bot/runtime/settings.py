@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from town.features.ratings.moods import Moods
 from town.world.gametime import parse_game_time
 
 CONFIG_ENV = "BOTTOWN_CONFIG"
@@ -65,6 +66,15 @@ class Settings(BaseSettings):
     llm_base_url: str | None = Field(None, description="OpenAI-compatible base URL (…/v1).")
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM server.")
     llm_model: str = Field("gpt-4o-mini", description="Chat model name.")
+    llm_model_b: str | None = Field(
+        None, description="A second chat model for a live A/B test (eval live --by model)."
+    )
+    llm_base_url_b: str | None = Field(
+        None, description="The second model's server (default: llm_base_url)."
+    )
+    ab_split: Literal["resident", "message"] = Field(
+        "resident", description="The A/B split: each resident one model, or each message."
+    )
     llm_timeout_s: float = Field(60.0, gt=0, description="Seconds before an LLM call times out.")
     llm_max_attempts: int = Field(
         4, ge=1, le=10, description="Tries per call: the openai client retries 429/5xx/timeouts."
@@ -107,6 +117,12 @@ class Settings(BaseSettings):
     )
     audit_retention_days: int = Field(
         90, ge=0, description="Days the audit log keeps inputs and outputs; 0 = forever."
+    )
+    reactions_up: str = Field(
+        "👍 ❤️ 😂 ⭐", description="Reactions that rate a resident's message up (space-separated)."
+    )
+    reactions_down: str = Field(
+        "👎 😕 🙄", description="Reactions that rate it down; any other is counted apart."
     )
     worker_name: str | None = Field(
         None, max_length=100, description="This worker's name (default: host name and pid)."
@@ -204,6 +220,17 @@ class Settings(BaseSettings):
         if self.brain == "llm" and not (self.llm_base_url or self.llm_api_key):
             raise ValueError("brain = 'llm' needs llm_base_url or llm_api_key")
         return self
+
+    @model_validator(mode="after")
+    def _check_reactions(self) -> Settings:
+        _ = self.moods  # a clear error for a reaction in both sets
+        return self
+
+    @property
+    def moods(self) -> Moods:
+        """Which reactions rate a message up, which down."""
+        up, down = self.reactions_up.replace(",", " "), self.reactions_down.replace(",", " ")
+        return Moods.of_lists(up.split(), down.split())
 
     @model_validator(mode="after")
     def _check_demo_start(self) -> Settings:

@@ -13,11 +13,11 @@ from sqlmodel import select
 
 from bot.runtime.consent import moderated, replay_paths
 from bot.runtime.settings import Settings
-from bot.runtime.wiring import Services, build_brain
+from bot.runtime.wiring import Services, build_brain, model_of
 from town.authoring.living import town_spec
 from town.features.coaching.room import plug_in
 from town.features.consent.forget import finish_pending
-from town.outbox.events import TownEvent
+from town.outbox.events import TownEvent, speaking_models
 from town.store.models import Town
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine, TickReport
@@ -70,6 +70,7 @@ async def open_town(
     engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
     plug_in(engine, folder)  # the mock interview, in a town with interview rooms
     await finish_pending(engine, replay_paths(settings.data_dir))  # forgets a crash cut short
+    speaking_models(services.store.engine, town.id, model_of(settings, brain))  # ratings
     return OpenTown(services, engine, usage, town, founded)
 
 

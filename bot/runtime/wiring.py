@@ -11,6 +11,7 @@ import openai
 from sqlmodel import func, select
 
 from bot.runtime.settings import Settings
+from town.features.ratings.split import SplitBrain
 from town.inputs.unit import resident_named
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
@@ -22,6 +23,7 @@ from town.memory.minilm import MiniLMEmbedder
 from town.memory.retrieval import RetrievalWeights
 from town.memory.stream import MemoryStream
 from town.memory.vectors import ChromaIndex
+from town.outbox.events import ModelOf
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -61,22 +63,43 @@ def build_brain(
     usage = StoredUsage(store, town_id)
     if not settings.uses_llm:
         return OfflineBrain(embedder), usage
+    budget = DailyTokenBudget(
+        usage, settings.daily_token_budget, limit_calls=settings.daily_call_budget
+    )
+    gateway = _gateway(settings, settings.llm_base_url, settings.llm_model, usage, budget)
+    if not settings.llm_model_b:
+        return gateway, usage
+    base_url_b = settings.llm_base_url_b or settings.llm_base_url
+    second = _gateway(settings, base_url_b, settings.llm_model_b, usage, budget)
+    first_model = (settings.llm_model, gateway)
+    return SplitBrain(first_model, (settings.llm_model_b, second), by=settings.ab_split), usage
+
+
+def _gateway(
+    settings: Settings,
+    base_url: str | None,
+    model: str,
+    usage: StoredUsage,
+    budget: DailyTokenBudget,
+) -> LLMGateway:
     client = open_client(
-        settings.llm_base_url,
+        base_url,
         _api_key(settings),
         settings.llm_timeout_s,
         max_retries=settings.llm_max_attempts - 1,
     )
-    gateway = LLMGateway(
-        client,
-        model=settings.llm_model,
-        usage=usage,
-        budget=DailyTokenBudget(
-            usage, settings.daily_token_budget, limit_calls=settings.daily_call_budget
-        ),
-        concurrency=settings.llm_concurrency,
+    return LLMGateway(
+        client, model=model, usage=usage, budget=budget, concurrency=settings.llm_concurrency
     )
-    return gateway, usage
+
+
+def model_of(settings: Settings, brain: Brain) -> ModelOf:
+    """Which model makes each resident's words, as the town records them: the A/B split's
+    answer, the one LLM's name, or "offline"."""
+    if isinstance(brain, SplitBrain):
+        return brain.model_of
+    name = settings.llm_model if settings.uses_llm else "offline"
+    return lambda resident: name
 
 
 @dataclass

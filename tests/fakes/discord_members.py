@@ -8,6 +8,7 @@ from tests.fakes.discord_wire import (
     AUDIT_MEMBER_BAN_ADD,
     AUDIT_MEMBER_KICK,
     INTENT_GUILD_MEMBERS,
+    INTENT_GUILD_MESSAGE_REACTIONS,
     INTENT_GUILD_MODERATION,
     VIEW_AUDIT_LOG,
     Json,
@@ -67,6 +68,35 @@ class Members(Guild):
                 message["referenced_message"] = self._as_received(reply_to)
         await self.dispatch("MESSAGE_CREATE", self._as_received(message))
         return message
+
+    async def member_reacts(
+        self, user: Json, message: Json, emoji: str, *, removed: bool = False
+    ) -> bool:
+        """A member adds (or removes) a reaction on a message: MESSAGE_REACTION_ADD (with the
+        member) or MESSAGE_REACTION_REMOVE, sent only to a bot that asked for the
+        GUILD_MESSAGE_REACTIONS intent, as Discord does. ``emoji``: a unicode emoji, or
+        "name:id" for a custom one. Returns whether the event was sent."""
+        if not self.intents & INTENT_GUILD_MESSAGE_REACTIONS:
+            return False
+        name, _, custom = emoji.partition(":")
+        data: Json = {
+            "user_id": user["id"],
+            "channel_id": message["channel_id"],
+            "message_id": message["id"],
+            "guild_id": str(self.guild_id),
+            "emoji": {"id": custom or None, "name": name},
+            "burst": False,
+            "type": 0,
+        }
+        if removed:
+            await self.dispatch("MESSAGE_REACTION_REMOVE", data)
+            return True
+        member = self.members[user["id"]]
+        data["member"] = member
+        if message.get("author", {}).get("id"):
+            data["message_author_id"] = message["author"]["id"]
+        await self.dispatch("MESSAGE_REACTION_ADD", data)
+        return True
 
     async def other_bot_says(self, channel_id: str, content: str) -> Json:
         """Another bot (not ours) writes in a channel."""

@@ -312,3 +312,27 @@ class PendingInput(SQLModel, table=True):
     kind: str = Field(max_length=20)  # whisper
     text: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Reaction(SQLModel, table=True):
+    """A member's reaction to a resident's message where it was shown (a Discord emoji, a Slack
+    reaction, the web page's thumbs), stored against the message: who said it, which task made
+    it, which model, the place and the game time. ``member`` is a pseudonym, never the member's
+    platform id (``town.features.ratings.reactions.pseudonym``). A removed reaction is deleted."""
+
+    __table_args__ = (
+        UniqueConstraint("outbox_id", "platform", "member", "emoji"),
+        Index("ix_reaction_town_wall", "town_id", "wall_time"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id")
+    outbox_id: int = Field(foreign_key="outboxevent.id", index=True)
+    platform: str = Field(max_length=20)
+    member: str = Field(max_length=64)
+    emoji: str = Field(max_length=80)
+    resident: str = Field(max_length=80)
+    task: str = Field(max_length=20)  # visitor (an answer), conversation, narration
+    model: str = Field(default="", max_length=120)  # '' when the message did not record one
+    place: str = Field(max_length=300)
+    game_time: datetime  # of the message
+    wall_time: datetime = Field(default_factory=utcnow)

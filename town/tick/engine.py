@@ -56,6 +56,7 @@ from town.world.persona import MOVED_AWAY, ResidentSpec, TownSpec
 from town.world.places import World
 
 REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
+OBSERVED = "observed"  # a pending input the resident perceives, as words in its inbox
 INPUT_ATTEMPTS = 3  # an input another process overtook runs again, up to this many times in all
 
 log = logging.getLogger(__name__)
@@ -295,18 +296,22 @@ class Engine:
 
 
 def take_pending(tick: Tick, town_id: int) -> None:
-    """Inputs waiting for this tick (an inner voice) into the residents' states; deleted at its
-    commit. One written after this read waits for the next tick."""
+    """Inputs waiting for this tick (an inner voice, something observed) into the residents'
+    states; deleted at its commit. One written after this read waits for the next tick."""
     waiting = tick.session.exec(
         select(PendingInput).where(PendingInput.town_id == town_id).order_by(col(PendingInput.id))
     ).all()
     taken = [row.id for row in waiting if row.id is not None]
     for row in waiting:
         resident = tick.residents.get(row.resident)
-        if resident is not None and row.kind == "whisper":
-            state = tick.state(resident)
+        if resident is None:
+            continue
+        state = tick.state(resident)
+        if row.kind == "whisper":
             state.inbox.append(f"Inner voice: {row.text}")
             state.directive = row.text
+        elif row.kind == OBSERVED:  # (a member's reaction to what the resident said)
+            state.inbox.append(row.text)
     if taken:
 
         def delete_taken(session: Session) -> None:

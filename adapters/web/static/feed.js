@@ -81,8 +81,38 @@ function messageNode(entry) {
   }
   if (entry.clock) meta.append(el("span", "clock", entry.clock));
   body.append(meta, el("p", "text", entry.text));
+  if (resident && !state.replay && state.epoch) body.append(ratingNode(entry));
   item.append(body);
   return item;
+}
+
+// A small 👍/👎 under a resident's message: the live ratings (`bottown eval live`).
+const rated = new Map(); // "epoch.id" -> the emoji this page gave
+function ratingNode(entry) {
+  const key = `${state.epoch}.${entry.id}`;
+  const row = el("p", "rate");
+  for (const [emoji, label] of [["👍", "rate up"], ["👎", "rate down"]]) {
+    const button = el("button", "rating", emoji);
+    button.type = "button";
+    button.setAttribute("aria-label", `${label}: ${entry.author}`);
+    button.setAttribute("aria-pressed", String(rated.get(key) === emoji));
+    button.addEventListener("click", () => rate(entry, emoji, key));
+    row.append(button);
+  }
+  return row;
+}
+
+async function rate(entry, emoji, key) {
+  const before = rated.get(key);
+  const body = { epoch: state.epoch, id: entry.id, name: nameNow(), visitor_id: visitorId() };
+  try {
+    if (before) await api("/api/react", { ...body, emoji: before, removed: true });
+    if (before !== emoji) await api("/api/react", { ...body, emoji });
+    if (before === emoji) rated.delete(key); else rated.set(key, emoji);
+  } catch (error) {
+    setStatus(error.message, true);
+  }
+  drawFeed(false);
 }
 
 function replyNode(entry) {

@@ -16,7 +16,15 @@ from adapters.discord.adapter import DiscordAdapter
 from tests.factories import resident
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.platform import Clock, Sleeps
-from town.store.models import ChannelLink, Delivery, OutboxEvent, Resident, Town, Visitor
+from town.store.models import (
+    ChannelLink,
+    Delivery,
+    OutboxEvent,
+    PendingInput,
+    Resident,
+    Town,
+    Visitor,
+)
 from town.tick.heard import waiting
 from town.tick.state import ResidentState
 
@@ -97,11 +105,12 @@ def visitors(runtime: Any) -> set[str]:
 
 
 def inbox(runtime: Any, name: str) -> list[str]:
-    """What the resident has yet to perceive: its inbox, and visitors' words the next tick
-    brings it."""
+    """What the resident has yet to perceive: its inbox, and visitors' words and pending inputs
+    (a reaction to what it said) the next tick brings it."""
     row = resident(runtime.store, name)
     with runtime.store.session() as s:
-        return ResidentState.of(row).inbox + waiting(s, runtime.town_id, row)
+        pending = s.exec(select(PendingInput.text).where(PendingInput.resident == name)).all()
+        return ResidentState.of(row).inbox + waiting(s, runtime.town_id, row) + list(pending)
 
 
 def paused(runtime: Any) -> bool:

@@ -10,6 +10,7 @@ from adapters.discord.adapter import DiscordAdapter
 from tests.adapters.discord.support import AREAS, add_event, links, make_adapter, pump
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.discord_wire import (
+    INTENT_GUILD_MESSAGE_REACTIONS,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILD_MODERATION,
     INTENT_GUILDS,
@@ -39,7 +40,11 @@ async def test_provisioning_twice_creates_nothing_new(runtime: Any, fake: FakeDi
     assert len(fake.calls_of("PUT", r"/applications/\d+/guilds/\d+/commands")) == 1
     assert [c["name"] for c in fake.commands] == ["town"]
     assert fake.identifies[0]["intents"] == (
-        INTENT_GUILDS | INTENT_GUILD_MESSAGES | INTENT_MESSAGE_CONTENT | INTENT_GUILD_MODERATION
+        INTENT_GUILDS
+        | INTENT_GUILD_MESSAGES
+        | INTENT_GUILD_MESSAGE_REACTIONS
+        | INTENT_MESSAGE_CONTENT
+        | INTENT_GUILD_MODERATION
     )
 
     second = make_adapter(runtime)

@@ -28,6 +28,7 @@ from tests.factories import memories
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.discord_wire import (
     EPHEMERAL,
+    INTENT_GUILD_MESSAGE_REACTIONS,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILD_MODERATION,
     INTENT_GUILDS,
@@ -112,7 +113,10 @@ async def test_message_content_intent_off_mentions_still_work(
     await bot.start()
     try:
         assert fake.identifies[0]["intents"] == (
-            INTENT_GUILDS | INTENT_GUILD_MESSAGES | INTENT_GUILD_MODERATION
+            INTENT_GUILDS
+            | INTENT_GUILD_MESSAGES
+            | INTENT_GUILD_MODERATION
+            | INTENT_GUILD_MESSAGE_REACTIONS
         )
         assert "intent off (mentions and slash commands only)" in bot.status_line()
         await morning(runtime)

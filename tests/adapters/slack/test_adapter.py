@@ -90,11 +90,14 @@ def test_the_manifest_asks_for_what_the_adapter_uses() -> None:
         "app_mentions:read",
         "users:read",
         "commands",
+        "reactions:read",
     } <= scopes
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
         "message.channels",
         "app_mention",
         "user_change",  # a member removed from the workspace is forgotten
+        "reaction_added",
+        "reaction_removed",
     }
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/town"]
     assert manifest["settings"]["socket_mode_enabled"] is True

@@ -13,6 +13,7 @@ from bot.runtime.commands import Commands
 from bot.runtime.consent import moderated
 from bot.runtime.settings import load_settings
 from tests.factories import CAFE_PAIR, MINITOWN, at_cafe, memories, until
+from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import ScriptedBrain
@@ -35,11 +36,13 @@ async def test_forget_me_asks_first_then_forgets(commands: Commands, store: Stor
     engine = commands.engine
     await say(
         engine,
-        "Hobbs Cafe",
-        "Alice",
-        "Isabella, I collect teapots shaped like owls",
-        platform="slack",
-        user_id="U-ALICE",
+        Visit(
+            "Hobbs Cafe",
+            "Alice",
+            "Isabella, I collect teapots shaped like owls",
+            platform="slack",
+            user_id="U-ALICE",
+        ),
     )
     await engine.tick()
     asked = await commands.handle(MEMBER, "forget-me")
@@ -61,7 +64,9 @@ async def test_forget_is_for_admins_and_an_unknown_name_changes_nothing(
     assert "Only admins" in (await commands.handle(MEMBER, "forget Bob")).text
     unknown = await commands.handle(ADMIN, "forget Bob")
     assert "Nobody called 'Bob'" in unknown.text and "nothing was changed" in unknown.text
-    await say(commands.engine, "Hobbs Cafe", "Bob", "hi all", platform="slack", user_id="U-BOB")
+    await say(
+        commands.engine, Visit("Hobbs Cafe", "Bob", "hi all", platform="slack", user_id="U-BOB")
+    )
     assert "forgotten bob" in (await commands.handle(ADMIN, "forget bob")).text
 
 
@@ -70,11 +75,7 @@ async def test_a_muted_members_commands_still_work(commands: Commands, store: St
     assert "Hobbs Cafe" in (await commands.handle(MEMBER, "look")).text
     result = await say(
         commands.engine,
-        "Hobbs Cafe",
-        "Alice",
-        "Isabella, hello?",
-        platform="slack",
-        user_id="U-ALICE",
+        Visit("Hobbs Cafe", "Alice", "Isabella, hello?", platform="slack", user_id="U-ALICE"),
     )
     assert result.replies == []
     assert "Unmuted" in (await commands.handle(MEMBER, "unmute")).text
@@ -136,11 +137,13 @@ async def test_forget_me_takes_the_characters_a_member_wrote_as_through_a_proxy_
     engine = commands.engine
     await say(
         engine,
-        "Hobbs Cafe",
-        "Sparkle",
-        "Isabella, glitter is my whole personality",
-        platform="discord",
-        user_id="4242:Sparkle",
+        Visit(
+            "Hobbs Cafe",
+            "Sparkle",
+            "Isabella, glitter is my whole personality",
+            platform="discord",
+            user_id="4242:Sparkle",
+        ),
     )
     await engine.tick()
     member = Caller("discord", "4242", "Alex", is_admin=False, location="Hobbs Cafe")

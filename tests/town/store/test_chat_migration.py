@@ -30,7 +30,7 @@ def test_visitors_words_and_answers_move_from_the_audit_log_to_chat_lines(url: s
     store = Store.open(url)
     with store.engine.begin() as conn:  # as a database of the last release was
         conn.execute(text("drop table chatline"))
-        conn.execute(text("update alembic_version set version_num = '0007'"))
+        conn.execute(text("update alembic_version set version_num = '0008'"))
     with store.session() as s:
         town = add_town(s, "old", T0)
         assert town.id is not None
@@ -88,7 +88,7 @@ def test_a_resident_that_heard_past_every_copied_line_hears_every_new_one(tmp_pa
     store = Store.open(url)
     with store.engine.begin() as conn:
         conn.execute(text("drop table chatline"))
-        conn.execute(text("update alembic_version set version_num = '0007'"))
+        conn.execute(text("update alembic_version set version_num = '0008'"))
     with store.session() as s:
         town = add_town(s, "old", T0)
         assert town.id is not None

@@ -16,6 +16,7 @@ from sqlalchemy import String, Text, and_
 from sqlmodel import Session, SQLModel, col, select
 
 from town.features.consent.member import FORGOTTEN, GONE, Member
+from town.features.ratings.reactions import pseudonym
 from town.outbox.chatlog import thread_of
 from town.store.models import (
     AuditEntry,
@@ -24,6 +25,7 @@ from town.store.models import (
     Memory,
     OutboxEvent,
     PlanItem,
+    Reaction,
     Resident,
     Visitor,
 )
@@ -108,6 +110,14 @@ def _chat_of(scope: Scope, member: Member) -> Any:
     return and_(
         col(ChatLine.town_id) == scope.town_id,
         col(ChatLine.thread) == thread_of(member.platform, member.user_id),
+    )
+
+
+def _reactions_of(scope: Scope, member: Member) -> Any:
+    """The member's reactions (kept under a pseudonym of their id)."""
+    return and_(
+        col(Reaction.town_id) == scope.town_id,
+        col(Reaction.member) == pseudonym(scope.town_id, member.platform, member.user_id),
     )
 
 
@@ -332,6 +342,7 @@ def _residents_rows(model: Any) -> Callable[[Scope], Any]:
 REGISTRY: list[Place] = [
     Rows("visitors", Visitor, _visitor_of),
     Rows("chat lines", ChatLine, _chat_of),
+    Rows("reactions", Reaction, _reactions_of),
     AuditRows(),
     Memories(),
     Redacted("residents", Resident, ("summary", "action", "state"), _town_rows(Resident)),

@@ -20,6 +20,7 @@ from tests.town.features.consent.support import (
 from town.features.consent import forget as forgetting
 from town.features.consent.forget import UnknownMember, find_members, finish_pending, forget
 from town.inputs.query import interview
+from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.outbox.events import TownEvent
 from town.store.db import Store
@@ -36,9 +37,11 @@ async def _known_member(store: Store, replay: Path) -> Engine:
     engine = await make_engine(store)
     await until(engine, at_cafe(store, *CAFE_PAIR))
     first = await say(
-        engine, HOBBS, "Prober", f"Hi Isabella, {PHRASE}!", platform="discord", user_id=USER
+        engine, Visit(HOBBS, "Prober", f"Hi Isabella, {PHRASE}!", platform="discord", user_id=USER)
     )
-    await say(engine, HOBBS, "Dana", "Good morning everyone", platform="discord", user_id="u-dana")
+    await say(
+        engine, Visit(HOBBS, "Dana", "Good morning everyone", platform="discord", user_id="u-dana")
+    )
     await engine.tick()
     await engine.tick()
     with replay.open("w", encoding="utf-8") as out:
@@ -144,9 +147,12 @@ async def test_ids_with_like_wildcards_forget_only_their_member(store: Store) ->
     engine = await make_engine(store)
     await until(engine, at_cafe(store, *CAFE_PAIR))
     await say(
-        engine, HOBBS, "Una", "Isabella, unicorns drink oat lattes", user_id="v_1", platform="web"
+        engine,
+        Visit(HOBBS, "Una", "Isabella, unicorns drink oat lattes", user_id="v_1", platform="web"),
     )
-    await say(engine, HOBBS, "Vic", "Isabella, volcanoes bake bread", user_id="vx1", platform="web")
+    await say(
+        engine, Visit(HOBBS, "Vic", "Isabella, volcanoes bake bread", user_id="vx1", platform="web")
+    )
     await engine.tick()
     await forget(engine, "web", "v_1")
     assert traces(store, ["unicorns drink"]) == []

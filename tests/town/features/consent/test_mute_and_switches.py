@@ -7,6 +7,7 @@ from sqlmodel import select
 
 from tests.factories import CAFE_PAIR, at_cafe, make_engine, memories, until
 from town.inputs.consent import MUTED, is_muted, set_muted
+from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.outbox.events import TownEvent, write_outbox
 from town.outbox.switches import CLOSED, OPEN, QUIET, set_switch, switches
@@ -29,11 +30,9 @@ async def test_a_muted_member_is_audited_only_and_unmuted_is_heard_again(store: 
     assert not set_muted(engine, "slack", "U-MUTE", True)  # already
     result = await say(
         engine,
-        HOBBS,
-        "Quiet Quinn",
-        "Isabella, zebra umbrellas!",
-        platform="slack",
-        user_id="U-MUTE",
+        Visit(
+            HOBBS, "Quiet Quinn", "Isabella, zebra umbrellas!", platform="slack", user_id="U-MUTE"
+        ),
     )
     assert result.replies == [] and result.heard_by == []
     await engine.tick()
@@ -50,7 +49,7 @@ async def test_a_muted_member_is_audited_only_and_unmuted_is_heard_again(store: 
         )
     assert set_muted(engine, "slack", "U-MUTE", False)
     again = await say(
-        engine, HOBBS, "Quiet Quinn", "Isabella, hello!", platform="slack", user_id="U-MUTE"
+        engine, Visit(HOBBS, "Quiet Quinn", "Isabella, hello!", platform="slack", user_id="U-MUTE")
     )
     assert again.replies
 
@@ -59,7 +58,9 @@ async def test_a_closed_place_hears_a_visitor_but_nobody_answers_there(store: St
     engine = await _cafe(store)
     with engine.unit(changes_town=False) as s:
         set_switch(s, engine.town_id, HOBBS, CLOSED)
-    result = await say(engine, HOBBS, "Dana", "Isabella, hello there", platform="web", user_id="d")
+    result = await say(
+        engine, Visit(HOBBS, "Dana", "Isabella, hello there", platform="web", user_id="d")
+    )
     assert result.replies == []
     await engine.tick()
     assert any("hello there" in m.text for m in memories(store, "Isabella Rodriguez"))

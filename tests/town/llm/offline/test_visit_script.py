@@ -11,6 +11,7 @@ from functools import cache
 
 from tests.factories import make_engine, resident
 from tests.town.llm.offline.test_visit import GOODBYE
+from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.offline.brain import OfflineBrain
 from town.memory.minilm import MiniLMEmbedder
@@ -57,7 +58,7 @@ async def talk(engine: Engine, name: str, lines: list[str], store: Store) -> lis
     area = World.area_of(resident(store, name).location)
     answers = []
     for line in lines:
-        result = await say(engine, area, "Robin", line, user_id=f"robin-{name}")
+        result = await say(engine, Visit(area, "Robin", line, user_id=f"robin-{name}"))
         assert [r.resident for r in result.replies] == [name], line
         answers.append(result.replies[0].text)
     return answers

@@ -20,16 +20,19 @@ depends_on: Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("town")}
-    with op.batch_alter_table("town", schema=None) as batch_op:
-        if "persona_revision" not in have:  # (a database stamped older than it is has it)
-            batch_op.add_column(
-                sa.Column("persona_revision", sa.Integer(), nullable=False, server_default="0")
-            )
-        if "applied_persona" not in have:
-            batch_op.add_column(sa.Column("applied_persona", sa.JSON(), nullable=True))
-        batch_op.alter_column(
-            "scenario", existing_type=sa.String(length=80), type_=sa.String(length=1000)
+    # Plain ADD COLUMN, not a batch copy of the table: on SQLite a batch alter copies and drops
+    # the town table, which the rows referring to it (with foreign keys on) forbid.
+    bind = op.get_bind()
+    have = {c["name"] for c in sa.inspect(bind).get_columns("town")}
+    if "persona_revision" not in have:  # (a database stamped older than it is has it)
+        op.add_column(
+            "town", sa.Column("persona_revision", sa.Integer(), nullable=False, server_default="0")
+        )
+    if "applied_persona" not in have:
+        op.add_column("town", sa.Column("applied_persona", sa.JSON(), nullable=True))
+    if bind.dialect.name != "sqlite":  # (SQLite keeps text of any length: nothing to widen)
+        op.alter_column(
+            "town", "scenario", existing_type=sa.String(length=80), type_=sa.String(length=1000)
         )
 
 
