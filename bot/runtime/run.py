@@ -27,6 +27,7 @@ from town.inputs.card import ResidentCard, TownMap
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.unit import clean_text
+from town.llm import urgency
 from town.outbox import audit
 from town.outbox.events import TownEvent
 from town.store.db import Store
@@ -124,19 +125,20 @@ class TownRuntime:
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
         for attempt in (1, 2):
             try:
-                result = await visitor.say(
-                    self.opened.engine,
-                    area,
-                    display_name,
-                    text,
-                    platform=platform,
-                    user_id=user_id,
-                    rate=rate,
-                    typing=self._typing,
-                    express=self._express,
-                    connection=connection,
-                    replying_to=replying_to,
-                )
+                with urgency.person_waiting(urgency.VISITOR):  # its reply goes to the model first
+                    result = await visitor.say(
+                        self.opened.engine,
+                        area,
+                        display_name,
+                        text,
+                        platform=platform,
+                        user_id=user_id,
+                        rate=rate,
+                        typing=self._typing,
+                        express=self._express,
+                        connection=connection,
+                        replying_to=replying_to,
+                    )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
                     log.warning(
@@ -189,7 +191,8 @@ class TownRuntime:
                 caller.location or "",
                 line,
             )
-        reply = await self.commands.handle(caller, line)
+        with urgency.person_waiting(urgency.PERSON):  # its calls go ahead of the town's
+            reply = await self.commands.handle(caller, line)
         self.wake.set()  # set, say and whisper change the town
         return reply
 

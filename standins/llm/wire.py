@@ -39,10 +39,13 @@ FAULTS = (
     "empty_choices",
     "401",
     "404",
+    "overrun",
     *CONTENT_FAULTS,
 )
 """Every fault kind that can be queued through ``POST /_fake/faults``."""
 HUGE = 50_000
+OVERRUN_TOKENS = 12_513
+"""The length of a reply with the ``overrun`` fault, whatever its ``max_tokens`` said."""
 RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
 """The transient faults drawn at random with ``fault_rate``."""
 

@@ -63,6 +63,8 @@ def test_make_app_checks_its_settings() -> None:
     make_app(latency_ms=5, fault_rate=0.5, seed=3, embedder_dim=8)
     with pytest.raises(ValueError):
         make_app(fault_rate=2)
+    with pytest.raises(ValueError):
+        make_app(slots=-1)
 
 
 @pytest.mark.parametrize("schema", [True, False])
@@ -233,3 +235,55 @@ async def test_seeded_random_faults_repeat(http: aiohttp.ClientSession) -> None:
             runs.append(statuses)
     assert runs[0] == runs[1]
     assert set(runs[0]) > {200}
+
+
+async def test_slots_answer_so_many_at_once_the_rest_first_come_first_served(
+    http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = asyncio.Event()
+    served: list[str] = []
+
+    async def held(deadline: float) -> None:
+        await opened.wait()
+
+    monkeypatch.setattr(server, "sleep_until", held)
+    async with running(latency_ms=1000, slots=1) as base:
+
+        async def ask(name: str) -> int:
+            body = chat_body("emoji")
+            async with http.post(f"{base}/chat/completions", json=body) as r:
+                served.append(name)
+                return r.status
+
+        calls = []
+        for name in ("first", "second", "third"):
+            calls.append(asyncio.create_task(ask(name)))
+            for _ in range(3000):  # a generous guard: each request arrives in time
+                if (await stats(http, base))["in_flight"] == len(calls):
+                    break
+                await asyncio.sleep(0.01)
+        seen = await stats(http, base)
+        assert seen["slots"] == 1 and seen["max_serving"] == 1 and seen["requests"] == 1
+        opened.set()
+        assert await asyncio.gather(*calls) == [200, 200, 200]
+    assert served == ["first", "second", "third"]
+
+
+async def test_an_overrun_reply_runs_past_max_tokens(url: str, http: aiohttp.ClientSession) -> None:
+    await queue(http, url, "overrun")
+    body = {**chat_body("emoji"), "max_tokens": 50}
+    for expected in (server.wire.OVERRUN_TOKENS, None):
+        async with http.post(f"{url}/chat/completions", json=body) as r:
+            reply = await r.json()
+        tokens = reply["usage"]["completion_tokens"]
+        if expected is None:
+            assert tokens < 50  # the next one keeps to the cap
+        else:
+            assert tokens == expected
+            content = reply["choices"][0]["message"]["content"]
+            assert json.loads(content)["emoji"]  # still the answer, with blanks after it
+    async with (
+        running(overrun_tokens=3000) as base,
+        http.post(f"{base}/chat/completions", json=body) as r,
+    ):
+        assert (await r.json())["usage"]["completion_tokens"] == 3000

@@ -52,6 +52,12 @@ def estimate_tokens(chars: int) -> int:
     return math.ceil(chars / 4)
 
 
+def cut_at_cap(content: str, max_tokens: int) -> str:
+    """A reply's text cut to about ``max_tokens`` tokens (4 characters a token), trailing
+    blanks dropped."""
+    return content[: 4 * max_tokens].rstrip()
+
+
 def worst_prompt_tokens(chars: int) -> int:
     """A prompt's tokens as a reservation counts them: generously (3 characters a token)."""
     return math.ceil(chars / 3)

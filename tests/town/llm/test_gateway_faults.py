@@ -14,11 +14,13 @@ import pytest
 from pydantic import BaseModel
 
 from standins.llm.server import running
-from tests.helpers import sample
+from tests.helpers import sample, settled
+from town.llm import urgency
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.schemas import PASSAGE_CAP
+from town.llm.shapes import max_tokens_for
 from town.llm.tasks import EMOJI, RATE_IMPORTANCE, TASKS, UTTER
 from town.llm.usage import TokenBudget, UsageTally
 
@@ -217,3 +219,51 @@ async def test_a_context_window_too_small_is_said_once_with_the_fix(
     said = [r.getMessage() for r in caplog.records if "too small" in r.getMessage()]
     assert len(said) == 1 and "--n_ctx 4096" in said[0]
     assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"context full": 2}}
+
+
+async def test_a_server_that_ignores_max_tokens_passes_the_budget_by_one_call_at_most(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(overrun_tokens=12_513) as url:
+        box: list[UsageTally] = []
+        limit = 20_000
+        budget = TokenBudget(limit, lambda: box[0].total_tokens)
+        gateway, tally, _ = rig_factory(url, budget=budget, concurrency=17)
+        box.append(tally)
+        inputs = sample(UTTER)
+        cap = max_tokens_for(UTTER.schema_for(inputs))
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            answers = await asyncio.gather(*(gateway.run(UTTER, inputs) for _ in range(40)))
+        assert all(a.text for a in answers)
+        one_call = max(tally.total.prompt_tokens // max(1, tally.total.calls), 1) + cap
+        assert 0 < tally.total.calls < 40
+        assert tally.total_tokens <= limit + one_call
+        said = [r.getMessage() for r in caplog.records if "ignores max_tokens" in r.getMessage()]
+        assert len(said) == 1
+
+
+async def test_against_a_one_slot_server_a_visitor_s_reply_goes_ahead_of_the_town_s_calls(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running(latency_ms=100, slots=1) as url:
+        gateway, _, _ = rig_factory(url, concurrency=8)
+        await gateway.run(EMOJI, sample(EMOJI))  # connected, and one call's time measured
+        await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(8)))
+        assert gateway.pacer.limit == 1  # learned from the burst: one call at a time
+        done: list[str] = []
+
+        async def think(name: str, task: Any, urgent: bool = False) -> None:
+            if urgent:
+                with urgency.person_waiting(urgency.VISITOR):
+                    await gateway.run(task, sample(task))
+            else:
+                await gateway.run(task, sample(task))
+            done.append(name)
+
+        town = [asyncio.create_task(think(f"rating {n}", RATE_IMPORTANCE)) for n in range(5)]
+        await settled(lambda: gateway.pacer.waiting == 4)
+        await think("visitor", UTTER, urgent=True)
+        await asyncio.gather(*town)
+        assert done.index("visitor") <= 1  # behind the call on the wire at most
+        stats = await admin(url, "/_fake/stats")
+        assert stats["max_in_flight"] <= 8
