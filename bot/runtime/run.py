@@ -28,6 +28,7 @@ from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.unit import clean_text
 from town.llm import urgency
+from town.llm.report import offline_for_pace
 from town.outbox import audit
 from town.outbox.events import TownEvent
 from town.store.db import Store
@@ -200,7 +201,20 @@ class TownRuntime:
         return list(self.commands.table)
 
     def thinking(self) -> Thinking:
-        return thinking(self.engine.brain)
+        found = thinking(self.engine.brain)
+        behind = self.clock_behind()
+        return replace(found, behind=behind) if behind else found
+
+    def clock_behind(self) -> str:
+        """How far the clock is behind its pace lately, and which tasks went offline today to
+        keep it ("" while it keeps its pace)."""
+        pct = self.keeper.clock_behind_pct(self.town_id) if self.keeper is not None else None
+        kept = offline_for_pace(self.engine.brain)
+        said = f"clock {pct:.0f}% behind its pace" if pct else ""
+        if kept:
+            tasks = ", ".join(f"{task} {n}" for task, n in kept.items())
+            said += ("; " if said else "") + f"answered offline to keep the pace: {tasks}"
+        return said
 
     # -- the web page's map and resident cards (issue 32) -------------------------------------
 
@@ -211,7 +225,9 @@ class TownRuntime:
         return await card.resident_card(self.engine, name)
 
     def _adapter_status(self) -> str:
-        return "\n".join(a.status_line() for a in self.adapters)
+        behind = self.clock_behind()
+        lines = [f"Pace: {behind}"] if behind else []
+        return "\n".join([*lines, *(a.status_line() for a in self.adapters)])
 
     async def tick(self) -> TickReport | None:
         """One tick. A failed tick rolls back whole (the clock does not move) and returns None;

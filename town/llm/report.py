@@ -130,6 +130,19 @@ def answers_of(brain: object) -> AnswerReport | None:
     return None
 
 
+def offline_for_pace(brain: object) -> dict[str, int]:
+    """Today's answers given offline to keep the town's pace, by task (most first)."""
+    report = answers_of(brain)
+    if report is None:
+        return {}
+    day = report.today()
+    found: Counter[str] = Counter()
+    for (d, task, reason), n in report.fallback.items():
+        if d == day and reason == PACE:
+            found[task] += n
+    return dict(found.most_common())
+
+
 def status_lines(brain: object) -> list[str]:
     """What ``status`` and ``simulate`` say about the brain's answers today (nothing offline)."""
     report = answers_of(brain)

@@ -58,7 +58,11 @@ def of(task: str) -> int:
     return BY_TASK.get(task, TALK)
 
 
-def shed_order(task: str) -> int:
-    """Which tasks go to the offline brain first when the town cannot keep its pace (lowest
-    first): importance ratings, then decomposition; the rest only by urgency."""
-    return {"rate_importance": 0, "decompose": 1}.get(task, 2 + (4 - of(task)))
+def keep_pace(brain: object, tick_seconds: float | None) -> None:
+    """Tell the LLM gateway behind ``brain`` (through any wrapper) the tick's interval it keeps
+    (None: always wait for the model); an offline brain keeps any pace."""
+    while brain is not None:
+        if hasattr(brain, "pace_s"):
+            brain.pace_s = tick_seconds
+            return
+        brain = getattr(brain, "inner", None)

@@ -267,3 +267,22 @@ async def test_against_a_one_slot_server_a_visitor_s_reply_goes_ahead_of_the_tow
         assert done.index("visitor") <= 1  # behind the call on the wire at most
         stats = await admin(url, "/_fake/stats")
         assert stats["max_in_flight"] <= 8
+
+
+async def test_behind_its_pace_the_town_rates_importance_offline_first(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running() as url:
+        gateway, _, _ = rig_factory(url, concurrency=1, pace_s=10.0)
+        gateway.pacer.answered(4.0)  # a call takes 4 s
+        gateway.pacer._waiting = [(urgency.PLANNING, n) for n in range(2)]  # 8 s of calls ahead
+        assert (await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))).scores
+        assert not gateway._behind("decompose")  # 8 s of 10: decomposition still waits
+        gateway.pace_s = None  # always wait for the model
+        assert not gateway._behind("rate_importance")
+        gateway.pacer._waiting = []
+        for _ in range(2):
+            await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))
+        answers = gateway.report.as_json()
+        assert answers["fallbacks_by_task"] == {"rate_importance": {"pace": 1}}
+        assert answers["answers_by_task"]["rate_importance"] == {"model": 2, "fallback": 1}

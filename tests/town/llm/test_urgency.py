@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 from town.llm import urgency
+from town.llm.offline.brain import OfflineBrain
 from town.llm.tasks import TASKS
 
 
@@ -26,3 +28,13 @@ async def test_a_person_waiting_makes_every_call_made_for_them_urgent() -> None:
         with urgency.person_waiting():
             assert urgency.of("rate_importance") == urgency.PERSON
     assert urgency.of("utter") == urgency.TALK
+
+
+def test_the_pace_to_keep_reaches_the_gateway_through_any_wrapper() -> None:
+    gateway = SimpleNamespace(pace_s=None)
+    wrapped = SimpleNamespace(inner=SimpleNamespace(inner=gateway))
+    urgency.keep_pace(wrapped, 10.0)
+    assert gateway.pace_s == 10.0
+    urgency.keep_pace(wrapped, None)
+    assert gateway.pace_s is None
+    urgency.keep_pace(OfflineBrain(), 10.0)  # an offline brain keeps any pace
