@@ -206,7 +206,8 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
     number = state.requests
     state.last.append(body)
     task = wire.task_of(body)
-    state.by_task[task.name if task else "unknown"] += 1
+    spoken = wire.speech_inputs(body) if task is None else None
+    state.by_task[task.name if task else spoken[0].name if spoken else "unknown"] += 1
     content, refused = _answer(state, task, body)
     if state.latency_s > 0:
         await sleep_until(began + state.latency_s)
@@ -242,7 +243,11 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
 def _answer(
     state: FakeState, task: Task[Any, Any] | None, body: dict[str, Any]
 ) -> tuple[str, web.Response | None]:
-    """The offline brain's answer as JSON text, or the error response a bad request gets."""
+    """The offline brain's answer as JSON text (as plain text for speech), or the error
+    response a bad request gets."""
+    if task is None and (spoken := wire.speech_inputs(body)) is not None:
+        answer = state.brain.answer(*spoken)
+        return str(getattr(answer, "text", None) or getattr(answer, "answer", "")), None
     if task is None:
         return "", _error(
             400,

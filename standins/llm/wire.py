@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from town.features.coaching.tasks import COACHING_TASKS
+from town.llm import schemas as s
 from town.llm.tasks import ALL_TASKS, INPUT_MARKER, TASK_LINE, Task
 
 CONTENT_FAULTS = (
@@ -102,6 +103,65 @@ def inputs_of(task: Task[Any, Any], body: dict[str, Any]) -> BaseModel:
                 inputs: BaseModel = task.input_model.model_validate(data)
                 return inputs
     raise ValueError("no user message holds an INPUT JSON block")
+
+
+_YOU_ARE = re.compile(r"^You are (?P<name>[^.\n]+)\. About you: (?P<summary>.*)$", re.MULTILINE)
+_WHERE = re.compile(r"^You are at (?P<where>.+), talking with (?P<who>.+)\.$", re.MULTILINE)
+_KNOWN = re.compile(r"^What you know of .+?: (?P<known>.*)$", re.MULTILINE)
+_NOTES = re.compile(r"^What you remember[^\n]*:\n(?P<notes>(?:- .*\n?|\(nothing.*\n?)*)", re.M)
+_THOUGHT = re.compile(r"^A thought on your mind \(act on it, never quote it\): (?P<it>.+)$", re.M)
+_THREAD = re.compile(r"^The conversation so far:\n(?P<lines>.+?)(?:\n\n|\Z)", re.DOTALL | re.M)
+_ASKED = re.compile(r"^You are asked by (?P<asker>[^\n]+?): (?P<question>.+)$", re.MULTILINE)
+_LINE = re.compile(r"^(?P<who>[^:\n]+): (?P<text>.+)$")
+_NOTHING = "(nothing in particular)"
+
+
+def _found(pattern: re.Pattern[str], text: str, group: str) -> str:
+    match = pattern.search(text)
+    value = match[group] if match else ""
+    return "" if value == _NOTHING else value
+
+
+def speech_inputs(body: dict[str, Any]) -> tuple[Task[Any, Any], BaseModel] | None:
+    """The task and inputs of a plain-text speech request (``town.llm.speech``'s prompts, no
+    response format), read back from its prose: an interview's or a conversation's."""
+    if body.get("response_format") is not None:
+        return None
+    messages = _messages(body)
+    system = next((message_text(m) for m in messages if m.get("role") == "system"), "")
+    user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    if (me := _YOU_ARE.search(system)) is None:
+        return None
+    name, summary = me["name"], me["summary"]
+    notes = _found(_NOTES, user, "notes")
+    memories = [line[2:] for line in notes.splitlines() if line.startswith("- ")]
+    if (asked := _ASKED.search(user)) is not None:
+        asker = None if asked["asker"] == "an interviewer" else asked["asker"]
+        inputs: BaseModel = s.InterviewInput(
+            resident=name,
+            summary=summary,
+            memories=memories,
+            question=asked["question"],
+            asker=asker,
+        )
+        return KNOWN_TASKS["interview"], inputs
+    said = [_LINE.match(line) for line in _found(_THREAD, user, "lines").splitlines()]
+    history = [
+        s.Utterance(speaker=name if m["who"] == "You" else m["who"], text=m["text"])
+        for m in said
+        if m is not None
+    ]
+    inputs = s.UtterInput(
+        speaker=name,
+        listener=_found(_WHERE, user, "who"),
+        speaker_summary=summary,
+        relationship=_found(_KNOWN, user, "known"),
+        memories=memories,
+        history=history,
+        location=_found(_WHERE, user, "where"),
+        directive=_found(_THOUGHT, user, "it") or None,
+    )
+    return KNOWN_TASKS["utter"], inputs
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:

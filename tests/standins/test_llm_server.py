@@ -287,3 +287,18 @@ async def test_an_overrun_reply_runs_past_max_tokens(url: str, http: aiohttp.Cli
         http.post(f"{base}/chat/completions", json=body) as r,
     ):
         assert (await r.json())["usage"]["completion_tokens"] == 3000
+
+
+@pytest.mark.parametrize("name", ["utter", "interview"])
+async def test_speech_asked_as_plain_text_is_answered_as_plain_text(
+    url: str, http: aiohttp.ClientSession, name: str
+) -> None:
+    task = TASKS[name]
+    inputs = task.input_model.model_validate(SAMPLES[name])
+    body = {"model": "m", "messages": task.render(inputs), "stop": ["\n"], "max_tokens": 96}
+    async with http.post(f"{url}/chat/completions", json=body) as response:
+        reply = await response.json()
+    said = reply["choices"][0]["message"]["content"]
+    offline = OfflineBrain().answer(task, inputs).model_dump(exclude={"end"})
+    assert said == next(iter(offline.values()))
+    assert (await stats(http, url))["by_task"] == {name: 1}

@@ -26,8 +26,6 @@ from town.llm.pacing import Pacer
 from town.llm.port import Brain
 from town.llm.replies import (
     Reply,
-    cut_at_cap,
-    estimate_tokens,
     problem_of,
     read_reply,
     seconds_of,
@@ -36,7 +34,7 @@ from town.llm.replies import (
 from town.llm.report import AnswerReport
 from town.llm.shapes import max_tokens_for
 from town.llm.spend import ExplainedBudget, Spend, Unusable
-from town.llm.tasks import Message, Task
+from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import Budget, Hold, Holds, NullRecorder, Unlimited, UsageRecorder
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
@@ -195,6 +193,13 @@ class LLMGateway:
             resting = "the server did not answer lately; asking again soon"
             raise Unusable(resting, why.TIMEOUT, quiet=True)
         messages = task.render(inputs)
+        if isinstance(task, SpeechTask):  # plain text, cleaned, or the offline brain's line
+            said = await self._complete(task, {}, messages, spend)
+            try:
+                spoken: R = task.parse(inputs, said)
+            except ValueError as error:
+                raise Unusable(f"no usable speech: {error}", why.UNPARSEABLE) from None
+            return spoken
         schema = task.schema_for(inputs)
         reply = await self._complete(task, schema, messages, spend)
         try:
@@ -233,10 +238,14 @@ class LLMGateway:
         self, task: Task[I, R], schema: dict[str, Any], messages: list[Message], spend: Spend
     ) -> str:
         """The reply's text, after the client's retries; raises :class:`Unusable`."""
-        max_tokens = self._max_tokens if self._max_tokens is not None else max_tokens_for(schema)
+        speaking = isinstance(task, SpeechTask)
+        if self._max_tokens is not None:
+            max_tokens = self._max_tokens
+        else:
+            max_tokens = task.max_tokens if isinstance(task, SpeechTask) else max_tokens_for(schema)
         timeouts = 0
         while True:
-            kind = FORMATS[self._format]
+            kind = formats.SPEECH if speaking else FORMATS[self._format]
             wire = formats.wire(messages, kind, schema)
             chars = sum(len(str(m.get("content", ""))) for m in wire)
             # the call's worst case is held against the budget before it is sent, so calls in
@@ -250,9 +259,12 @@ class LLMGateway:
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
                 reply = await self._send(task.name, schema, wire, kind, max_tokens, spend)
-                return self._account(reply, messages, spend, max_tokens)
+                content, overrun = spend.count(reply, messages, max_tokens)
+                if overrun is not None:
+                    self._say_overrun(overrun, max_tokens)
+                return content
             except openai.APIStatusError as error:
-                if kind != FORMATS[-1] and formats.rejects_format(error):
+                if kind in FORMATS[:-1] and formats.rejects_format(error):
                     self._downgrade(kind, f"HTTP {error.status_code}: {formats.said(error)}")
                     continue
                 raise self._status_error(error, spend) from None
@@ -326,6 +338,7 @@ class LLMGateway:
                 response_format=formats.response_format(kind, name, schema),
                 temperature=self._temperature if self._temperature is not None else openai.omit,
                 max_tokens=max_tokens,
+                stop=formats.stop(kind),
                 timeout=self.pacer.timeout_s,
             )
             self.pacer.answered(time.monotonic() - began, sent_with)
@@ -334,36 +347,6 @@ class LLMGateway:
             return read_reply(raw.parse())
         except ValueError:  # the body is not JSON (or not UTF-8)
             return Reply("", None, None, "not JSON")
-
-    def _account(self, reply: Reply, messages: list[Message], spend: Spend, max_tokens: int) -> str:
-        """Count the reply's tokens (the server's, else estimated) and return its text.
-
-        A reply longer than ``max_tokens`` (a server that ignores the cap) is cut at the cap and
-        counted as at most the cap: each call then spends at most what it reserved, so the calls in
-        flight together pass the budget by at most one call's cap. Raises :class:`Unusable`
-        for a body that is no chat completion, after counting the tokens the server said it
-        used (none are estimated for it).
-        """
-        prompt, completion = reply.prompt_tokens, reply.completion_tokens
-        if reply.problem is not None:
-            spend.prompt_tokens += prompt or 0
-            spend.completion_tokens += min(completion or 0, max_tokens)
-            raise Unusable(
-                f"the server's reply was not a chat completion ({reply.problem})",
-                why.UNPARSEABLE,
-            )
-        if prompt is None:
-            prompt = estimate_tokens(sum(len(m["content"]) for m in messages))
-        if completion is None:
-            completion = estimate_tokens(len(reply.content))
-        content = reply.content
-        if estimate_tokens(len(content)) > max_tokens:  # (a count alone may be another tokenizer's)
-            self._say_overrun(completion, max_tokens)
-            completion = min(completion, max_tokens)
-            content = cut_at_cap(content, max_tokens)
-        spend.prompt_tokens += prompt
-        spend.completion_tokens += completion
-        return content
 
     def _say_overrun(self, completion: int, max_tokens: int) -> None:
         if not self._said_overrun:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from town.llm import report as why
+from town.llm.replies import Reply, cut_at_cap, estimate_tokens
+from town.llm.task import Message
 from town.llm.usage import Budget, Hold
 
 
@@ -32,3 +35,36 @@ class Spend:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     held: Hold = field(default_factory=Hold)
+
+    def count(
+        self, reply: Reply, messages: list[Message], max_tokens: int
+    ) -> tuple[str, int | None]:
+        """Count the reply's tokens (the server's, else estimated); its text, and its length
+        in tokens when it ran past ``max_tokens`` (else None).
+
+        A reply longer than ``max_tokens`` (a server that ignores the cap) is cut at the cap and
+        counted as at most the cap: each call then spends at most what it reserved, so the calls
+        in flight together pass the budget by at most one call's cap. Raises :class:`Unusable`
+        for a body that is no chat completion, after counting the tokens the server said it
+        used (none are estimated for it).
+        """
+        prompt, completion = reply.prompt_tokens, reply.completion_tokens
+        if reply.problem is not None:
+            self.prompt_tokens += prompt or 0
+            self.completion_tokens += min(completion or 0, max_tokens)
+            raise Unusable(
+                f"the server's reply was not a chat completion ({reply.problem})",
+                why.UNPARSEABLE,
+            )
+        if prompt is None:
+            prompt = estimate_tokens(sum(len(m["content"]) for m in messages))
+        if completion is None:
+            completion = estimate_tokens(len(reply.content))
+        content, overrun = reply.content, None
+        if estimate_tokens(len(content)) > max_tokens:  # (a count alone: another tokenizer's)
+            overrun = completion
+            completion = min(completion, max_tokens)
+            content = cut_at_cap(content, max_tokens)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        return content, overrun

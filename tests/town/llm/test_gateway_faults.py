@@ -20,7 +20,6 @@ from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.schemas import PASSAGE_CAP
-from town.llm.shapes import max_tokens_for
 from town.llm.tasks import EMOJI, RATE_IMPORTANCE, TASKS, UTTER
 from town.llm.usage import TokenBudget, UsageTally
 
@@ -130,8 +129,11 @@ async def test_huge_strings_never_come_back_uncapped(rig: Rig, name: str) -> Non
 async def test_truncated_json_is_repaired(rig: Rig) -> None:
     gateway, tally, url = rig
     await faults(url, "truncated")
-    assert (await gateway.run(UTTER, sample(UTTER))).text
+    assert (await gateway.run(TASKS["plan_day"], sample(TASKS["plan_day"]))).chunks
     assert (tally.total.calls, tally.total.fallbacks) == (2, 0)
+    await faults(url, "truncated")  # speech cut short is still speech: no repair
+    assert (await gateway.run(UTTER, sample(UTTER))).text
+    assert (tally.total.calls, tally.total.fallbacks) == (3, 0)
 
 
 async def test_an_empty_choice_list_falls_back_with_its_reason(rig: Rig) -> None:
@@ -226,12 +228,12 @@ async def test_a_server_that_ignores_max_tokens_passes_the_budget_by_one_call_at
 ) -> None:
     async with running(overrun_tokens=12_513) as url:
         box: list[UsageTally] = []
-        limit = 20_000
+        limit = 6_000
         budget = TokenBudget(limit, lambda: box[0].total_tokens)
         gateway, tally, _ = rig_factory(url, budget=budget, concurrency=17)
         box.append(tally)
         inputs = sample(UTTER)
-        cap = max_tokens_for(UTTER.schema_for(inputs))
+        cap = UTTER.max_tokens
         with caplog.at_level(logging.WARNING, logger="town.llm"):
             answers = await asyncio.gather(*(gateway.run(UTTER, inputs) for _ in range(40)))
         assert all(a.text for a in answers)

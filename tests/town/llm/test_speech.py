@@ -1,0 +1,121 @@
+"""Speech asked for as plain text: the prompt small models can answer, and the cleaning of what
+they say (the SmolLM2 replies of issue 38 among the cases)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import sample
+from town.llm import schemas as s
+from town.llm.speech import clean, ends_talk, third_person
+from town.llm.tasks import INTERVIEW, UTTER
+
+ME = "Isabella Rodriguez"
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        ("Hi Klaus! The cafe is busy today.", "Hi Klaus! The cafe is busy today."),
+        ('  "Hello there, welcome in!"  ', "Hello there, welcome in!"),
+        ("Isabella Rodriguez: I'm baking scones.", "I'm baking scones."),
+        ("You: Sure, come by at five.", "Sure, come by at five."),
+        ("**Isabella**: Lovely to see you.", "Lovely to see you."),
+        ('{"text": "I am well, thanks!", "end": false}', "I am well, thanks!"),
+        ("<s>Good morning!</s>", "Good morning!"),
+        ("Good morning!\nKlaus: and to you", "Good morning!"),
+        ("I'm Isabella, I run Hobbs Cafe.", "I'm Isabella, I run Hobbs Cafe."),
+    ],
+)
+def test_what_a_model_says_is_cleaned(reply: str, said: str) -> None:
+    assert clean(reply, ME) == said
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "This is Mei Lin. Mei Lin is proud of her son...",
+        "<whoami_when</whom>",
+        "As you can see from the INPUT JSON, Isabella Rodriguez is planning...",
+        "Isabella is planning a party at the cafe.",
+        "Isabella's cafe is open until eight.",
+        '{"unexpected": "not the shape you asked for"}',
+        '{"text": "cut sh',
+        "",
+        "...",
+        "Speak as the character, in the first person",
+    ],
+)
+def test_what_is_no_speech_is_refused(reply: str) -> None:
+    speaker = "Mei Lin" if "Mei Lin" in reply else ME
+    with pytest.raises(ValueError):
+        clean(reply, speaker)
+
+
+def test_an_echo_of_the_prompt_is_refused() -> None:
+    memory = "Klaus Mueller is writing a research paper on gentrification"
+    with pytest.raises(ValueError, match="echoes"):
+        clean(memory, ME, prompt=f"What you remember:\n- {memory}\n")
+
+
+def test_speaking_of_oneself_by_name_is_third_person() -> None:
+    assert third_person("Isabella Rodriguez loves her cafe.", ME)
+    assert not third_person("I'm Isabella. Klaus is here too.", ME)
+
+
+def test_a_goodbye_may_end_the_talk() -> None:
+    assert ends_talk("Well, I must go. See you tomorrow!")
+    assert not ends_talk("How was your morning?")
+
+
+def test_the_prompt_speaks_to_the_resident_what_never_changes_first() -> None:
+    inputs = sample(UTTER).model_copy(
+        update={"history": [s.Utterance(speaker="Klaus Mueller", text="Morning,\nIsabella!")]}
+    )
+    system, user = UTTER.render(inputs)
+    assert system["content"].startswith(UTTER.system)  # the same for every resident: cached
+    assert system["content"].endswith(f"You are {ME}. About you: {inputs.speaker_summary}")
+    assert "JSON" not in system["content"] + user["content"]
+    assert "$" not in user["content"] and "INPUT" not in user["content"]
+    assert user["content"].index("- Klaus Mueller is writing") < user["content"].index(
+        "Klaus Mueller: Morning, Isabella!"  # the thread last, one line a turn
+    )
+    assert "Say your next line to Klaus Mueller" in user["content"]
+    asked = INTERVIEW.render(sample(INTERVIEW))
+    assert "You are asked by a news reporter: Who is running for mayor?" in asked[1]["content"]
+
+
+def test_words_are_read_into_the_result() -> None:
+    result = UTTER.parse(sample(UTTER), "Right, I have to run. Bye!")
+    assert result == s.UtterResult(text="Right, I have to run. Bye!", end=True)
+    with pytest.raises(ValueError):
+        UTTER.parse(sample(UTTER), '{"json": "only"}')
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [  # SmolLM2-135M's, against the real server
+        ("(to Alice) Oh, thank you for that.", "Oh, thank you for that."),
+        ("*I'm so excited to have you at Hobbs Cafe!", "I'm so excited to have you at Hobbs Cafe!"),
+        ("I love it here (looking around) truly.", "I love it here truly."),
+        ("I love being around people. And I'm sure it's a", "I love being around people."),
+    ],
+)
+def test_stage_directions_and_a_cut_sentence_are_dropped(reply: str, said: str) -> None:
+    assert clean(reply, ME) == said
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Alison: Hey, Isabella. How's your day going?",  # the visitor's line, not hers
+        "Klaus Mueller: I'll be happy to help with that.",
+        "What's the plan:",
+        "What you want: Alice is your friend and she loves you",
+        "(A little embarrassed, I take a sip of my own coffee)",
+        "The conversation has come to an end. I am no longer with you.",
+    ],
+)
+def test_lines_spoken_as_another_or_about_the_prompt_are_refused(reply: str) -> None:
+    with pytest.raises(ValueError):
+        clean(reply, ME)
