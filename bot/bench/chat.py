@@ -11,7 +11,10 @@ follows up.
 Figures: p50/p95 seconds from a message to its first reply on the platform (addressed, and
 not), the longest chain of LLM calls before a first reply, greetings left unanswered where a
 resident was awake, replies that went out folded into a digest, and the share of ticks that
-finished within their interval.
+finished within their interval; ``slots`` (the calls the fake server answers at once,
+``--slots``, 1 by default as a local server's), ``clock_behind_pct`` (the share of the ticks due
+that a late tick skipped) and ``fallbacks_by_task`` (answers the offline brain gave, by task and
+reason: ``pace`` for those given so the town keeps its pace).
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ from sqlmodel import Session, select
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Outgoing
-from bot.bench.town import bench_gateway, found_bench_town, start_fake_llm
+from bot.bench.town import Pace, behind_pct, bench_gateway, found_bench_town, start_fake_llm
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
 from bot.runtime.wiring import Services
 from town.inputs import visitor
+from town.llm import urgency
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.offline.brain import OfflineBrain
@@ -71,6 +75,9 @@ class ChatBench:
     ticks: list[float] = field(default_factory=list)  # seconds each tick took
     tick_seconds: float = 10.0
     replies_in_digests: int = 0
+    slots: int = 1
+    skipped: int = 0  # ticks due while a tick still ran
+    answers: dict[str, Any] = field(default_factory=dict)
 
     def _waits(self, addressed: bool) -> list[float]:
         return [
@@ -109,6 +116,9 @@ class ChatBench:
             "ticks_on_time_pct": round(100 * on_time / len(self.ticks), 1) if self.ticks else None,
             "messages": len(self.messages),
             "ticks": len(self.ticks),
+            "slots": self.slots,
+            "clock_behind_pct": behind_pct(len(self.ticks), self.skipped),
+            "fallbacks_by_task": self.answers.get("fallbacks_by_task", {}),
         }
 
 
@@ -166,16 +176,17 @@ async def _visitor(
                 message.first_reply = time.perf_counter()
             return posted
 
-        result = await visitor.say(
-            engine,
-            area,
-            name,
-            text,
-            platform="bench",
-            user_id=f"v{n}",
-            typing=runtime._typing,
-            express=express,
-        )
+        with urgency.person_waiting(urgency.VISITOR):  # as the runtime's visitor_says
+            result = await visitor.say(
+                engine,
+                area,
+                name,
+                text,
+                platform="bench",
+                user_id=f"v{n}",
+                typing=runtime._typing,
+                express=express,
+            )
         message.chain = result.chain
         bench.messages.append(message)
         turn += 1
@@ -183,14 +194,17 @@ async def _visitor(
 
 
 async def _ticks(runtime: TownRuntime, bench: ChatBench, until: float) -> None:
-    """The town's ticks, one every ``tick_seconds`` (a late tick starts the next at once)."""
+    """The town's ticks, one every ``tick_seconds`` as the live town's scheduler runs them (a
+    late tick skips the runs due meanwhile)."""
+    pace = Pace(bench.tick_seconds)
     while time.perf_counter() < until:
         began = time.perf_counter()
         await runtime.tick()
         took = time.perf_counter() - began
         bench.ticks.append(took)
         runtime.wake.set()
-        await asyncio.sleep(max(0.0, bench.tick_seconds - took))
+        await pace.next()
+        bench.skipped = pace.skipped
 
 
 def _replies_in_digests(services: Services, town_id: int) -> int:
@@ -211,10 +225,12 @@ async def run_chat_bench(
     minutes: float = 2,
     tick_seconds: float = 10.0,
     concurrency: int = 64,
+    *,
+    slots: int = 1,
 ) -> ChatBench:
     spec = load_town("smallville")
-    bench = ChatBench(tick_seconds=tick_seconds)
-    proc, url = start_fake_llm(latency_ms)
+    bench = ChatBench(tick_seconds=tick_seconds, slots=slots)
+    proc, url = start_fake_llm(latency_ms, slots)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
             founded = await found_bench_town(settings, spec, Path(tmp))
@@ -225,6 +241,8 @@ async def run_chat_bench(
             flush_queues(services.executor)
             client = open_client(url, "bench", max(30.0, latency_ms / 100))
             gateway = bench_gateway(client, UsageTally(), concurrency)
+            if local.llm_pace == "keep":
+                gateway.pace_s = tick_seconds
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, founded.id
             )
@@ -243,6 +261,7 @@ async def run_chat_bench(
             with contextlib.suppress(asyncio.CancelledError):
                 await delivery
             bench.replies_in_digests = _replies_in_digests(services, founded.id)
+            bench.answers = gateway.report.as_json()
             await client.close()
             services.close()
             ChromaIndex.release_all()

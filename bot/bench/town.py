@@ -14,18 +14,24 @@ and embedding the seed memories) is not counted.
   the event loop's thread over the ticks (what the wall time adds to the critical path is mostly
   this: the loop thinks for every resident in turn, and one tick's calls go out one after another);
 - ``fallback_share``: answers by the offline fallback over all answers, ``fallbacks_by_task`` (by
-  reason) and ``answers_by_task``; ``response_format``: the mode the server settled on.
+  reason) and ``answers_by_task``; ``response_format``: the mode the server settled on;
+- ``slots``: the calls the fake server answers at once (``--slots``, 1 by default as a local
+  server's; 0: no limit); with ``--tick-seconds`` the ticks are paced as a live town's (a tick
+  every that many seconds, the gateway keeping the pace) and ``clock_behind_pct`` says what share
+  of the runs due were skipped because a tick outlasted its interval.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -72,6 +78,9 @@ class TownBench:
     llm: str = "fake"
     answers: dict[str, Any] = field(default_factory=dict)
     response_format: str = "json_schema"
+    slots: int = 1
+    tick_seconds: float = 0.0
+    skipped: int = 0  # runs due while a tick still ran (paced ticks only)
 
     def as_json(self) -> dict[str, Any]:
         per = self.residents * self.days
@@ -97,8 +106,42 @@ class TownBench:
             "loop_cpu_s": round(self.loop_cpu_s, 2),
             "llm": self.llm,
             "response_format": self.response_format,
+            "slots": self.slots,
+            "tick_seconds": self.tick_seconds,
+            "clock_behind_pct": behind_pct(self.ticks, self.skipped),
             **self.answers,
         }
+
+
+def behind_pct(ticks: int, skipped: int) -> float:
+    """The share of the runs due that were skipped: how far the clock fell behind its pace."""
+    return round(100 * skipped / (ticks + skipped), 1) if ticks + skipped else 0.0
+
+
+class Pace:
+    """Ticks every ``seconds`` as the live town's scheduler runs them: a tick that outlasts its
+    interval skips the runs that fall due meanwhile, and the next starts at the next one due."""
+
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.seconds = seconds
+        self.skipped = 0
+        self._clock, self._sleep = clock, sleep
+        self._due = clock()
+
+    async def next(self) -> None:
+        """Wait for the next run due after the tick that just ended."""
+        if self.seconds <= 0:
+            return
+        late = self._clock() - self._due
+        missed = max(0, math.ceil(late / self.seconds) - 1)
+        self.skipped += missed
+        self._due += (missed + 1) * self.seconds
+        await self._sleep(max(0.0, self._due - self._clock()))
 
 
 def _free_port() -> int:
@@ -107,7 +150,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+def start_fake_llm(latency_ms: float, slots: int = 0) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -119,6 +162,8 @@ def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
             str(port),
             "--latency-ms",
             str(latency_ms),
+            "--slots",
+            str(slots),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -212,6 +257,8 @@ async def run_town_bench(
     concurrency: int = 64,
     progress: Callable[[int, int], None] | None = None,
     llm: str = "fake",
+    slots: int = 1,
+    tick_seconds: float = 0.0,
 ) -> TownBench:
     spec = load_town("smallville")
     if not 1 <= residents <= len(spec.residents):
@@ -221,7 +268,7 @@ async def run_town_bench(
     if llm == "configured" and not settings.uses_llm:
         raise ValueError(NO_LLM)
     spec = spec.model_copy(update={"residents": spec.residents[:residents]})
-    proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms)
+    proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms, slots)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
             bench = await found_bench_town(settings, spec, Path(tmp))
@@ -234,6 +281,8 @@ async def run_town_bench(
             else:
                 client = open_client(url, "bench", max(30.0, latency_ms / 100))
                 gateway = bench_gateway(client, tally, concurrency)
+            if tick_seconds > 0 and settings.llm_pace == "keep":
+                gateway.pace_s = tick_seconds
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, bench.id
             )
@@ -241,7 +290,10 @@ async def run_town_bench(
             activity: Counter[str] = Counter()
             chain = 0
             began, began_cpu = time.perf_counter(), time.thread_time()
+            pace = Pace(tick_seconds)
             for done in range(total):
+                if done:
+                    await pace.next()
                 report = await engine.tick()
                 chain += report.chain
                 _count(activity, report)
@@ -269,4 +321,7 @@ async def run_town_bench(
         settings.llm_model if proc is None else "fake",
         gateway.report.as_json(),
         gateway.response_format_kind,
+        slots if proc is not None else 0,
+        tick_seconds,
+        pace.skipped,
     )

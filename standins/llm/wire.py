@@ -110,9 +110,8 @@ _WHERE = re.compile(r"^You are at (?P<where>.+), talking with (?P<who>.+)\.$", r
 _KNOWN = re.compile(r"^What you know of .+?: (?P<known>.*)$", re.MULTILINE)
 _NOTES = re.compile(r"^What you remember[^\n]*:\n(?P<notes>(?:- .*\n?|\(nothing.*\n?)*)", re.M)
 _THOUGHT = re.compile(r"^A thought on your mind \(act on it, never quote it\): (?P<it>.+)$", re.M)
-_THREAD = re.compile(r"^The conversation so far:\n(?P<lines>.+?)(?:\n\n|\Z)", re.DOTALL | re.M)
-_ASKED = re.compile(r"^You are asked by (?P<asker>[^\n]+?): (?P<question>.+)$", re.MULTILINE)
-_LINE = re.compile(r"^(?P<who>[^:\n]+): (?P<text>.+)$")
+_ASKER = re.compile(r"^You are asked by (?P<asker>[^\n]+?)\. Answer", re.MULTILINE)
+_THIRD = re.compile(r"^(?P<who>[A-Z][^:]{0,60}): (?P<text>.+)$")
 _NOTHING = "(nothing in particular)"
 
 
@@ -122,44 +121,48 @@ def _found(pattern: re.Pattern[str], text: str, group: str) -> str:
     return "" if value == _NOTHING else value
 
 
+def _thread(turns: list[Any], speaker: str, listener: str) -> list[s.Utterance]:
+    history = []
+    for turn in turns:
+        text = message_text(turn)
+        if turn.get("role") == "assistant":
+            history.append(s.Utterance(speaker=speaker, text=text))
+        elif not text.startswith("("):  # "(Klaus is here with you ...)": no one's words
+            third = _THIRD.match(text)
+            who, said = (third["who"], third["text"]) if third else (listener, text)
+            history.append(s.Utterance(speaker=who, text=said))
+    return history
+
+
 def speech_inputs(body: dict[str, Any]) -> tuple[Task[Any, Any], BaseModel] | None:
     """The task and inputs of a plain-text speech request (``town.llm.speech``'s prompts, no
-    response format), read back from its prose: an interview's or a conversation's."""
-    if body.get("response_format") is not None:
-        return None
+    response format), read back from its prose and turns: an interview's or a conversation's."""
     messages = _messages(body)
-    system = next((message_text(m) for m in messages if m.get("role") == "system"), "")
-    user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    if body.get("response_format") is not None or not messages:
+        return None
+    system = message_text(messages[0]) if messages[0].get("role") == "system" else ""
     if (me := _YOU_ARE.search(system)) is None:
         return None
     name, summary = me["name"], me["summary"]
-    notes = _found(_NOTES, user, "notes")
+    notes = _found(_NOTES, system, "notes")
     memories = [line[2:] for line in notes.splitlines() if line.startswith("- ")]
-    if (asked := _ASKED.search(user)) is not None:
+    if (asked := _ASKER.search(system)) is not None:
         asker = None if asked["asker"] == "an interviewer" else asked["asker"]
+        question = message_text(messages[-1])
         inputs: BaseModel = s.InterviewInput(
-            resident=name,
-            summary=summary,
-            memories=memories,
-            question=asked["question"],
-            asker=asker,
+            resident=name, summary=summary, memories=memories, question=question, asker=asker
         )
         return KNOWN_TASKS["interview"], inputs
-    said = [_LINE.match(line) for line in _found(_THREAD, user, "lines").splitlines()]
-    history = [
-        s.Utterance(speaker=name if m["who"] == "You" else m["who"], text=m["text"])
-        for m in said
-        if m is not None
-    ]
+    listener = _found(_WHERE, system, "who")
     inputs = s.UtterInput(
         speaker=name,
-        listener=_found(_WHERE, user, "who"),
+        listener=listener,
         speaker_summary=summary,
-        relationship=_found(_KNOWN, user, "known"),
+        relationship=_found(_KNOWN, system, "known"),
         memories=memories,
-        history=history,
-        location=_found(_WHERE, user, "where"),
-        directive=_found(_THOUGHT, user, "it") or None,
+        history=_thread(messages[1:], name, listener),
+        location=_found(_WHERE, system, "where"),
+        directive=_found(_THOUGHT, system, "it") or None,
     )
     return KNOWN_TASKS["utter"], inputs
 

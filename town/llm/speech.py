@@ -46,12 +46,6 @@ _GOODBYE = re.compile(
 )
 
 
-def lines(history: Sequence[s.Utterance], speaker: str) -> str:
-    """The thread, one line a turn; the speaker's own turns as "You"."""
-    shown = [f"{'You' if u.speaker == speaker else u.speaker}: {_flat(u.text)}" for u in history]
-    return "\n".join(shown) or NOTHING
-
-
 def notes(memories: Sequence[str]) -> str:
     return "\n".join(f"- {_flat(m)}" for m in memories) or NOTHING
 
@@ -127,9 +121,29 @@ def ends_talk(text: str) -> bool:
     return _GOODBYE.search(text) is not None
 
 
+def turns(inputs: Any, speaker: str) -> list[Message]:
+    """The thread as chat turns, ending with words to answer (the speaker's own as the
+    assistant's; a line by a third person says who said it; turns in a row by one side joined)."""
+    if isinstance(inputs, s.InterviewInput):
+        return [{"role": "user", "content": _flat(inputs.question)}]
+    assert isinstance(inputs, s.UtterInput)
+    out: list[Message] = []
+    for said in inputs.history:
+        mine = said.speaker == speaker
+        text = _flat(said.text)
+        if not mine and said.speaker != inputs.listener:
+            text = f"{_flat(said.speaker)}: {text}"
+        if out and out[-1]["role"] == ("assistant" if mine else "user"):
+            out[-1]["content"] += f" {text}"
+        else:
+            out.append({"role": "assistant" if mine else "user", "content": text})
+    if not out or out[-1]["role"] == "assistant":
+        here = f"({_flat(inputs.listener)} is here with you at {_flat(inputs.location)}.)"
+        out.append({"role": "user", "content": here})
+    return out
+
+
 def _speech_value(name: str, value: Any, speaker: str) -> str:
-    if name == "history":
-        return lines(value, speaker)
     if name == "memories":
         return notes(value)
     if name == "directive":
@@ -141,9 +155,9 @@ def _speech_value(name: str, value: Any, speaker: str) -> str:
 
 @dataclass(frozen=True)
 class SpeechTask(Task[I, R]):
-    """A speaking task: asked for as plain text (:mod:`town.llm.speech`), not JSON. ``prompt``
-    says who the resident is (the system message's end, after the instructions); ``turn`` is the
-    user message: the notes, the thread, the words to answer."""
+    """A speaking task: asked for as plain text (this module), not JSON. The system message
+    holds the instructions, ``prompt`` (who the resident is) and ``turn`` (the notes and what to
+    say); the thread follows as the chat's turns (:func:`turns`)."""
 
     turn: string.Template = field(default_factory=lambda: string.Template(""))
     speaker_field: str = "speaker"
@@ -152,11 +166,14 @@ class SpeechTask(Task[I, R]):
     limit: int = s.SPEECH_CAP
 
     def render(self, inputs: I) -> list[Message]:
+        """The instructions, who speaks, the notes (the system message), then the thread as
+        the chat's turns: the others' lines as the user's, the speaker's own as its replies."""
         speaker = str(getattr(inputs, self.speaker_field))
         values = {name: _speech_value(name, value, speaker) for name, value in inputs}
-        system = f"{self.system}\n\n{self.prompt.substitute(values).strip()}"
-        user = self.turn.substitute(values).strip()
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        system = "\n\n".join(
+            [self.system, self.prompt.substitute(values).strip(), self.turn.substitute(values)]
+        )
+        return [{"role": "system", "content": system.strip()}, *turns(inputs, speaker)]
 
     def parse(self, inputs: I, content: str) -> R:
         """The words cleaned and read into the result; ``ValueError`` for a reply that is no

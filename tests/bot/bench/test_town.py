@@ -7,6 +7,7 @@ import urllib.request
 
 import pytest
 
+from bot.bench import town as town_bench
 from bot.bench.town import report_lines, run_town_bench
 from bot.runtime.settings import load_settings
 
@@ -42,3 +43,19 @@ async def test_configured_needs_an_llm() -> None:
         await run_town_bench(load_settings(embedder="hash"), residents=1, hours=1, llm="configured")
     with pytest.raises(ValueError, match="--llm must be one of fake, configured"):
         await run_town_bench(load_settings(embedder="hash"), residents=1, hours=1, llm="real")
+
+
+async def test_paced_ticks_skip_the_runs_due_while_a_tick_outlasts_its_interval() -> None:
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    pace = town_bench.Pace(10.0, lambda: now[0], sleep)
+    starts = []
+    for took in (5.0, 25.0, 3.0):
+        starts.append(now[0])
+        now[0] += took  # the tick
+        await pace.next()
+    assert starts == [0.0, 10.0, 40.0]  # the runs due at 20 and 30 were skipped
+    assert pace.skipped == 2 and town_bench.behind_pct(3, pace.skipped) == 40.0

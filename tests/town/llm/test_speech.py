@@ -69,20 +69,31 @@ def test_a_goodbye_may_end_the_talk() -> None:
 
 
 def test_the_prompt_speaks_to_the_resident_what_never_changes_first() -> None:
-    inputs = sample(UTTER).model_copy(
-        update={"history": [s.Utterance(speaker="Klaus Mueller", text="Morning,\nIsabella!")]}
-    )
-    system, user = UTTER.render(inputs)
-    assert system["content"].startswith(UTTER.system)  # the same for every resident: cached
-    assert system["content"].endswith(f"You are {ME}. About you: {inputs.speaker_summary}")
-    assert "JSON" not in system["content"] + user["content"]
-    assert "$" not in user["content"] and "INPUT" not in user["content"]
-    assert user["content"].index("- Klaus Mueller is writing") < user["content"].index(
-        "Klaus Mueller: Morning, Isabella!"  # the thread last, one line a turn
-    )
-    assert "Say your next line to Klaus Mueller" in user["content"]
+    thread = [
+        s.Utterance(speaker="Klaus Mueller", text="Morning,\nIsabella!"),
+        s.Utterance(speaker=ME, text="Morning, Klaus."),
+        s.Utterance(speaker="Maria Lopez", text="Hi both!"),
+        s.Utterance(speaker="Klaus Mueller", text="Coffee, please."),
+    ]
+    inputs = sample(UTTER).model_copy(update={"history": thread})
+    system, *turns = UTTER.render(inputs)
+    content = system["content"]
+    assert content.startswith(UTTER.system)  # the same for every resident: cached
+    persona = f"You are {ME}. About you: {inputs.speaker_summary}"
+    assert content.index(persona) < content.index("- Klaus Mueller is writing")  # notes after
+    assert "JSON" not in content and "$" not in content and "INPUT" not in content
+    assert turns == [  # the thread as the chat's turns, the words to answer last
+        {"role": "user", "content": "Morning, Isabella!"},
+        {"role": "assistant", "content": "Morning, Klaus."},
+        {"role": "user", "content": "Maria Lopez: Hi both! Coffee, please."},
+    ]
+    opening = UTTER.render(sample(UTTER))[1:]
+    assert opening == [
+        {"role": "user", "content": "(Klaus Mueller is here with you at Hobbs Cafe.)"}
+    ]
     asked = INTERVIEW.render(sample(INTERVIEW))
-    assert "You are asked by a news reporter: Who is running for mayor?" in asked[1]["content"]
+    assert "You are asked by a news reporter." in asked[0]["content"]
+    assert asked[1:] == [{"role": "user", "content": "Who is running for mayor?"}]
 
 
 def test_words_are_read_into_the_result() -> None:
