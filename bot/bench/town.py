@@ -18,7 +18,9 @@ and embedding the seed memories) is not counted.
 - ``slots``: the calls the fake server answers at once (``--slots``, 1 by default as a local
   server's; 0: no limit); with ``--tick-seconds`` the ticks are paced as a live town's (a tick
   every that many seconds, the gateway keeping the pace) and ``clock_behind_pct`` says what share
-  of the runs due were skipped because a tick outlasted its interval.
+  of the runs due were skipped because a tick outlasted its interval;
+- ``cached_prompt_share``: the share of prompt tokens the server's prefix cache held, where the
+  server reports ``usage.prompt_tokens_details.cached_tokens`` (None where it does not).
 """
 
 from __future__ import annotations
@@ -236,6 +238,11 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     ]
     for task, reasons in result["fallbacks_by_task"].items():
         lines.append(f"  {task}: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
+    cached = result.get("cached_prompt_share")
+    lines.append(
+        "prompt tokens held by the server's cache: "
+        + ("not reported" if cached is None else f"{cached:.0%}")
+    )
     return lines
 
 

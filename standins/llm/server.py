@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 MODEL = "bottown-fake"
 LAST_REQUESTS = 50
+CACHED_PROMPTS = 8  # the prompts whose prefixes the fake's cache holds
 
 
 @dataclass
@@ -57,6 +58,7 @@ class FakeState:
     by_task: Counter[str] = field(default_factory=Counter)
     by_fault: Counter[str] = field(default_factory=Counter)
     last: deque[Any] = field(default_factory=lambda: deque(maxlen=LAST_REQUESTS))
+    prompts: deque[str] = field(default_factory=lambda: deque(maxlen=CACHED_PROMPTS))
     requests: int = 0
     embeddings: int = 0
     in_flight: int = 0  # requests received and not yet answered, waiting ones included
@@ -234,7 +236,10 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
         overrun = max(overrun, wire.OVERRUN_TOKENS)
     if overrun > 0:  # past the cap: trailing blanks keep the JSON readable
         content += " " * (4 * overrun - len(content))
-    reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body))
+    prompt = wire.prompt_text(body)
+    cached = wire.cached_tokens(prompt, list(state.prompts))
+    state.prompts.append(prompt)
+    reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body), cached)
     if fault == "empty_choices":
         reply["choices"] = []
     return _json(reply)

@@ -171,7 +171,26 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return estimate_tokens("".join(message_text(m) for m in _messages(body)))
 
 
-def completion_body(model: str, number: int, content: str, prompt: int) -> dict[str, Any]:
+def prompt_text(body: dict[str, Any]) -> str:
+    return "".join(message_text(m) for m in _messages(body))
+
+
+def cached_tokens(prompt: str, earlier: list[str]) -> int:
+    """The prompt's tokens a prefix cache holds: its longest common start with a prompt seen
+    lately (llama.cpp, vLLM and OpenAI reuse a cached prefix so)."""
+    best = 0
+    for seen in earlier:
+        same = next(
+            (i for i, (a, b) in enumerate(zip(prompt, seen, strict=False)) if a != b),
+            min(len(prompt), len(seen)),
+        )
+        best = max(best, same)
+    return best // 4
+
+
+def completion_body(
+    model: str, number: int, content: str, prompt: int, cached: int = 0
+) -> dict[str, Any]:
     completion = estimate_tokens(content)
     return {
         "id": f"chatcmpl-fake-{number}",
@@ -191,6 +210,7 @@ def completion_body(model: str, number: int, content: str, prompt: int) -> dict[
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": min(cached, prompt)},
         },
     }
 

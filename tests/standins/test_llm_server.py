@@ -86,6 +86,7 @@ async def test_chat_completion_in_the_real_wire_format(
         "prompt_tokens": math.ceil(prompt_chars / 4),
         "completion_tokens": math.ceil(len(message["content"]) / 4),
         "total_tokens": math.ceil(prompt_chars / 4) + math.ceil(len(message["content"]) / 4),
+        "prompt_tokens_details": {"cached_tokens": 0},  # the first prompt: nothing cached yet
     }
     seen = await stats(http, url)
     assert seen["by_task"] == {"plan_day": 1}
@@ -302,3 +303,16 @@ async def test_speech_asked_as_plain_text_is_answered_as_plain_text(
     offline = OfflineBrain().answer(task, inputs).model_dump(exclude={"end"})
     assert said == next(iter(offline.values()))
     assert (await stats(http, url))["by_task"] == {name: 1}
+
+
+async def test_a_prompt_s_start_seen_lately_is_reported_cached(
+    url: str, http: aiohttp.ClientSession
+) -> None:
+    cached = []
+    for action in ("baking bread", "sleeping"):
+        body = chat_body("emoji")
+        body["messages"][1]["content"] = body["messages"][1]["content"].replace("{", action, 1)
+        async with http.post(f"{url}/chat/completions", json=body) as r:
+            cached.append((await r.json())["usage"]["prompt_tokens_details"]["cached_tokens"])
+    system = len(chat_body("emoji")["messages"][0]["content"])
+    assert cached[0] == 0 and cached[1] >= system // 4  # the system message at least

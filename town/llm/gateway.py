@@ -153,6 +153,7 @@ class LLMGateway:
         )
         self._holds.release(spend.held)  # recorded: the budget counts it now
         self.report.answered(task.name, reason if fallback else None)
+        self.report.prompted(spend.prompt_tokens, spend.cached_tokens)
         if fallback and (warning := self.report.warn_once()) is not None:
             log.warning("LLM %s", warning)
         return result

@@ -21,6 +21,7 @@ from typing import Any
 
 from town.llm import schemas as s
 from town.llm.caps import cut
+from town.llm.offline.talk import asks_if_ai
 from town.llm.task import I, Message, R, Task, _prompt_text
 
 STOP = ["\n"]
@@ -116,6 +117,20 @@ def _whole_sentences(said: str) -> str:
     return said[: ends[-1]] if ends else said
 
 
+def honest(inputs: Any, said: str) -> str:
+    """The words, unless they were asked sincerely whether the speaker is an AI and do not say
+    so (a small model says "I'm a real person"): then ``ValueError``, and the offline brain
+    answers honestly."""
+    if isinstance(inputs, s.UtterInput):
+        theirs = [u.text for u in inputs.history if u.speaker != inputs.speaker]
+        asked = theirs[-1] if theirs else ""
+    else:
+        asked = str(getattr(inputs, "question", ""))
+    if asks_if_ai(asked) and not re.search(r"\bAI\b|artificial", said):
+        raise ValueError("asked whether it is an AI, the reply does not say so")
+    return said
+
+
 def ends_talk(text: str) -> bool:
     """Whether a line takes its leave (the conversation may end with it)."""
     return _GOODBYE.search(text) is not None
@@ -181,6 +196,7 @@ class SpeechTask(Task[I, R]):
         assert self.reading is not None
         prompt = "\n".join(m["content"] for m in self.render(inputs))
         said = clean(content, str(getattr(inputs, self.speaker_field)), prompt, self.limit)
+        said = honest(inputs, said)
         return self.check(inputs, self.reading(inputs, said))
 
 

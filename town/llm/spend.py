@@ -20,6 +20,11 @@ class Unusable(Exception):
         self.quiet = quiet  # the log has said why already: this fallback is logged at INFO
 
 
+OVERRUN = 1.5
+"""A reply this many times longer than ``max_tokens`` (in estimated tokens, 4 characters each;
+a server's tokenizer may count a few more) ran past the cap: the server ignores it."""
+
+
 @runtime_checkable
 class ExplainedBudget(Budget, Protocol):
     """A budget that can say which of its limits is spent (e.g. "500 of 500 calls today")."""
@@ -34,6 +39,7 @@ class Spend:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those the server's prefix cache held
     held: Hold = field(default_factory=Hold)
 
     def count(
@@ -61,10 +67,11 @@ class Spend:
         if completion is None:
             completion = estimate_tokens(len(reply.content))
         content, overrun = reply.content, None
-        if estimate_tokens(len(content)) > max_tokens:  # (a count alone: another tokenizer's)
+        if estimate_tokens(len(content)) > OVERRUN * max_tokens:  # (a count: a tokenizer's)
             overrun = completion
             completion = min(completion, max_tokens)
             content = cut_at_cap(content, max_tokens)
         self.prompt_tokens += prompt
         self.completion_tokens += completion
+        self.cached_tokens += min(reply.cached_tokens, prompt)
         return content, overrun

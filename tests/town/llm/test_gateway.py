@@ -479,3 +479,10 @@ async def test_random_faults_never_reach_the_town(rig_factory: Callable[..., Rig
             offline = OfflineBrain().answer(task, sample(task))
             assert result.model_dump(exclude={"end"}) == offline.model_dump(exclude={"end"}), name
         assert sum((await rig.stats())["by_fault"].values()) > 3
+
+
+async def test_the_prompt_tokens_a_server_s_cache_held_are_counted(rig: Rig) -> None:
+    for _ in range(3):  # the same prompt again: its start is in the fake's cache
+        await rig.gateway.run(EMOJI, sample(EMOJI))
+    share = rig.gateway.report.as_json()["cached_prompt_share"]
+    assert share is not None and 0.5 < share < 1  # all but the first call's prompt

@@ -130,3 +130,16 @@ def test_stage_directions_and_a_cut_sentence_are_dropped(reply: str, said: str) 
 def test_lines_spoken_as_another_or_about_the_prompt_are_refused(reply: str) -> None:
     with pytest.raises(ValueError):
         clean(reply, ME)
+
+
+def test_asked_sincerely_whether_it_is_an_ai_it_must_say_so() -> None:
+    asked = sample(UTTER).model_copy(
+        update={"history": [s.Utterance(speaker="Klaus Mueller", text="Are you a real person?")]}
+    )
+    with pytest.raises(ValueError, match="AI"):
+        UTTER.parse(asked, "I'm a real person. I just started a new job.")
+    said = UTTER.parse(asked, "No, I'm an AI character who runs the cafe here.")
+    assert said.text == "No, I'm an AI character who runs the cafe here."
+    question = sample(INTERVIEW).model_copy(update={"question": "Are you an AI?"})
+    with pytest.raises(ValueError):
+        INTERVIEW.parse(question, "Yes, I am John Lin, a human pharmacist.")
