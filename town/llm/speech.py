@@ -21,7 +21,6 @@ from typing import Any
 
 from town.llm import schemas as s
 from town.llm.caps import cut
-from town.llm.offline.talk import asks_if_ai
 from town.llm.task import I, Message, R, Task, _prompt_text
 
 STOP = ["\n"]
@@ -41,6 +40,11 @@ _STAGE = re.compile(r"\([^()]{0,200}\)|\*[^*]{0,200}\*|\[[^\[\]]{0,200}\]")
 _SOMEONE = re.compile(r"^(?:[A-Z][\w'’.-]*)(?: [A-Z][\w'’.-]*){0,3}\s*:\s")
 _SENTENCE = re.compile(r"[.!?…][\"')\]]*(?=\s|$)")
 _VERB = r"(?:is|was|has|had|will|would|can|could|does|did|loves|likes|feels|thinks|[a-z]+s)\b"
+_AI_QUESTION = re.compile(
+    r"\b(?:are|r)\s+(?:you|u)\b[^?.!]*\b(?:an? )?(?:ai|a\.i\.|bot|robot|chatbot|real|human|"
+    r"person|machine|program|computer)\b",
+    re.IGNORECASE,
+)
 _GOODBYE = re.compile(
     r"\b(?:good ?bye|bye|see you|take care|farewell|talk (?:to you )?later|good ?night)\b",
     re.IGNORECASE,
@@ -126,7 +130,7 @@ def honest(inputs: Any, said: str) -> str:
         asked = theirs[-1] if theirs else ""
     else:
         asked = str(getattr(inputs, "question", ""))
-    if asks_if_ai(asked) and not re.search(r"\bAI\b|artificial", said):
+    if _AI_QUESTION.search(asked) and not re.search(r"\bAI\b|artificial", said):
         raise ValueError("asked whether it is an AI, the reply does not say so")
     return said
 
