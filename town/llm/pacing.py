@@ -9,7 +9,8 @@ how latency grows with calls in flight: a call sent with ``n`` in flight (itself
 takes ``L`` seconds, against ``s`` for the quickest recent answer, shows about ``n * s / L``
 calls served at once when it was slowed (a one-slot server: one service time more per call
 ahead), and at least ``n`` when it was not. The limit follows the median of these figures,
-grows by about one slot a round of answers while the server keeps up, and halves on a time-out.
+starts at two, grows by about one slot a round of answers while the server keeps up, and halves
+on a time-out.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ SLOWED = 1.5
 """A call sent beside others that takes this many times the quickest recent answer was slowed
 by them: the server did not answer them all at once."""
 CAPACITY_SAMPLES = 12
+START = 2
+"""Calls in flight before anything is measured: a one-slot server's queue, which nothing can
+reorder, then holds one call at most ahead of a visitor's; a server that keeps up gets about one
+more slot a round of answers."""
 
 
 class Pacer:
@@ -40,7 +45,7 @@ class Pacer:
         self, ceiling: int, base_timeout_s: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.ceiling = max(1, ceiling)
-        self.limit = float(self.ceiling)
+        self.limit = float(min(self.ceiling, START))
         self.base_timeout_s = base_timeout_s
         self.in_flight = 0
         self.timeouts = 0

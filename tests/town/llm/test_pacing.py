@@ -13,6 +13,8 @@ from town.llm.pacing import LATENCY_FACTOR, TIMEOUT_CEILING_S, Pacer
 
 def test_a_time_out_halves_the_calls_in_flight_and_answers_grow_them_back() -> None:
     pacer = Pacer(8, 60)
+    assert pacer.limit == 2  # before anything is measured
+    pacer.limit = 8.0  # grown to its ceiling
     pacer.timed_out()
     assert pacer.limit == 4
     for _ in range(3):
@@ -124,9 +126,9 @@ def test_a_four_slot_server_is_learned_near_four() -> None:
     assert 3 <= pacer.limit <= 5
 
 
-def test_a_server_that_keeps_up_keeps_every_slot() -> None:
+def test_a_server_that_keeps_up_is_given_every_slot() -> None:
     pacer = Pacer(8, 60)
-    for _ in range(3):
+    for _ in range(6):
         for sent_with in range(1, 9):
             pacer.answered(1.0, sent_with)
     assert pacer.limit == 8
