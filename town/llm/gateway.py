@@ -51,7 +51,7 @@ TIMEOUT_ROUNDS = 2
 """Rounds of the client's attempts a call gets when they time out (the pacer slows down between
 them) before the offline brain answers; the server then rests for a timeout's length (calls
 meanwhile are answered offline at once), so a hung server never stalls the town."""
-PACE_SHARES = {"rate_importance": 0.5, "decompose": 1.0}
+PACE_SHARES = {"rate_importance": 0.2, "decompose": 0.5}
 """The tasks answered offline when the model cannot keep the town's pace: each once a call of it
 would wait longer than this share of the tick's interval."""
 _REPAIR = (

@@ -279,7 +279,8 @@ async def test_behind_its_pace_the_town_rates_importance_offline_first(
         gateway.pacer.answered(4.0)  # a call takes 4 s
         gateway.pacer._waiting = [(urgency.PLANNING, n) for n in range(2)]  # 8 s of calls ahead
         assert (await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))).scores
-        assert not gateway._behind("decompose")  # 8 s of 10: decomposition still waits
+        gateway.pace_s = 20.0  # 8 s of 20: importance ratings go offline, decomposition waits
+        assert gateway._behind("rate_importance") and not gateway._behind("decompose")
         gateway.pace_s = None  # always wait for the model
         assert not gateway._behind("rate_importance")
         gateway.pacer._waiting = []
