@@ -9,8 +9,8 @@ how latency grows with calls in flight: a call sent with ``n`` in flight (itself
 takes ``L`` seconds, against ``s`` for the quickest recent answer, shows about ``n * s / L``
 calls served at once when it was slowed (a one-slot server: one service time more per call
 ahead), and at least ``n`` when it was not. The limit follows the median of these figures,
-starts at two, grows by about one slot a round of answers while the server keeps up, and halves
-on a time-out.
+starts at two, grows by one slot an answer until a call is slowed (then by about one slot a
+round of answers) while the server keeps up, and halves on a time-out.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class Pacer:
         self._recent: deque[float] = deque(maxlen=20)
         self._capacity: deque[float] = deque(maxlen=CAPACITY_SAMPLES)
         self._backoff = 1.0  # doubled by each time-out in a row
+        self._slowed = False  # a call was slowed by others (or timed out): the limit is near
         self._changed = asyncio.Condition()
         self._waiting: list[tuple[int, int]] = []  # (urgency, ticket), a heap
         self._tickets = itertools.count()
@@ -114,16 +115,19 @@ class Pacer:
         if sent_with >= 2 and quickest > 0:
             if latency_s > SLOWED * quickest:
                 self._capacity.append(sent_with * quickest / latency_s)
+                self._slowed = True
             else:  # the server kept up with all of them: room for more, maybe
                 self._capacity.append(max(float(sent_with), self.limit) + 1)
         capacity = statistics.median(self._capacity) if self._capacity else math.inf
-        if capacity >= self.limit + 0.5:
-            self.limit = min(float(self.ceiling), self.limit + 1.0 / self.limit)
+        if capacity >= self.limit + 0.5:  # one more slot an answer until a call was slowed
+            grow = 1.0 / self.limit if self._slowed else 1.0
+            self.limit = min(float(self.ceiling), self.limit + grow)
         elif capacity < self.limit - 0.5:
             self.limit = max(1.0, min(float(self.ceiling), math.floor(capacity + 0.5)))
 
     def timed_out(self) -> None:
         """A call timed out: halve the calls in flight and give the next ones longer."""
         self.timeouts += 1
+        self._slowed = True
         self.limit = max(1.0, self.limit / 2)
         self._backoff = min(self._backoff * 2, TIMEOUT_CEILING_S)
