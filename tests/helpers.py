@@ -3,6 +3,7 @@ overtakes the engine's units of work."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,3 +50,13 @@ def overtaking(times: list[int]) -> Callable[..., Any]:
             yield session
 
     return overtaken
+
+
+async def settled(condition: Callable[[], bool], *, turns: int = 100_000) -> None:
+    """Let the event loop run until ``condition`` holds (a bounded number of turns, not a
+    time: a busy machine only makes it slower)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never came about")

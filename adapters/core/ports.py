@@ -47,6 +47,7 @@ class Thinking:
 
     label: str  # "offline brain (deterministic, no LLM)", "llm:gpt-4o-mini"
     offline: bool  # the offline brain answers: no LLM configured, or it is out of use for now
+    behind: str = ""  # "clock 12% behind its pace", when thinking cannot keep the ticks' pace
 
 
 @dataclass(frozen=True)

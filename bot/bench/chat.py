@@ -16,7 +16,10 @@ resident was awake, replies that went out folded into a digest, replies held beh
 that finished within their interval. Beside them a page reads the town as a browser would (the map,
 a resident's card, a channel's history, ``look``) while ticks think: ``view_p95_ms``; and
 ``longest_write_ms`` (a tick's one write), ``rethought_calls`` (LLM calls of ticks that failed,
-and so are made again).
+and so are made again); ``slots`` (the calls the fake server answers at once,
+``--slots``, 1 by default as a local server's), ``clock_behind_pct`` (the share of the ticks due
+that a late tick skipped) and ``fallbacks_by_task`` (answers the offline brain gave, by task and
+reason: ``pace`` for those given so the town keeps its pace).
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Outgoing
 from adapters.web.feed import Feed
 from adapters.web.history import History
+from bot.bench.pace import Pace, behind_pct
 from bot.bench.town import bench_gateway, found_bench_town, start_fake_llm
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
 from bot.runtime.wiring import Services
 from town.inputs import visitor
+from town.llm import urgency
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.offline.brain import OfflineBrain
@@ -83,6 +88,9 @@ class ChatBench:
     views_ms: list[float] = field(default_factory=list)  # reads made while a tick thought
     longest_write_ms: float = 0.0
     rethought_calls: int = 0
+    slots: int = 1
+    skipped: int = 0  # ticks due while a tick still ran
+    answers: dict[str, Any] = field(default_factory=dict)
 
     def _waits(self, addressed: bool) -> list[float]:
         return [
@@ -127,6 +135,9 @@ class ChatBench:
             "views": len(self.views_ms),
             "longest_write_ms": round(self.longest_write_ms, 1),
             "rethought_calls": self.rethought_calls,
+            "slots": self.slots,
+            "clock_behind_pct": behind_pct(len(self.ticks), self.skipped),
+            "fallbacks_by_task": self.answers.get("fallbacks_by_task", {}),
         }
 
 
@@ -183,7 +194,8 @@ async def _visitor(
 
         words = visitor.Visit(area, name, text, "bench", f"v{n}")
         # each answer stored, then posted at once, as a running town does
-        result = await visitor.say(engine, words, typing=runtime._typing, post=runtime.post_now)
+        with urgency.person_waiting(urgency.VISITOR):  # as the runtime's visitor_says
+            result = await visitor.say(engine, words, typing=runtime._typing, post=runtime.post_now)
         message.first_reply = _arrival(runtime, result.outbox_ids)
         message.chain = result.chain
         bench.messages.append(message)
@@ -209,7 +221,9 @@ def _arrival(runtime: TownRuntime, outbox_ids: list[int]) -> float | None:
 async def _ticks(
     runtime: TownRuntime, bench: ChatBench, until: float, tally: UsageTally, ticking: asyncio.Event
 ) -> None:
-    """The town's ticks, one every ``tick_seconds`` (a late tick starts the next at once)."""
+    """The town's ticks, one every ``tick_seconds`` as the live town's scheduler runs them (a
+    late tick skips the runs due meanwhile)."""
+    pace = Pace(bench.tick_seconds)
     while time.perf_counter() < until:
         began, calls = time.perf_counter(), tally.total.calls
         ticking.set()
@@ -222,7 +236,8 @@ async def _ticks(
         else:
             bench.longest_write_ms = max(bench.longest_write_ms, report.write_ms)
         runtime.wake.set()
-        await asyncio.sleep(max(0.0, bench.tick_seconds - took))
+        await pace.next()
+        bench.skipped = pace.skipped
 
 
 async def _history(history: History, area: str) -> None:
@@ -275,10 +290,12 @@ async def run_chat_bench(
     minutes: float = 2,
     tick_seconds: float = 10.0,
     concurrency: int = 64,
+    *,
+    slots: int = 1,
 ) -> ChatBench:
     spec = load_town("smallville")
-    bench = ChatBench(tick_seconds=tick_seconds)
-    proc, url = start_fake_llm(latency_ms)
+    bench = ChatBench(tick_seconds=tick_seconds, slots=slots)
+    proc, url = start_fake_llm(latency_ms, slots)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
             founded = await found_bench_town(settings, spec, Path(tmp))
@@ -290,6 +307,8 @@ async def run_chat_bench(
             client = open_client(url, "bench", max(30.0, latency_ms / 100))
             tally, ticking = UsageTally(), asyncio.Event()
             gateway = bench_gateway(client, tally, concurrency)
+            if local.llm_pace == "keep":
+                gateway.pace_s = tick_seconds
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, founded.id
             )
@@ -315,6 +334,7 @@ async def run_chat_bench(
                 await delivery
             bench.replies_in_digests = _replies_in_digests(services, founded.id)
             bench.replies_held = pump.stats.held
+            bench.answers = gateway.report.as_json()
             await client.close()
             services.close()
             ChromaIndex.release_all()

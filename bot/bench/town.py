@@ -19,6 +19,12 @@ and embedding the seed memories) is not counted.
   ``rethought_calls``: LLM calls made by ticks that another writer made roll back (and so made
   again); with ``--admin-every-min N``, an admin command (a whisper or a ``set``, in turn) every
   N game minutes, sent while a tick thinks, and ``admin_longest_ms``, the longest of them.
+- ``slots``: the calls the fake server answers at once (``--slots``, 1 by default as a local
+  server's; 0: no limit); with ``--tick-seconds`` the ticks are paced as a live town's (a tick
+  every that many seconds, the gateway keeping the pace) and ``clock_behind_pct`` says what share
+  of the runs due were skipped because a tick outlasted its interval;
+- ``cached_prompt_share``: the share of prompt tokens the server's prefix cache held, where the
+  server reports ``usage.prompt_tokens_details.cached_tokens`` (None where it does not).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any
 import openai
 from sqlmodel import select
 
+from bot.bench.pace import Pace, behind_pct
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services
 from town.inputs import admin
@@ -80,6 +87,9 @@ class TownBench:
     answers: dict[str, Any] = field(default_factory=dict)
     response_format: str = "json_schema"
     writes: Writes = field(default_factory=lambda: Writes())
+    slots: int = 1
+    tick_seconds: float = 0.0
+    skipped: int = 0  # runs due while a tick still ran (paced ticks only)
 
     def as_json(self) -> dict[str, Any]:
         per = self.residents * self.days
@@ -106,6 +116,9 @@ class TownBench:
             "llm": self.llm,
             "response_format": self.response_format,
             **self.writes.as_json(),
+            "slots": self.slots,
+            "tick_seconds": self.tick_seconds,
+            "clock_behind_pct": behind_pct(self.ticks, self.skipped),
             **self.answers,
         }
 
@@ -170,7 +183,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+def start_fake_llm(latency_ms: float, slots: int = 0) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -182,6 +195,8 @@ def start_fake_llm(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
             str(port),
             "--latency-ms",
             str(latency_ms),
+            "--slots",
+            str(slots),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -254,6 +269,11 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     ]
     for task, reasons in result["fallbacks_by_task"].items():
         lines.append(f"  {task}: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
+    cached = result.get("cached_prompt_share")
+    lines.append(
+        "prompt tokens held by the server's cache: "
+        + ("not reported" if cached is None else f"{cached:.0%}")
+    )
     return lines
 
 
@@ -276,6 +296,8 @@ async def run_town_bench(
     progress: Callable[[int, int], None] | None = None,
     llm: str = "fake",
     admin_every_min: int = 0,
+    slots: int = 1,
+    tick_seconds: float = 0.0,
 ) -> TownBench:
     spec = load_town("smallville")
     if not 1 <= residents <= len(spec.residents):
@@ -285,7 +307,7 @@ async def run_town_bench(
     if llm == "configured" and not settings.uses_llm:
         raise ValueError(NO_LLM)
     spec = spec.model_copy(update={"residents": spec.residents[:residents]})
-    proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms)
+    proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms, slots)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
             bench = await found_bench_town(settings, spec, Path(tmp))
@@ -298,6 +320,8 @@ async def run_town_bench(
             else:
                 client = open_client(url, "bench", max(30.0, latency_ms / 100))
                 gateway = bench_gateway(client, tally, concurrency)
+            if tick_seconds > 0 and settings.llm_pace == "keep":
+                gateway.pace_s = tick_seconds
             engine = Engine(
                 services.store, spec, ChainCountingBrain(gateway), services.stream, bench.id
             )
@@ -306,7 +330,10 @@ async def run_town_bench(
             activity: Counter[str] = Counter()
             chain, writes, objects = 0, Writes(), object_paths(engine)
             began, began_cpu = time.perf_counter(), time.thread_time()
+            pace = Pace(tick_seconds)
             for done in range(total):
+                if done:
+                    await pace.next()
                 ticking = asyncio.create_task(tick_counted(engine, tally, writes))
                 if admin_every_min and done * step // admin_every_min < (done + 1) * step // (
                     admin_every_min
@@ -342,4 +369,7 @@ async def run_town_bench(
         gateway.report.as_json(),
         gateway.response_format_kind,
         writes,
+        slots if proc is not None else 0,
+        tick_seconds,
+        pace.skipped,
     )

@@ -22,6 +22,14 @@ bench_app = typer.Typer(help="Benchmarks that print speed and cost figures.", no
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")]
+Slots = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Calls the fake LLM server answers at once, the rest waiting first come first "
+        "served (1: llama.cpp's or llama-cpp-python's default; 0: no limit, a hosted API).",
+    ),
+]
 
 
 @bench_app.command("town")
@@ -40,6 +48,15 @@ def bench_town(
             min=0, help="An admin command (whisper or set) every N game minutes, mid-tick; 0: none."
         ),
     ] = 0,
+    slots: Slots = 1,
+    tick_seconds: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Pace the ticks as a live town's, one every this many seconds, and report how "
+            "far the clock fell behind (0: one after another, as fast as the LLM allows).",
+        ),
+    ] = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """LLM calls, tokens, activity and fallbacks per resident per game day, against the fake LLM
@@ -59,6 +76,8 @@ def bench_town(
                     progress,
                     llm=llm,
                     admin_every_min=admin_every_min,
+                    slots=slots,
+                    tick_seconds=tick_seconds,
                 )
             ).as_json()
         if as_json:
@@ -68,7 +87,8 @@ def bench_town(
             "task",
             "calls / resident / day",
             "tokens / resident / day",
-            title=f"{residents} residents, {hours:g} game hours, {latency_ms:g} ms",
+            title=f"{residents} residents, {hours:g} game hours, {latency_ms:g} ms, "
+            f"{slots or 'unlimited'} slot{'' if slots == 1 else 's'}",
         )
         for name, row in result["by_task"].items():
             table.add_row(
@@ -95,6 +115,11 @@ def bench_town(
             f"{result['rethought_calls']}, admin commands {result['admin_inputs']} "
             f"(longest {result['admin_longest_ms']} ms)"
         )
+        if tick_seconds > 0:
+            out.print(
+                f"a tick every {tick_seconds:g} s: the clock {result['clock_behind_pct']}% "
+                "behind its pace"
+            )
         out.print("\n".join(report_lines(result)), highlight=False)
 
     guarded(run)
@@ -109,6 +134,7 @@ def bench_chat(
     tick_seconds: Annotated[
         float, typer.Option(min=0.5, help="Real seconds between the town's ticks.")
     ] = 10.0,
+    slots: Slots = 1,
     as_json: JsonFlag = False,
 ) -> None:
     """What a visitor feels: seconds to the first reply, LLM chains, unanswered greetings,
@@ -119,7 +145,9 @@ def bench_chat(
     def run() -> None:
         settings = settings_and_logging()
         result = asyncio.run(
-            run_chat_bench(settings, latency_ms, visitors, places, minutes, tick_seconds)
+            run_chat_bench(
+                settings, latency_ms, visitors, places, minutes, tick_seconds, slots=slots
+            )
         ).as_json()
         if as_json:
             print(json.dumps(result))
@@ -127,7 +155,8 @@ def bench_chat(
         table = Table(
             "figure",
             "value",
-            title=f"{visitors} visitors, {places} places, {minutes:g} min, {latency_ms:g} ms",
+            title=f"{visitors} visitors, {places} places, {minutes:g} min, {latency_ms:g} ms, "
+            f"{slots or 'unlimited'} slot{'' if slots == 1 else 's'}",
         )
         for key, value in result.items():
             table.add_row(key, "-" if value is None else str(value))

@@ -92,6 +92,20 @@ def fake_llm(
         float, typer.Option(min=0.0, max=1.0, help="Share of faulty replies.")
     ] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the fault lottery.")] = 0,
+    slots: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Completions answered at once, the rest waiting first come first served, as "
+            "llama.cpp's -np (0: no limit, as a hosted API).",
+        ),
+    ] = 0,
+    overrun_tokens: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Make every reply this many tokens long, ignoring max_tokens (0: off)."
+        ),
+    ] = 0,
 ) -> None:
     """Serve a fake OpenAI-compatible API answered by the offline brain (for tests and benches)."""
     from standins.llm.server import serve
@@ -99,10 +113,21 @@ def fake_llm(
     setup_logging("INFO")
     out.print(
         f"fake OpenAI-compatible server on http://{host}:{port}/v1 "
-        f"(offline brain, latency {latency_ms:g} ms, fault rate {fault_rate:g}); Ctrl-C stops it"
+        f"(offline brain, latency {latency_ms:g} ms, fault rate {fault_rate:g}, "
+        f"{slots or 'unlimited'} slot{'' if slots == 1 else 's'}); Ctrl-C stops it"
     )
     with suppress(KeyboardInterrupt):
-        asyncio.run(serve(host, port, latency_ms=latency_ms, fault_rate=fault_rate, seed=seed))
+        asyncio.run(
+            serve(
+                host,
+                port,
+                latency_ms=latency_ms,
+                fault_rate=fault_rate,
+                seed=seed,
+                slots=slots,
+                overrun_tokens=overrun_tokens,
+            )
+        )
 
 
 @llm_app.command("check")

@@ -32,6 +32,8 @@ from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.unit import clean_text
 from town.inputs.visit import EmptyWords, Visit
+from town.llm import urgency
+from town.llm.report import offline_for_pace
 from town.outbox import audit
 from town.store.db import Store
 from town.store.lease import Leases
@@ -130,9 +132,10 @@ class TownRuntime:
         area, platform = visit.area, visit.platform
         for attempt in (1, 2):
             try:
-                result = await visitor.say(
-                    self.engine, visit, rate=rate, typing=self._typing, post=self.post_now
-                )
+                with urgency.person_waiting(urgency.VISITOR):  # its reply goes to the model first
+                    result = await visitor.say(
+                        self.engine, visit, rate=rate, typing=self._typing, post=self.post_now
+                    )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
                     log.warning(
@@ -196,7 +199,8 @@ class TownRuntime:
                 caller.location or "",
                 line,
             )
-        reply = await self.commands.handle(caller, line)
+        with urgency.person_waiting(urgency.PERSON):  # its calls go ahead of the town's
+            reply = await self.commands.handle(caller, line)
         self.wake.set()  # set, say and whisper change the town
         return reply
 
@@ -204,7 +208,20 @@ class TownRuntime:
         return list(self.commands.table)
 
     def thinking(self) -> Thinking:
-        return thinking(self.engine.brain)
+        found = thinking(self.engine.brain)
+        behind = self.clock_behind()
+        return replace(found, behind=behind) if behind else found
+
+    def clock_behind(self) -> str:
+        """How far the clock is behind its pace lately, and which tasks went offline today to
+        keep it ("" while it keeps its pace)."""
+        pct = self.keeper.clock_behind_pct(self.town_id) if self.keeper is not None else None
+        kept = offline_for_pace(self.engine.brain)
+        said = f"clock {pct:.0f}% behind its pace" if pct else ""
+        if kept:
+            tasks = ", ".join(f"{task} {n}" for task, n in kept.items())
+            said += ("; " if said else "") + f"answered offline to keep the pace: {tasks}"
+        return said
 
     # -- the web page's map and resident cards (issue 32) -------------------------------------
 
@@ -226,7 +243,9 @@ class TownRuntime:
         return await card.resident_card(self.engine, name)
 
     def _adapter_status(self) -> str:
-        return "\n".join(a.status_line() for a in self.adapters)
+        behind = self.clock_behind()
+        lines = [f"Pace: {behind}"] if behind else []
+        return "\n".join([*lines, *(a.status_line() for a in self.adapters)])
 
     async def tick(self) -> TickReport | None:
         """One tick. A failed tick rolls back whole (the clock does not move) and returns None;

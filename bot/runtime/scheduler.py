@@ -15,6 +15,12 @@ change moves no tick.
   command run in this process is followed at once (``follow``); one from elsewhere (a shell,
   another process) within ``WATCH_SECONDS``: a paused town's job has no next run time, a new
   interval reschedules it.
+- **The clock's pace, kept honestly.** A run skipped because the last tick still ran is game
+  time the clock falls behind its pace: ``clock_behind_pct`` says what share of the recent runs
+  were skipped (``status``, the web page's header). With ``llm_pace = "keep"`` (the default) the
+  town's LLM gateway is told the tick's interval, so the least valuable calls (importance
+  ratings, then decomposition) go to the offline brain before ticks stretch; ``"wait"`` always
+  waits for the model.
 - **Missed time** (``missed_time.py``): the wall time since the town's last tick is made up
   when it starts, as ``settings.missed_time`` says.
 - **A wall clock that jumps.** APScheduler times its jobs by the wall clock, so the watch, an
@@ -30,6 +36,7 @@ import contextlib
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,6 +50,7 @@ from sqlmodel import col, select
 
 from bot.runtime.missed_time import MadeUp, Pace, Ticking, make_up, make_up_missed, span
 from bot.runtime.settings import Settings
+from town.llm.urgency import keep_pace
 from town.store.db import Store
 from town.store.models import Town
 
@@ -55,6 +63,7 @@ CLOCK_SLACK_S = 2.0  # wall and monotonic clocks may drift this far apart before
 GRACE_S = 30  # a tick this late (beyond its interval: a busy loop) still runs; later, missed
 STOP_WAIT_S = 10.0  # how long leaving waits for a running tick to roll back
 LATE_LOG_S = 60.0  # a town whose ticks outlast their interval is said so once a minute
+PACE_WINDOW = 60  # the recent runs (done or skipped) that say how far the clock is behind
 
 
 def job_id(town_id: int) -> str:
@@ -72,6 +81,13 @@ class LiveTown:
     late: int = 0  # runs skipped because the last tick still ran
     late_said: float | None = None  # (monotonic) when that was last logged
     made_up: MadeUp = field(default_factory=MadeUp)
+    runs: deque[bool] = field(default_factory=lambda: deque(maxlen=PACE_WINDOW))  # False: skipped
+
+    @property
+    def clock_behind_pct(self) -> float:
+        """The share of the recent runs skipped because a tick outlasted its interval: how far
+        the town's clock is behind its pace (0 when it keeps it)."""
+        return 100 * self.runs.count(False) / len(self.runs) if self.runs else 0.0
 
 
 class Timekeeper:
@@ -166,8 +182,15 @@ class Timekeeper:
             if (pace := paces.get(town_id)) is not None:
                 self._set_job(live, pace)
 
+    def clock_behind_pct(self, town_id: int) -> float | None:
+        """How far the town's clock is behind its pace lately (None: not timed here)."""
+        live = self.towns.get(town_id)
+        return None if live is None else live.clock_behind_pct
+
     def _set_job(self, live: LiveTown, pace: Pace) -> None:
         """Made if missing, made again for a new interval, paused or resumed with the town."""
+        keeping = self.settings.llm_pace == "keep" and not pace.paused
+        keep_pace(live.ticking.engine.brain, pace.tick_seconds if keeping else None)
         jid = job_id(live.ticking.town_id)
         job = self.scheduler.get_job(jid)
         if job is None or job.trigger.interval != timedelta(seconds=pace.tick_seconds):
@@ -198,6 +221,7 @@ class Timekeeper:
         """The tick job."""
         live.running = asyncio.current_task()
         live.ticks += 1
+        live.runs.append(True)
         try:
             await live.ticking.tick()
         except asyncio.CancelledError:
@@ -217,6 +241,7 @@ class Timekeeper:
         if live is None:
             return
         live.late += 1
+        live.runs.append(False)
         now = self._monotonic()
         if live.late_said is None or now - live.late_said >= LATE_LOG_S:
             live.late_said = now

@@ -80,6 +80,11 @@ class Settings(BaseSettings):
         4, ge=1, le=10, description="Tries per call: the openai client retries 429/5xx/timeouts."
     )
     llm_concurrency: int = Field(8, ge=1, le=256, description="LLM calls in flight at once.")
+    llm_pace: Literal["keep", "wait"] = Field(
+        "keep",
+        description="keep: when the LLM cannot keep up with the ticks, importance ratings and "
+        "then decomposition are answered offline before ticks stretch; wait: always wait.",
+    )
     daily_token_budget: int = Field(
         2_000_000, ge=0, description="Tokens per town per day; 0 = no limit. Then: offline brain."
     )

@@ -1,5 +1,11 @@
 """A fake OpenAI-compatible server, answering every task with the offline brain over the wire.
 
+A server with ``slots`` answers at most that many completions at once, each taking the latency
+once it has a slot, the rest waiting first come, first served, as llama.cpp's server does (its
+``-np``); with 0 slots every call is answered at once after the latency (a hosted API). With
+``overrun_tokens`` every reply runs past ``max_tokens`` to that many tokens, as a server that
+ignores the cap does (the ``overrun`` fault does it to one reply).
+
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``; and for
 tests ``POST /_fake/faults`` (``{"queue": ["429", "hang", ...]}``), ``GET /_fake/stats`` and
 ``POST /_fake/reset``. The task is the ``json_schema`` name of the response format, or the
@@ -33,6 +39,7 @@ log = logging.getLogger(__name__)
 
 MODEL = "bottown-fake"
 LAST_REQUESTS = 50
+CACHED_PROMPTS = 8  # the prompts whose prefixes the fake's cache holds
 
 
 @dataclass
@@ -45,16 +52,26 @@ class FakeState:
     embedder_dim: int
     hang_s: float
     model: str
+    slots: int = 0
+    overrun_tokens: int = 0
     brain: OfflineBrain = field(default_factory=OfflineBrain)
     queue: deque[str] = field(default_factory=deque)
     by_task: Counter[str] = field(default_factory=Counter)
     by_fault: Counter[str] = field(default_factory=Counter)
     last: deque[Any] = field(default_factory=lambda: deque(maxlen=LAST_REQUESTS))
+    prompts: deque[str] = field(default_factory=lambda: deque(maxlen=CACHED_PROMPTS))
     requests: int = 0
     embeddings: int = 0
-    in_flight: int = 0
+    in_flight: int = 0  # requests received and not yet answered, waiting ones included
     max_in_flight: int = 0
+    serving_now: int = 0  # requests holding a slot (all of them with no slots)
+    max_serving: int = 0
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    serving: asyncio.Semaphore | None = None  # the slots (None: unlimited)
+
+    def __post_init__(self) -> None:
+        if self.slots > 0:
+            self.serving = asyncio.Semaphore(self.slots)  # waiters go first come, first served
 
     def next_fault(self) -> str | None:
         if self.queue:
@@ -71,6 +88,8 @@ class FakeState:
             "embeddings": self.embeddings,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "slots": self.slots,
+            "max_serving": self.max_serving,
             "queued": list(self.queue),
             "last_requests": list(self.last),
         }
@@ -164,9 +183,25 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _complete(state: FakeState, request: web.Request) -> web.StreamResponse:
-    """The reply is worked out first and sent when the latency has passed since the request
-    came in, so many requests at once each take the latency, as on a server that batches."""
-    began = time.monotonic()
+    """With no slots, the reply is worked out first and sent when the latency has passed since
+    the request came in, so many requests at once each take the latency, as on a server that
+    batches; with slots, a request waits for a free one and then takes the latency."""
+    if state.serving is None:
+        return await _served(state, request, time.monotonic())
+    async with state.serving:
+        return await _served(state, request, time.monotonic())
+
+
+async def _served(state: FakeState, request: web.Request, began: float) -> web.StreamResponse:
+    state.serving_now += 1
+    state.max_serving = max(state.max_serving, state.serving_now)
+    try:
+        return await _serve(state, request, began)
+    finally:
+        state.serving_now -= 1
+
+
+async def _serve(state: FakeState, request: web.Request, began: float) -> web.StreamResponse:
     body = await _body(request)
     if body is None:
         return _error(400, "The body must be a JSON object.", "invalid_request_error")
@@ -174,7 +209,8 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
     number = state.requests
     state.last.append(body)
     task = wire.task_of(body)
-    state.by_task[task.name if task else "unknown"] += 1
+    spoken = wire.speech_inputs(body) if task is None else None
+    state.by_task[task.name if task else spoken[0].name if spoken else "unknown"] += 1
     content, refused = _answer(state, task, body)
     if state.latency_s > 0:
         await sleep_until(began + state.latency_s)
@@ -195,7 +231,16 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
         content = wire.distort(fault, content)
     if fault in ("malformed", "wrong_shape", "empty_choices", *wire.CONTENT_FAULTS):
         state.by_fault[fault] += 1
-    reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body))
+    overrun = state.overrun_tokens
+    if fault == "overrun":
+        state.by_fault[fault] += 1
+        overrun = max(overrun, wire.OVERRUN_TOKENS)
+    if overrun > 0:  # past the cap: trailing blanks keep the JSON readable
+        content += " " * (4 * overrun - len(content))
+    prompt = wire.prompt_text(body)
+    cached = wire.cached_tokens(prompt, list(state.prompts))
+    state.prompts.append(prompt)
+    reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body), cached)
     if fault == "empty_choices":
         reply["choices"] = []
     return _json(reply)
@@ -204,7 +249,11 @@ async def _complete(state: FakeState, request: web.Request) -> web.StreamRespons
 def _answer(
     state: FakeState, task: Task[Any, Any] | None, body: dict[str, Any]
 ) -> tuple[str, web.Response | None]:
-    """The offline brain's answer as JSON text, or the error response a bad request gets."""
+    """The offline brain's answer as JSON text (as plain text for speech), or the error
+    response a bad request gets."""
+    if task is None and (spoken := wire.speech_inputs(body)) is not None:
+        answer = state.brain.answer(*spoken)
+        return str(getattr(answer, "text", None) or getattr(answer, "answer", "")), None
     if task is None:
         return "", _error(
             400,
@@ -272,7 +321,7 @@ async def reset(request: web.Request) -> web.StreamResponse:
     state.by_task.clear()
     state.by_fault.clear()
     state.last.clear()
-    state.requests = state.embeddings = state.max_in_flight = 0
+    state.requests = state.embeddings = state.max_in_flight = state.max_serving = 0
     return _json({"reset": True})
 
 
@@ -288,13 +337,26 @@ def make_app(
     embedder_dim: int = 384,
     hang_s: float = 30.0,
     model: str = MODEL,
+    slots: int = 0,
+    overrun_tokens: int = 0,
 ) -> web.Application:
-    """The fake server's application (``hang_s``: how long a "hang" fault lasts at most)."""
+    """The fake server's application (``hang_s``: how long a "hang" fault lasts at most;
+    ``slots``: completions answered at once, 0 for no limit; ``overrun_tokens``: the length of
+    every reply, past any ``max_tokens``, 0 to keep replies as they are)."""
     if not 0 <= fault_rate <= 1:
         raise ValueError("fault_rate must be between 0 and 1")
+    if slots < 0 or overrun_tokens < 0:
+        raise ValueError("slots and overrun_tokens must be 0 or more")
     app = web.Application()
     app[STATE] = FakeState(
-        latency_ms / 1000.0, fault_rate, random.Random(seed), embedder_dim, hang_s, model
+        latency_ms / 1000.0,
+        fault_rate,
+        random.Random(seed),
+        embedder_dim,
+        hang_s,
+        model,
+        slots,
+        overrun_tokens,
     )
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/embeddings", embeddings)

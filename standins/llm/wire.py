@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from town.authoring.draft_tasks import DRAFT_TASKS
 from town.features.coaching.tasks import COACHING_TASKS
+from town.llm import schemas as s
 from town.llm.tasks import ALL_TASKS, INPUT_MARKER, TASK_LINE, Task
 
 CONTENT_FAULTS = (
@@ -40,10 +41,13 @@ FAULTS = (
     "empty_choices",
     "401",
     "404",
+    "overrun",
     *CONTENT_FAULTS,
 )
 """Every fault kind that can be queued through ``POST /_fake/faults``."""
 HUGE = 50_000
+OVERRUN_TOKENS = 12_513
+"""The length of a reply with the ``overrun`` fault, whatever its ``max_tokens`` said."""
 RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
 """The transient faults drawn at random with ``fault_rate``."""
 
@@ -103,11 +107,92 @@ def inputs_of(task: Task[Any, Any], body: dict[str, Any]) -> BaseModel:
     raise ValueError("no user message holds an INPUT JSON block")
 
 
+_YOU_ARE = re.compile(r"^You are (?P<name>[^.\n]+)\. About you: (?P<summary>.*)$", re.MULTILINE)
+_WHERE = re.compile(r"^You are at (?P<where>.+), talking with (?P<who>.+)\.$", re.MULTILINE)
+_KNOWN = re.compile(r"^What you know of .+?: (?P<known>.*)$", re.MULTILINE)
+_NOTES = re.compile(r"^What you remember[^\n]*:\n(?P<notes>(?:- .*\n?|\(nothing.*\n?)*)", re.M)
+_THOUGHT = re.compile(r"^A thought on your mind \(act on it, never quote it\): (?P<it>.+)$", re.M)
+_ASKER = re.compile(r"^You are asked by (?P<asker>[^\n]+?)\. Answer", re.MULTILINE)
+_THIRD = re.compile(r"^(?P<who>[A-Z][^:]{0,60}): (?P<text>.+)$")
+_NOTHING = "(nothing in particular)"
+
+
+def _found(pattern: re.Pattern[str], text: str, group: str) -> str:
+    match = pattern.search(text)
+    value = match[group] if match else ""
+    return "" if value == _NOTHING else value
+
+
+def _thread(turns: list[Any], speaker: str, listener: str) -> list[s.Utterance]:
+    history = []
+    for turn in turns:
+        text = message_text(turn)
+        if turn.get("role") == "assistant":
+            history.append(s.Utterance(speaker=speaker, text=text))
+        elif not text.startswith("("):  # "(Klaus is here with you ...)": no one's words
+            third = _THIRD.match(text)
+            who, said = (third["who"], third["text"]) if third else (listener, text)
+            history.append(s.Utterance(speaker=who, text=said))
+    return history
+
+
+def speech_inputs(body: dict[str, Any]) -> tuple[Task[Any, Any], BaseModel] | None:
+    """The task and inputs of a plain-text speech request (``town.llm.speech``'s prompts, no
+    response format), read back from its prose and turns: an interview's or a conversation's."""
+    messages = _messages(body)
+    if body.get("response_format") is not None or not messages:
+        return None
+    system = message_text(messages[0]) if messages[0].get("role") == "system" else ""
+    if (me := _YOU_ARE.search(system)) is None:
+        return None
+    name, summary = me["name"], me["summary"]
+    notes = _found(_NOTES, system, "notes")
+    memories = [line[2:] for line in notes.splitlines() if line.startswith("- ")]
+    if (asked := _ASKER.search(system)) is not None:
+        asker = None if asked["asker"] == "an interviewer" else asked["asker"]
+        question = message_text(messages[-1])
+        inputs: BaseModel = s.InterviewInput(
+            resident=name, summary=summary, memories=memories, question=question, asker=asker
+        )
+        return KNOWN_TASKS["interview"], inputs
+    listener = _found(_WHERE, system, "who")
+    inputs = s.UtterInput(
+        speaker=name,
+        listener=listener,
+        speaker_summary=summary,
+        relationship=_found(_KNOWN, system, "known"),
+        memories=memories,
+        history=_thread(messages[1:], name, listener),
+        location=_found(_WHERE, system, "where"),
+        directive=_found(_THOUGHT, system, "it") or None,
+    )
+    return KNOWN_TASKS["utter"], inputs
+
+
 def prompt_tokens(body: dict[str, Any]) -> int:
     return estimate_tokens("".join(message_text(m) for m in _messages(body)))
 
 
-def completion_body(model: str, number: int, content: str, prompt: int) -> dict[str, Any]:
+def prompt_text(body: dict[str, Any]) -> str:
+    return "".join(message_text(m) for m in _messages(body))
+
+
+def cached_tokens(prompt: str, earlier: list[str]) -> int:
+    """The prompt's tokens a prefix cache holds: its longest common start with a prompt seen
+    lately (llama.cpp, vLLM and OpenAI reuse a cached prefix so)."""
+    best = 0
+    for seen in earlier:
+        same = next(
+            (i for i, (a, b) in enumerate(zip(prompt, seen, strict=False)) if a != b),
+            min(len(prompt), len(seen)),
+        )
+        best = max(best, same)
+    return best // 4
+
+
+def completion_body(
+    model: str, number: int, content: str, prompt: int, cached: int = 0
+) -> dict[str, Any]:
     completion = estimate_tokens(content)
     return {
         "id": f"chatcmpl-fake-{number}",
@@ -127,6 +212,7 @@ def completion_body(model: str, number: int, content: str, prompt: int) -> dict[
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": min(cached, prompt)},
         },
     }
 

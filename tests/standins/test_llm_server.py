@@ -63,6 +63,8 @@ def test_make_app_checks_its_settings() -> None:
     make_app(latency_ms=5, fault_rate=0.5, seed=3, embedder_dim=8)
     with pytest.raises(ValueError):
         make_app(fault_rate=2)
+    with pytest.raises(ValueError):
+        make_app(slots=-1)
 
 
 @pytest.mark.parametrize("schema", [True, False])
@@ -84,6 +86,7 @@ async def test_chat_completion_in_the_real_wire_format(
         "prompt_tokens": math.ceil(prompt_chars / 4),
         "completion_tokens": math.ceil(len(message["content"]) / 4),
         "total_tokens": math.ceil(prompt_chars / 4) + math.ceil(len(message["content"]) / 4),
+        "prompt_tokens_details": {"cached_tokens": 0},  # the first prompt: nothing cached yet
     }
     seen = await stats(http, url)
     assert seen["by_task"] == {"plan_day": 1}
@@ -233,3 +236,83 @@ async def test_seeded_random_faults_repeat(http: aiohttp.ClientSession) -> None:
             runs.append(statuses)
     assert runs[0] == runs[1]
     assert set(runs[0]) > {200}
+
+
+async def test_slots_answer_so_many_at_once_the_rest_first_come_first_served(
+    http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = asyncio.Event()
+    served: list[str] = []
+
+    async def held(deadline: float) -> None:
+        await opened.wait()
+
+    monkeypatch.setattr(server, "sleep_until", held)
+    async with running(latency_ms=1000, slots=1) as base:
+
+        async def ask(name: str) -> int:
+            body = chat_body("emoji")
+            async with http.post(f"{base}/chat/completions", json=body) as r:
+                served.append(name)
+                return r.status
+
+        calls = []
+        for name in ("first", "second", "third"):
+            calls.append(asyncio.create_task(ask(name)))
+            for _ in range(3000):  # a generous guard: each request arrives in time
+                if (await stats(http, base))["in_flight"] == len(calls):
+                    break
+                await asyncio.sleep(0.01)
+        seen = await stats(http, base)
+        assert seen["slots"] == 1 and seen["max_serving"] == 1 and seen["requests"] == 1
+        opened.set()
+        assert await asyncio.gather(*calls) == [200, 200, 200]
+    assert served == ["first", "second", "third"]
+
+
+async def test_an_overrun_reply_runs_past_max_tokens(url: str, http: aiohttp.ClientSession) -> None:
+    await queue(http, url, "overrun")
+    body = {**chat_body("emoji"), "max_tokens": 50}
+    for expected in (server.wire.OVERRUN_TOKENS, None):
+        async with http.post(f"{url}/chat/completions", json=body) as r:
+            reply = await r.json()
+        tokens = reply["usage"]["completion_tokens"]
+        if expected is None:
+            assert tokens < 50  # the next one keeps to the cap
+        else:
+            assert tokens == expected
+            content = reply["choices"][0]["message"]["content"]
+            assert json.loads(content)["emoji"]  # still the answer, with blanks after it
+    async with (
+        running(overrun_tokens=3000) as base,
+        http.post(f"{base}/chat/completions", json=body) as r,
+    ):
+        assert (await r.json())["usage"]["completion_tokens"] == 3000
+
+
+@pytest.mark.parametrize("name", ["utter", "interview"])
+async def test_speech_asked_as_plain_text_is_answered_as_plain_text(
+    url: str, http: aiohttp.ClientSession, name: str
+) -> None:
+    task = TASKS[name]
+    inputs = task.input_model.model_validate(SAMPLES[name])
+    body = {"model": "m", "messages": task.render(inputs), "stop": ["\n"], "max_tokens": 96}
+    async with http.post(f"{url}/chat/completions", json=body) as response:
+        reply = await response.json()
+    said = reply["choices"][0]["message"]["content"]
+    offline = OfflineBrain().answer(task, inputs).model_dump(exclude={"end"})
+    assert said == next(iter(offline.values()))
+    assert (await stats(http, url))["by_task"] == {name: 1}
+
+
+async def test_a_prompt_s_start_seen_lately_is_reported_cached(
+    url: str, http: aiohttp.ClientSession
+) -> None:
+    cached = []
+    for action in ("baking bread", "sleeping"):
+        body = chat_body("emoji")
+        body["messages"][1]["content"] = body["messages"][1]["content"].replace("{", action, 1)
+        async with http.post(f"{url}/chat/completions", json=body) as r:
+            cached.append((await r.json())["usage"]["prompt_tokens_details"]["cached_tokens"])
+    system = len(chat_body("emoji")["messages"][0]["content"])
+    assert cached[0] == 0 and cached[1] >= system // 4  # the system message at least

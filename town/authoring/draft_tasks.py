@@ -15,7 +15,8 @@ from typing import Any, Generic
 from town.authoring import draft_offline as offline
 from town.authoring import draft_schemas as d
 from town.llm.shapes import Schema, base_schema
-from town.llm.tasks import I, R, Task, make_task
+from town.llm.task import I, R, Task
+from town.llm.tasks import make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
 WAKE_TIMES = [f"{h:02d}:{m:02d}" for h in range(5, 10) for m in (0, 30)]

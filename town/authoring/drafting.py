@@ -16,7 +16,7 @@ from town.authoring import toml_text
 from town.authoring.draft_tasks import DRAFT_PLACES, DRAFT_RESIDENTS, DRAFT_SCENARIO
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
-from town.llm.tasks import I, R, Task
+from town.llm.task import I, R, Task
 from town.world.load import load_town
 from town.world.persona import (
     RESIDENTS_FILE,

@@ -6,6 +6,9 @@
   (``llama-server``, llama-cpp-python's) turn into a grammar, with the schema in the prompt too;
 - ``text``: no response format, the schema in the prompt, the reply read leniently.
 
+Speech (:mod:`town.llm.speech`) is asked for as plain text in every server's mode: ``speech``,
+no response format and no schema, the server stopping at the end of the line.
+
 A server that rejects a mode (HTTP 400, 422 or 500 whose body names the response format), or
 whose replies ignore it, gets the next mode; the gateway of a server remembers what works.
 """
@@ -19,9 +22,11 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-from town.llm.tasks import Message
+from town.llm import speech
+from town.llm.task import Message
 
 FORMATS = ("json_schema", "json_object", "text")
+SPEECH = "speech"
 IGNORED_LIMIT = 3
 """Replies in a row holding no JSON at all after which a mode counts as ignored."""
 _REJECTING_STATUS = frozenset({400, 422, 500})
@@ -63,6 +68,11 @@ def response_format(kind: str, name: str, schema: dict[str, Any]) -> Any:
     return openai.omit
 
 
+def stop(kind: str) -> Any:
+    """The ``stop`` argument for a mode: speech ends with its line."""
+    return speech.STOP if kind == SPEECH else openai.omit
+
+
 def wire(
     messages: list[Message], kind: str, schema: dict[str, Any]
 ) -> list[ChatCompletionMessageParam]:
@@ -72,7 +82,7 @@ def wire(
     for message in messages:
         content, role = message["content"], message["role"]
         if role == "system":
-            if kind != "json_schema":
+            if kind not in ("json_schema", SPEECH):
                 shown = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
                 content = (
                     f"{content}\n\nReply with one JSON object only, matching this JSON schema:"

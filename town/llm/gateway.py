@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats
+from town.llm import advice, formats, urgency
 from town.llm import report as why
 from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
@@ -27,7 +26,6 @@ from town.llm.pacing import Pacer
 from town.llm.port import Brain
 from town.llm.replies import (
     Reply,
-    estimate_tokens,
     problem_of,
     read_reply,
     seconds_of,
@@ -35,7 +33,8 @@ from town.llm.replies import (
 )
 from town.llm.report import AnswerReport
 from town.llm.shapes import max_tokens_for
-from town.llm.tasks import Message, Task
+from town.llm.spend import ExplainedBudget, Spend, Unusable
+from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import Budget, Hold, Holds, NullRecorder, Unlimited, UsageRecorder
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
@@ -52,36 +51,13 @@ TIMEOUT_ROUNDS = 2
 """Rounds of the client's attempts a call gets when they time out (the pacer slows down between
 them) before the offline brain answers; the server then rests for a timeout's length (calls
 meanwhile are answered offline at once), so a hung server never stalls the town."""
+PACE_SHARES = {"rate_importance": 0.2, "decompose": 0.5}
+"""The tasks answered offline when the model cannot keep the town's pace: each once a call of it
+would wait longer than this share of the tick's interval."""
 _REPAIR = (
     "Your previous reply could not be used: {problem}. Reply again with only the corrected JSON "
     "object, matching the requested shape."
 )
-
-
-class _Unusable(Exception):
-    """The model gave no usable answer: the offline brain answers instead."""
-
-    def __init__(self, detail: str, reason: str = "error", quiet: bool = False) -> None:
-        super().__init__(detail)
-        self.reason = reason  # the fallback's reason in the report (see town.llm.report)
-        self.quiet = quiet  # the log has said why already: this fallback is logged at INFO
-
-
-@runtime_checkable
-class ExplainedBudget(Budget, Protocol):
-    """A budget that can say which of its limits is spent (e.g. "500 of 500 calls today")."""
-
-    def spent_reason(self) -> str | None: ...
-
-
-@dataclass
-class _Spend:
-    """One thought's spending, and what it holds of the budget until it is recorded."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    held: Hold = field(default_factory=Hold)
 
 
 class LLMGateway:
@@ -100,8 +76,10 @@ class LLMGateway:
         concurrency: int = 8,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        pace_s: float | None = None,
     ) -> None:
         self.name = f"llm:{model}"
+        self.pace_s = pace_s  # the tick's interval to keep (None: always wait for the model)
         self.model = model
         self._client = client
         self._temperature = temperature
@@ -119,6 +97,7 @@ class LLMGateway:
         self._rest_until = 0.0  # monotonic time until which a hung server is left alone
         self._said_timeouts = False
         self._said_context = False
+        self._said_overrun = False
 
     @property
     def mode(self) -> str:
@@ -137,15 +116,17 @@ class LLMGateway:
         return FORMATS[self._format]
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
-        spend = _Spend()
+        spend = Spend()
         result: R | None = None
         reason: str | None = why.BUDGET
         if self._disabled is not None:
             reason = self._disabled.removeprefix("offline (").removesuffix(")")
+        elif self._behind(task.name):
+            reason = why.PACE
         elif self._usable():
             try:
                 result = await self._think(task, inputs, spend)
-            except _Unusable as error:
+            except Unusable as error:
                 reason = error.reason
                 if reason == why.BUDGET:
                     self._note_budget_spent(str(error))
@@ -172,9 +153,19 @@ class LLMGateway:
         )
         self._holds.release(spend.held)  # recorded: the budget counts it now
         self.report.answered(task.name, reason if fallback else None)
+        self.report.prompted(spend.prompt_tokens, spend.cached_tokens)
         if fallback and (warning := self.report.warn_once()) is not None:
             log.warning("LLM %s", warning)
         return result
+
+    def _behind(self, task: str) -> bool:
+        """Whether this call goes to the offline brain so the town keeps its pace: when the
+        calls queued ahead would make it wait past a share of the tick's interval (importance
+        ratings first, then decomposition; other tasks always wait for the model)."""
+        share = PACE_SHARES.get(task)
+        if self.pace_s is None or share is None:
+            return False
+        return self.pacer.expected_wait_s(urgency.of(task)) > share * self.pace_s
 
     def _usable(self) -> bool:
         if self._budget.exhausted():
@@ -198,11 +189,18 @@ class LLMGateway:
                 reason,
             )
 
-    async def _think(self, task: Task[I, R], inputs: I, spend: _Spend) -> R:
+    async def _think(self, task: Task[I, R], inputs: I, spend: Spend) -> R:
         if time.monotonic() < self._rest_until:
             resting = "the server did not answer lately; asking again soon"
-            raise _Unusable(resting, why.TIMEOUT, quiet=True)
+            raise Unusable(resting, why.TIMEOUT, quiet=True)
         messages = task.render(inputs)
+        if isinstance(task, SpeechTask):  # plain text, cleaned, or the offline brain's line
+            said = await self._complete(task, {}, messages, spend)
+            try:
+                spoken: R = task.parse(inputs, said)
+            except ValueError as error:
+                raise Unusable(f"no usable speech: {error}", why.UNPARSEABLE) from None
+            return spoken
         schema = task.schema_for(inputs)
         reply = await self._complete(task, schema, messages, spend)
         try:
@@ -219,7 +217,7 @@ class LLMGateway:
         try:
             return self._parse(task, inputs, reply)
         except ValueError as error:
-            raise _Unusable(
+            raise Unusable(
                 f"still invalid after a repair: {problem_of(error)}", why.UNPARSEABLE
             ) from None
 
@@ -238,29 +236,36 @@ class LLMGateway:
         return result
 
     async def _complete(
-        self, task: Task[I, R], schema: dict[str, Any], messages: list[Message], spend: _Spend
+        self, task: Task[I, R], schema: dict[str, Any], messages: list[Message], spend: Spend
     ) -> str:
-        """The reply's text, after the client's retries; raises :class:`_Unusable`."""
-        max_tokens = self._max_tokens if self._max_tokens is not None else max_tokens_for(schema)
+        """The reply's text, after the client's retries; raises :class:`Unusable`."""
+        speaking = isinstance(task, SpeechTask)
+        if self._max_tokens is not None:
+            max_tokens = self._max_tokens
+        else:
+            max_tokens = task.max_tokens if isinstance(task, SpeechTask) else max_tokens_for(schema)
         timeouts = 0
         while True:
-            kind = FORMATS[self._format]
+            kind = formats.SPEECH if speaking else FORMATS[self._format]
             wire = formats.wire(messages, kind, schema)
             chars = sum(len(str(m.get("content", ""))) for m in wire)
             # the call's worst case is held against the budget before it is sent, so calls in
             # flight never pass it together; once back, what it spent is held until recorded
             worst = Hold(worst_prompt_tokens(chars) + max_tokens, 1)
             if not self._holds.reserve(worst):
-                raise _Unusable("the daily budget has no room for this call", why.BUDGET)
+                raise Unusable("the daily budget has no room for this call", why.BUDGET)
             if self._budget_noted:
                 log.info("LLM budget available again: residents use the LLM")
                 self._budget_noted = False
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
                 reply = await self._send(task.name, schema, wire, kind, max_tokens, spend)
-                return self._account(reply, messages, spend)
+                content, overrun = spend.count(reply, messages, max_tokens)
+                if overrun is not None:
+                    self._say_overrun(overrun, max_tokens)
+                return content
             except openai.APIStatusError as error:
-                if kind != FORMATS[-1] and formats.rejects_format(error):
+                if kind in FORMATS[:-1] and formats.rejects_format(error):
                     self._downgrade(kind, f"HTTP {error.status_code}: {formats.said(error)}")
                     continue
                 raise self._status_error(error, spend) from None
@@ -278,10 +283,10 @@ class LLMGateway:
                     continue
                 self._rest_until = time.monotonic() + self.pacer.timeout_s
                 self._say_timeouts()
-                raise _Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
+                raise Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
-                raise _Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
+                raise Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
             finally:
                 self._holds.release(worst)
                 spent = Hold(
@@ -291,28 +296,28 @@ class LLMGateway:
                 self._holds.hold(spent)
                 spend.held = spend.held.plus(spent)
 
-    def _status_error(self, error: openai.APIStatusError, spend: _Spend) -> _Unusable:
+    def _status_error(self, error: openai.APIStatusError, spend: Spend) -> Unusable:
         status = error.status_code
         if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
             self._disable(MODE_KEY_REJECTED, status)
-            return _Unusable(f"API key rejected ({status})", "API key rejected")
+            return Unusable(f"API key rejected ({status})", "API key rejected")
         if isinstance(error, openai.NotFoundError):
             self._disable(MODE_MODEL_MISSING, 404)
-            return _Unusable("model not found (404)", "model not found")
+            return Unusable("model not found (404)", "model not found")
         if isinstance(error, openai.RateLimitError) and error.code == "insufficient_quota":
-            return _Unusable("the account has no quota left (429)", "HTTP 429")
+            return Unusable("the account has no quota left (429)", "HTTP 429")
         if advice.CONTEXT_FULL.search(error.message):
             quiet = self._said_context
             if not quiet:
                 self._said_context = True
                 log.warning("%s", advice.context_full(status, error.message))
-            return _Unusable(
+            return Unusable(
                 f"the prompt exceeds the context window ({status})", "context full", quiet
             )
         if status >= 500 or status in (408, 409, 429):
             spend.calls += self._client.max_retries
-            return _Unusable(f"HTTP {status}, gave up after the retries", f"HTTP {status}")
-        return _Unusable(f"request rejected ({status}): {error.message[:200]}", f"HTTP {status}")
+            return Unusable(f"HTTP {status}, gave up after the retries", f"HTTP {status}")
+        return Unusable(f"request rejected ({status}): {error.message[:200]}", f"HTTP {status}")
 
     async def _send(
         self,
@@ -321,12 +326,12 @@ class LLMGateway:
         wire: Any,
         kind: str,
         max_tokens: int,
-        spend: _Spend,
+        spend: Spend,
     ) -> Reply:
         """The completion, read; the client's errors for a status it did not retry away."""
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
         spend.calls += 1
-        async with self.pacer.slot():
+        async with self.pacer.slot(urgency.of(name)) as sent_with:
             began = time.monotonic()
             raw = await self._client.chat.completions.with_raw_response.create(
                 model=self.model,
@@ -334,37 +339,25 @@ class LLMGateway:
                 response_format=formats.response_format(kind, name, schema),
                 temperature=self._temperature if self._temperature is not None else openai.omit,
                 max_tokens=max_tokens,
+                stop=formats.stop(kind),
                 timeout=self.pacer.timeout_s,
             )
-            self.pacer.answered(time.monotonic() - began)
+            self.pacer.answered(time.monotonic() - began, sent_with)
         spend.calls += raw.retries_taken
         try:
             return read_reply(raw.parse())
         except ValueError:  # the body is not JSON (or not UTF-8)
             return Reply("", None, None, "not JSON")
 
-    @staticmethod
-    def _account(reply: Reply, messages: list[Message], spend: _Spend) -> str:
-        """Count the reply's tokens (the server's, else estimated) and return its text.
-
-        Raises :class:`_Unusable` for a body that is no chat completion, after counting the
-        tokens the server said it used (none are estimated for it).
-        """
-        prompt, completion = reply.prompt_tokens, reply.completion_tokens
-        if reply.problem is not None:
-            spend.prompt_tokens += prompt or 0
-            spend.completion_tokens += completion or 0
-            raise _Unusable(
-                f"the server's reply was not a chat completion ({reply.problem})",
-                why.UNPARSEABLE,
+    def _say_overrun(self, completion: int, max_tokens: int) -> None:
+        if not self._said_overrun:
+            self._said_overrun = True
+            log.warning(
+                "the LLM server ignores max_tokens (a reply of %d tokens against a cap of %d): "
+                "replies are cut at the cap and counted as the cap",
+                completion,
+                max_tokens,
             )
-        if prompt is None:
-            prompt = estimate_tokens(sum(len(m["content"]) for m in messages))
-        if completion is None:
-            completion = estimate_tokens(len(reply.content))
-        spend.prompt_tokens += prompt
-        spend.completion_tokens += completion
-        return reply.content
 
     def _downgrade(self, kind: str, because: str) -> None:
         if FORMATS[self._format] == kind:  # not already done by a call beside this one

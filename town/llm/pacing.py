@@ -1,17 +1,26 @@
-"""Pacing the server: calls queue on our side, timeouts follow the latency measured, and the
-calls in flight adapt (additive increase, multiplicative decrease on time-outs).
+"""Pacing the server: calls wait on our side in order of urgency, only as many go to the server
+as it answers at once, and timeouts follow the latency measured.
 
-A single-slot local server (llama.cpp, Ollama's default) answers one call at a time: sending it
-eight at once makes the last wait eight replies and time out. So after a time-out the number of
-calls in flight halves (down to one), and each answered call adds ``1/limit`` back (one more slot
-for a whole round of answers), up to the configured concurrency; a waiting call waits here, not
-on the server's clock.
+Local servers (llama.cpp, llama-cpp-python, Ollama's default) answer one call or a few at a time,
+first come, first served: a call sent behind eight others waits for eight replies, and nothing
+can reorder the server's queue. So the calls wait here, in a queue ordered by urgency
+(:mod:`town.llm.urgency`), and the pacer learns how many calls the server answers at once from
+how latency grows with calls in flight: a call sent with ``n`` in flight (itself included) that
+takes ``L`` seconds, against ``s`` for the quickest recent answer, shows about ``n * s / L``
+calls served at once when it was slowed (a one-slot server: one service time more per call
+ahead), and at least ``n`` when it was not. The limit follows the median of these figures,
+starts at two, grows by one slot an answer until a call is slowed (then by about one slot a
+round of answers) while the server keeps up, and halves on a time-out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
+import math
+import statistics
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -19,23 +28,35 @@ from collections.abc import AsyncIterator, Callable
 TIMEOUT_CEILING_S = 600.0
 LATENCY_FACTOR = 3.0
 """A call may take this many times the slowest recent answer before it counts as timed out."""
+SLOWED = 1.5
+"""A call sent beside others that takes this many times the quickest recent answer was slowed
+by them: the server did not answer them all at once."""
+CAPACITY_SAMPLES = 12
+START = 2
+"""Calls in flight before anything is measured: a one-slot server's queue, which nothing can
+reorder, then holds one call at most ahead of a visitor's; a server that keeps up gets about one
+more slot a round of answers."""
 
 
 class Pacer:
-    """The concurrency limit and the timeout of the calls to one server."""
+    """The queue, the concurrency limit and the timeout of the calls to one server."""
 
     def __init__(
         self, ceiling: int, base_timeout_s: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.ceiling = max(1, ceiling)
-        self.limit = float(self.ceiling)
+        self.limit = float(min(self.ceiling, START))
         self.base_timeout_s = base_timeout_s
         self.in_flight = 0
         self.timeouts = 0
         self._clock = clock
         self._recent: deque[float] = deque(maxlen=20)
+        self._capacity: deque[float] = deque(maxlen=CAPACITY_SAMPLES)
         self._backoff = 1.0  # doubled by each time-out in a row
+        self._slowed = False  # a call was slowed by others (or timed out): the limit is near
         self._changed = asyncio.Condition()
+        self._waiting: list[tuple[int, int]] = []  # (urgency, ticket), a heap
+        self._tickets = itertools.count()
 
     @property
     def timeout_s(self) -> float:
@@ -43,27 +64,70 @@ class Pacer:
         measured = LATENCY_FACTOR * max(self._recent, default=0.0)
         return min(TIMEOUT_CEILING_S, max(self.base_timeout_s, measured) * self._backoff)
 
+    @property
+    def waiting(self) -> int:
+        """Calls waiting on our side for a slot."""
+        return len(self._waiting)
+
+    def expected_wait_s(self, urgency: int) -> float:
+        """About how long a call of ``urgency`` sent now would wait here for a slot: the calls
+        ahead of it (as urgent or more) and those in flight, served ``limit`` at a time."""
+        if not self._recent:
+            return 0.0
+        ahead = sum(1 for u, _ in self._waiting if u <= urgency) + self.in_flight
+        turns = math.floor(ahead / max(1, int(self.limit)))
+        return turns * statistics.median(self._recent)
+
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one of the ``limit`` slots while a call is on the wire."""
+    async def slot(self, urgency: int = 0) -> AsyncIterator[int]:
+        """Hold one of the ``limit`` slots while a call is on the wire; the more urgent calls
+        (lower numbers) go first, calls alike in order of arrival. Yields the calls in flight
+        with this one (for :meth:`answered`)."""
+        ticket = (urgency, next(self._tickets))
         async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < int(self.limit))
+            heapq.heappush(self._waiting, ticket)
+            try:
+                await self._changed.wait_for(
+                    lambda: self._waiting[0] == ticket and self.in_flight < int(self.limit)
+                )
+            except BaseException:  # cancelled while waiting: the queue goes on without it
+                self._waiting.remove(ticket)
+                heapq.heapify(self._waiting)
+                self._changed.notify_all()
+                raise
+            heapq.heappop(self._waiting)
             self.in_flight += 1
+            sent_with = self.in_flight
+            self._changed.notify_all()  # the next in line may go too
         try:
-            yield
+            yield sent_with
         finally:
             async with self._changed:
                 self.in_flight -= 1
                 self._changed.notify_all()
 
-    def answered(self, latency_s: float) -> None:
-        """A call came back (any status but a time-out) after ``latency_s`` on the wire."""
+    def answered(self, latency_s: float, sent_with: int = 1) -> None:
+        """A call came back (any status but a time-out) after ``latency_s`` on the wire, sent
+        with ``sent_with`` calls in flight, itself included."""
         self._recent.append(latency_s)
         self._backoff = 1.0
-        self.limit = min(float(self.ceiling), self.limit + 1.0 / self.limit)
+        quickest = min(self._recent)
+        if sent_with >= 2 and quickest > 0:
+            if latency_s > SLOWED * quickest:
+                self._capacity.append(sent_with * quickest / latency_s)
+                self._slowed = True
+            else:  # the server kept up with all of them: room for more, maybe
+                self._capacity.append(max(float(sent_with), self.limit) + 1)
+        capacity = statistics.median(self._capacity) if self._capacity else math.inf
+        if capacity >= self.limit + 0.5:  # one more slot an answer until a call was slowed
+            grow = 1.0 / self.limit if self._slowed else 1.0
+            self.limit = min(float(self.ceiling), self.limit + grow)
+        elif capacity < self.limit - 0.5:
+            self.limit = max(1.0, min(float(self.ceiling), math.floor(capacity + 0.5)))
 
     def timed_out(self) -> None:
         """A call timed out: halve the calls in flight and give the next ones longer."""
         self.timeouts += 1
+        self._slowed = True
         self.limit = max(1.0, self.limit / 2)
         self._backoff = min(self._backoff * 2, TIMEOUT_CEILING_S)

@@ -16,6 +16,7 @@ class Reply:
     prompt_tokens: int | None  # the server's counts; None when it gave none
     completion_tokens: int | None
     problem: str | None = None  # why the body is no chat completion (content is then "")
+    cached_tokens: int = 0  # prompt tokens the server's prefix cache held (when it says)
 
 
 def _count(value: object) -> int | None:
@@ -45,11 +46,19 @@ def read_reply(completion: object) -> Reply:
         return Reply("", prompt, done)
     if not isinstance(content, str):
         return Reply("", prompt, done, "the message's content is not text")
-    return Reply(content, prompt, done)
+    details = usage.prompt_tokens_details if usage else None
+    cached = _count(details.cached_tokens) if details else None
+    return Reply(content, prompt, done, cached_tokens=cached or 0)
 
 
 def estimate_tokens(chars: int) -> int:
     return math.ceil(chars / 4)
+
+
+def cut_at_cap(content: str, max_tokens: int) -> str:
+    """A reply's text cut to about ``max_tokens`` tokens (4 characters a token), trailing
+    blanks dropped."""
+    return content[: 4 * max_tokens].rstrip()
 
 
 def worst_prompt_tokens(chars: int) -> int:

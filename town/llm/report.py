@@ -13,8 +13,9 @@ WARN_AFTER = 20
 """Answers in a day before the log warns about the share (a first fallback is not 100%)."""
 
 BUDGET, TIMEOUT, UNPARSEABLE, NO_REPLY = "budget", "timeout", "unparseable", "no reply"
-"""Reasons for a fallback (others: ``HTTP <status>``, ``API key rejected``, ``model missing``,
-``error``)."""
+PACE = "pace"
+"""Reasons for a fallback (``pace``: answered offline so the town keeps its pace; others:
+``HTTP <status>``, ``API key rejected``, ``model missing``, ``error``)."""
 
 
 def _today() -> date:
@@ -29,7 +30,22 @@ class AnswerReport:
         self.today = today
         self.model: Counter[tuple[date, str]] = Counter()
         self.fallback: Counter[tuple[date, str, str]] = Counter()
+        self.prompt_tokens: Counter[date] = Counter()
+        self.cached_tokens: Counter[date] = Counter()  # held by the server's prefix cache
         self._warned: date | None = None
+
+    def prompted(self, prompt_tokens: int, cached_tokens: int) -> None:
+        """A thought's prompt tokens, and how many of them the server's prefix cache held."""
+        day = self.today()
+        self.prompt_tokens[day] += prompt_tokens
+        self.cached_tokens[day] += cached_tokens
+
+    def cached_share(self, day: date | None = None) -> float | None:
+        """The share of prompt tokens the server's cache held (None: no cache reported)."""
+        days = [d for d in self.prompt_tokens if day is None or d == day]
+        cached = sum(self.cached_tokens[d] for d in days)
+        prompt = sum(self.prompt_tokens[d] for d in days)
+        return cached / prompt if cached and prompt else None
 
     def answered(self, task: str, fallback_reason: str | None) -> None:
         if fallback_reason is None:
@@ -58,8 +74,10 @@ class AnswerReport:
     def as_json(self, day: date | None = None) -> dict[str, Any]:
         model, fallback = self._days(day)
         tasks = sorted(set(model) | set(fallback))
+        cached = self.cached_share(day)
         return {
             "fallback_share": round(self.share(day), 4),
+            "cached_prompt_share": None if cached is None else round(cached, 4),
             "fallbacks_by_task": {t: dict(sorted(fallback[t].items())) for t in sorted(fallback)},
             "answers_by_task": {
                 t: {"model": model[t], "fallback": sum(fallback.get(t, Counter()).values())}
@@ -105,6 +123,8 @@ class AnswerReport:
         for task in sorted(fallback):
             reasons = ", ".join(f"{r} {n}" for r, n in fallback[task].most_common())
             lines.append(f"  fallback {task}: {reasons}")
+        if (cached := self.cached_share(day)) is not None:
+            lines.append(f"LLM prompt tokens held by the server's cache today: {cached:.0%}")
         warning = self.warning()
         return [*lines, warning] if warning else lines
 
@@ -127,6 +147,19 @@ def answers_of(brain: object) -> AnswerReport | None:
             return found
         brain = getattr(brain, "inner", None)
     return None
+
+
+def offline_for_pace(brain: object) -> dict[str, int]:
+    """Today's answers given offline to keep the town's pace, by task (most first)."""
+    report = answers_of(brain)
+    if report is None:
+        return {}
+    day = report.today()
+    found: Counter[str] = Counter()
+    for (d, task, reason), n in report.fallback.items():
+        if d == day and reason == PACE:
+            found[task] += n
+    return dict(found.most_common())
 
 
 def status_lines(brain: object) -> list[str]:

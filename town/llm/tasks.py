@@ -1,177 +1,47 @@
-"""The thinking tasks: a prompt template beside a result model, and the registry of them all.
-
-Each task's user prompt lives in ``prompts/<name>.txt`` as a :class:`string.Template` filled from
-the inputs in prose; the rendered message always ends with an ``INPUT JSON:`` block holding the
-inputs exactly, so any model (and the fake server) sees the same data.
-"""
+"""The registry of the thinking tasks: each a prompt template beside a result model
+(:mod:`town.llm.task`; the speaking ones ask for plain text, :mod:`town.llm.speech`)."""
 
 from __future__ import annotations
 
 import json
 import string
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from importlib import resources
-from importlib.resources.abc import Traversable
+from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
+from typing import Any
 
-from pydantic import BaseModel
-
-from town.llm import checks, lenient, shapes
+from town.llm import checks, lenient, speech
 from town.llm import schemas as s
-
-I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
-R = TypeVar("R", bound=BaseModel)
-
-INPUT_MARKER = "INPUT JSON:\n"
-TASK_LINE = "TASK: "
-
-# Fields holding names of residents, places or clock values: written bare (on one line).
-# Every other text is free text (observations, memories, speech) and is written quoted.
-_BARE_FIELDS = frozenset(
-    {
-        "resident",
-        "speaker",
-        "listener",
-        "asker",
-        "date",
-        "wake_time",
-        "granularity",
-        "current",
-        "location",
-        "object",
-        "interviewer",
-        "candidate",
-    }
+from town.llm.speech import SpeechTask, speech_task
+from town.llm.task import (
+    INPUT_MARKER,
+    PROMPTS,
+    TASK_LINE,
+    I,
+    InProse,
+    Message,
+    R,
+    Task,
+    _prompt_text,
+    make_task,
+    one_line,
+    prose_values,
+    quoted,
 )
 
-
-class Message(TypedDict):
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
-def _keep(inputs: Any, result: R) -> R:
-    return result
-
-
-PROMPTS = resources.files(__package__).joinpath("prompts")
-
-
-def _prompt_text(name: str, prompts: Traversable = PROMPTS) -> str:
-    return prompts.joinpath(f"{name}.txt").read_text("utf-8")
-
-
-@runtime_checkable
-class InProse(Protocol):
-    """An input field's model that says how the prose of a prompt shows it."""
-
-    def prose(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class Task(Generic[I, R]):
-    """One kind of thought: inputs in, a validated result out."""
-
-    name: str
-    input_model: type[I]
-    result_model: type[R]
-    system: str
-    prompt: string.Template
-    check: Callable[[I, R], R] = field(default=_keep)
-    offline: Callable[[I], R] | None = None  # a feature's own offline answer (OfflineBrain)
-
-    def render(self, inputs: I) -> list[Message]:
-        """System and user messages for these inputs."""
-        prose = self.prompt.substitute(prose_values(inputs)).rstrip()
-        user = f"{prose}\n\n{INPUT_MARKER}{inputs.model_dump_json()}"
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
-
-    def json_schema(self) -> dict[str, Any]:
-        """The result model's schema, for any inputs (see :meth:`schema_for`)."""
-        return shapes.base_schema(self.result_model)
-
-    def schema_for(self, inputs: I) -> dict[str, Any]:
-        """The schema a call for these inputs sends: exact counts, closed sets, every text capped
-        (:mod:`town.llm.shapes`)."""
-        return shapes.schema_for(self.name, self.result_model, inputs)
-
-    def parse(self, inputs: I, content: str) -> R:
-        """Read a reply leniently and validate it; raises ``ValueError`` (pydantic's
-        ``ValidationError`` and :class:`~town.llm.lenient.NoJSON` included)."""
-        data = lenient.mend(lenient.load(content), self.schema_for(inputs))
-        result = self.result_model.model_validate(data)
-        return self.check(inputs, result)
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())[:120]
-
-
-def quoted(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _item(value: Any) -> str:
-    if isinstance(value, s.PlanItem):
-        return (
-            f"{value.start} for {value.duration_min} min at {one_line(value.location)}: "
-            f"{quoted(value.description)}"
-        )
-    if isinstance(value, s.Utterance):
-        return f"{one_line(value.speaker)}: {quoted(value.text)}"
-    if isinstance(value, s.NumberedStatement):
-        return f"[{value.id}] {quoted(value.text)}"
-    if isinstance(value, InProse):
-        return value.prose()
-    return quoted(str(value))
-
-
-_WHEN_NONE = MappingProxyType({"asker": "an interviewer"})
-
-
-_LONG_TEXT = 100  # longer free text is given once, in the INPUT JSON block only
-
-
-def _prose(name: str, value: Any) -> str:
-    """A field as the prose shows it. Lists and long texts are not repeated in the prose (they
-    are in the INPUT JSON block, which every prompt ends with): that halves a prompt's tokens."""
-    if value is None:
-        return _WHEN_NONE.get(name, "(none)")
-    if isinstance(value, list):
-        return f'(see "{name}" in the INPUT JSON)' if value else "(none)"
-    if isinstance(value, str):
-        if name in _BARE_FIELDS:
-            return one_line(value)
-        if len(value) > _LONG_TEXT:
-            return f'(see "{name}" in the INPUT JSON)'
-        return quoted(value)
-    if isinstance(value, BaseModel):
-        return _item(value)
-    return str(value)
-
-
-def prose_values(inputs: BaseModel) -> dict[str, str]:
-    """The inputs as prose fragments, one per field, for the template."""
-    return {name: _prose(name, value) for name, value in inputs}
-
-
-def make_task(
-    name: str,
-    input_model: type[I],
-    result_model: type[R],
-    role: str,
-    check: Callable[[I, R], R] = _keep,
-    *,
-    offline: Callable[[I], R] | None = None,
-    prompts: Traversable = PROMPTS,
-) -> Task[I, R]:
-    """A task whose user prompt is ``<prompts>/<name>.txt`` (a feature passes its own folder)."""
-    system = string.Template(_prompt_text("system")).substitute(task=name, role=role).strip()
-    prompt = string.Template(_prompt_text(name, prompts))
-    return Task(name, input_model, result_model, system, prompt, check, offline)
-
+__all__ = [
+    "INPUT_MARKER",
+    "PROMPTS",
+    "TASK_LINE",
+    "InProse",
+    "Message",
+    "SpeechTask",
+    "Task",
+    "make_task",
+    "one_line",
+    "prose_values",
+    "quoted",
+]
 
 RATE_IMPORTANCE = make_task(
     "rate_importance",
@@ -207,11 +77,13 @@ REACT = make_task(
     "You decide whether a resident carries on with the plan or reacts to what it noticed.",
     checks.react_talk_to,
 )
-UTTER = make_task(
+UTTER = speech_task(
     "utter",
     s.UtterInput,
     s.UtterResult,
-    "You write the next thing a resident says in a conversation.",
+    lambda inputs, said: s.UtterResult(text=said, end=speech.ends_talk(said)),
+    speaker_field="speaker",
+    max_tokens=64,
 )
 REFLECT_QUESTIONS = make_task(
     "reflect_questions",
@@ -245,11 +117,14 @@ SUMMARIZE = make_task(
     s.SummarizeResult,
     "You write a resident's short summary description from its memories.",
 )
-INTERVIEW = make_task(
+INTERVIEW = speech_task(
     "interview",
     s.InterviewInput,
     s.InterviewResult,
-    "You answer an interview question as a resident, from its memories only.",
+    lambda inputs, said: s.InterviewResult(answer=said),
+    speaker_field="resident",
+    max_tokens=160,
+    limit=s.PASSAGE_CAP,
 )
 
 TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(

@@ -213,7 +213,7 @@ function drawAll() {
 
 function drawBrain(brain) {
   const badge = $("brain");
-  badge.textContent = brain.label;
+  badge.textContent = brain.behind ? `${brain.label} · ${brain.behind}` : brain.label;
   badge.title = "The residents are AI personas. Brain: " + brain.label;
   badge.dataset.offline = String(brain.offline);
   badge.hidden = false;

@@ -7,6 +7,7 @@ import urllib.request
 
 import pytest
 
+from bot.bench.pace import Pace, behind_pct
 from bot.bench.town import report_lines, run_town_bench
 from bot.runtime.settings import load_settings
 
@@ -59,3 +60,19 @@ async def test_admin_commands_meet_thinking_ticks_and_nothing_is_thought_again(
     assert figures["admin_inputs"] == 3  # (a tick is 10 game minutes: 20, 40, 60)
     assert figures["rethought_calls"] == 0
     assert figures["longest_write_ms"] > 0
+
+
+async def test_paced_ticks_skip_the_runs_due_while_a_tick_outlasts_its_interval() -> None:
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    pace = Pace(10.0, lambda: now[0], sleep)
+    starts = []
+    for took in (5.0, 25.0, 3.0):
+        starts.append(now[0])
+        now[0] += took  # the tick
+        await pace.next()
+    assert starts == [0.0, 10.0, 40.0]  # the runs due at 20 and 30 were skipped
+    assert pace.skipped == 2 and behind_pct(3, pace.skipped) == 40.0

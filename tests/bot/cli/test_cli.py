@@ -266,6 +266,7 @@ def test_bench_town_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert figures["serial_s"] >= figures["critical_path_s"] > 0
     assert 0 < figures["loop_cpu_s"] <= figures["wall_s"] + 0.01  # one thread: at most its wall
     assert figures["activity"]["actions"] > 0
+    assert figures["slots"] == 1 and figures["clock_behind_pct"] == 0  # a local server's one
 
 
 def test_a_benchmarks_progress_bar_is_redrawn_twice_a_second(

@@ -1,9 +1,15 @@
 """``bottown town draft`` against a real OpenAI-compatible server: llama-cpp-python's with
 SmolLM2-135M-Instruct (tests/llama_server.py). One resident and two places: three calls, and
-at most two repair rounds of one to three calls each."""
+at most two repair rounds of one to three calls each.
+
+Opt-in (``BOTTOWN_SLOW_TESTS=1``): on two cores SmolLM2 fills each draft call's 2,000-token
+ceiling without closing its JSON (about a minute a call), so the draft ends through its repair
+rounds and the offline fallback after ten minutes or more, longer than the whole suite; until
+the draft's schemas are small enough for it, `make test` leaves this one out."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +20,10 @@ from bot.cli.main import app
 pytest_plugins = ["tests.servers", "tests.llama_server"]
 
 runner = CliRunner()
+pytestmark = pytest.mark.skipif(
+    os.environ.get("BOTTOWN_SLOW_TESTS") != "1",
+    reason="SmolLM2 drafts a town in ten minutes or more: set BOTTOWN_SLOW_TESTS=1 to run it",
+)
 
 
 def test_a_drafted_town_passes_check_on_a_small_local_model(

@@ -438,6 +438,29 @@ async def test_a_slow_town_is_said_once_a_minute(tmp_path: Path) -> None:
         runtime.opened.services.close()
 
 
+async def test_a_town_behind_its_pace_says_so_in_status_and_on_the_page(tmp_path: Path) -> None:
+    runtime = await open_runtime(settings_for(tmp_path, tick_seconds=600.0))
+    keeper = Timekeeper(runtime.store, runtime.settings)
+    try:
+        await keeper.add(runtime)
+        runtime.keeper = keeper
+        live = keeper.towns[runtime.town_id]
+        assert keeper.clock_behind_pct(runtime.town_id) == 0 and runtime.thinking().behind == ""
+        skipped = JobSubmissionEvent(EVENT_JOB_MAX_INSTANCES, job_id(runtime.town_id), "", [])
+        for _ in range(2):
+            await keeper._tick(live)
+            keeper._on_late(skipped)  # the next run fell due while it ran: skipped
+        assert keeper.clock_behind_pct(runtime.town_id) == 50
+        assert runtime.thinking().behind == "clock 50% behind its pace"
+        status = await runtime.command(ADMIN, "status")
+        assert "Pace: clock 50% behind its pace" in status.text
+    finally:
+        runtime.keeper = None
+        await keeper.remove(runtime)
+        await keeper.close()
+        runtime.opened.services.close()
+
+
 class LeaseLost(RuntimeError):
     """What a worker's guard raises when its lease on the town is gone."""
 

@@ -14,7 +14,8 @@ import pytest
 from pydantic import BaseModel
 
 from standins.llm.server import running
-from tests.helpers import sample
+from tests.helpers import sample, settled
+from town.llm import urgency
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
@@ -128,8 +129,11 @@ async def test_huge_strings_never_come_back_uncapped(rig: Rig, name: str) -> Non
 async def test_truncated_json_is_repaired(rig: Rig) -> None:
     gateway, tally, url = rig
     await faults(url, "truncated")
-    assert (await gateway.run(UTTER, sample(UTTER))).text
+    assert (await gateway.run(TASKS["plan_day"], sample(TASKS["plan_day"]))).chunks
     assert (tally.total.calls, tally.total.fallbacks) == (2, 0)
+    await faults(url, "truncated")  # speech cut short is still speech: no repair
+    assert (await gateway.run(UTTER, sample(UTTER))).text
+    assert (tally.total.calls, tally.total.fallbacks) == (3, 0)
 
 
 async def test_an_empty_choice_list_falls_back_with_its_reason(rig: Rig) -> None:
@@ -217,3 +221,71 @@ async def test_a_context_window_too_small_is_said_once_with_the_fix(
     said = [r.getMessage() for r in caplog.records if "too small" in r.getMessage()]
     assert len(said) == 1 and "--n_ctx 4096" in said[0]
     assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"context full": 2}}
+
+
+async def test_a_server_that_ignores_max_tokens_passes_the_budget_by_one_call_at_most(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(overrun_tokens=12_513) as url:
+        box: list[UsageTally] = []
+        limit = 6_000
+        budget = TokenBudget(limit, lambda: box[0].total_tokens)
+        gateway, tally, _ = rig_factory(url, budget=budget, concurrency=17)
+        box.append(tally)
+        inputs = sample(UTTER)
+        cap = UTTER.max_tokens
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            answers = await asyncio.gather(*(gateway.run(UTTER, inputs) for _ in range(40)))
+        assert all(a.text for a in answers)
+        one_call = max(tally.total.prompt_tokens // max(1, tally.total.calls), 1) + cap
+        assert 0 < tally.total.calls < 40
+        assert tally.total_tokens <= limit + one_call
+        said = [r.getMessage() for r in caplog.records if "ignores max_tokens" in r.getMessage()]
+        assert len(said) == 1
+
+
+async def test_against_a_one_slot_server_a_visitor_s_reply_goes_ahead_of_the_town_s_calls(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running(latency_ms=100, slots=1) as url:
+        gateway, _, _ = rig_factory(url, concurrency=8)
+        await gateway.run(EMOJI, sample(EMOJI))  # connected, and one call's time measured
+        await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(8)))
+        assert gateway.pacer.limit == 1  # learned from the burst: one call at a time
+        done: list[str] = []
+
+        async def think(name: str, task: Any, urgent: bool = False) -> None:
+            if urgent:
+                with urgency.person_waiting(urgency.VISITOR):
+                    await gateway.run(task, sample(task))
+            else:
+                await gateway.run(task, sample(task))
+            done.append(name)
+
+        town = [asyncio.create_task(think(f"rating {n}", RATE_IMPORTANCE)) for n in range(5)]
+        await settled(lambda: gateway.pacer.waiting == 4)
+        await think("visitor", UTTER, urgent=True)
+        await asyncio.gather(*town)
+        assert done.index("visitor") <= 1  # behind the call on the wire at most
+        stats = await admin(url, "/_fake/stats")
+        assert stats["max_in_flight"] <= 8
+
+
+async def test_behind_its_pace_the_town_rates_importance_offline_first(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running() as url:
+        gateway, _, _ = rig_factory(url, concurrency=1, pace_s=10.0)
+        gateway.pacer.answered(4.0)  # a call takes 4 s
+        gateway.pacer._waiting = [(urgency.PLANNING, n) for n in range(2)]  # 8 s of calls ahead
+        assert (await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))).scores
+        gateway.pace_s = 20.0  # 8 s of 20: importance ratings go offline, decomposition waits
+        assert gateway._behind("rate_importance") and not gateway._behind("decompose")
+        gateway.pace_s = None  # always wait for the model
+        assert not gateway._behind("rate_importance")
+        gateway.pacer._waiting = []
+        for _ in range(2):
+            await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))
+        answers = gateway.report.as_json()
+        assert answers["fallbacks_by_task"] == {"rate_importance": {"pace": 1}}
+        assert answers["answers_by_task"]["rate_importance"] == {"model": 2, "fallback": 1}

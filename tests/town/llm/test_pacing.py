@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
+from tests.helpers import settled
 from town.llm.pacing import LATENCY_FACTOR, TIMEOUT_CEILING_S, Pacer
 
 
 def test_a_time_out_halves_the_calls_in_flight_and_answers_grow_them_back() -> None:
     pacer = Pacer(8, 60)
+    assert pacer.limit == 2  # before anything is measured
+    pacer.limit = 8.0  # grown to its ceiling
     pacer.timed_out()
     assert pacer.limit == 4
     for _ in range(3):
@@ -61,3 +65,81 @@ async def test_calls_past_the_limit_wait_their_turn() -> None:
     release.set()
     await asyncio.gather(*calls)
     assert most == 2 and pacer.in_flight == 0
+
+
+async def test_the_most_urgent_call_waiting_goes_first() -> None:
+    pacer = Pacer(1, 60)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def call(name: str, urgency: int) -> None:
+        async with pacer.slot(urgency):
+            order.append(name)
+            await release.wait()
+
+    first = asyncio.create_task(call("planning", 3))
+    await settled(lambda: pacer.in_flight == 1)
+    waiting = [
+        asyncio.create_task(call(name, urgency))
+        for name, urgency in (("rating", 4), ("talk", 2), ("visitor", 0), ("plan", 3))
+    ]
+    await settled(lambda: pacer.waiting == 4)
+    release.set()
+    await asyncio.gather(first, *waiting)
+    assert order == ["planning", "visitor", "talk", "plan", "rating"]
+
+
+async def test_a_call_cancelled_while_waiting_leaves_the_queue() -> None:
+    pacer = Pacer(1, 60)
+    release = asyncio.Event()
+
+    async def call(urgency: int) -> None:
+        async with pacer.slot(urgency):
+            await release.wait()
+
+    first = asyncio.create_task(call(3))
+    await settled(lambda: pacer.in_flight == 1)
+    gone = asyncio.create_task(call(0))
+    later = asyncio.create_task(call(4))
+    await settled(lambda: pacer.waiting == 2)
+    gone.cancel()
+    release.set()
+    await asyncio.gather(first, later)
+    assert pacer.waiting == 0 and pacer.in_flight == 0
+
+
+def test_a_one_slot_server_is_learned_from_latency_growing_with_calls_in_flight() -> None:
+    pacer = Pacer(8, 60)
+    for sent_with in range(1, 9):  # a burst of eight, each waiting for those ahead
+        pacer.answered(1.0 * sent_with, sent_with)
+    assert pacer.limit == 1
+    for _ in range(10):
+        pacer.answered(1.0, 1)
+    assert pacer.limit == 1  # alone, it answers in one service time: still one slot
+
+
+def test_a_four_slot_server_is_learned_near_four() -> None:
+    pacer = Pacer(16, 60)
+    for _ in range(3):
+        for sent_with in range(1, 13):  # four answered at once, then four more a round
+            pacer.answered(1.0 * math.ceil(sent_with / 4), sent_with)
+    assert 3 <= pacer.limit <= 5
+
+
+def test_a_server_that_keeps_up_is_given_every_slot() -> None:
+    pacer = Pacer(8, 60)
+    for _ in range(6):
+        for sent_with in range(1, 9):
+            pacer.answered(1.0, sent_with)
+    assert pacer.limit == 8
+
+
+def test_the_wait_expected_counts_the_calls_ahead() -> None:
+    pacer = Pacer(1, 60)
+    assert pacer.expected_wait_s(4) == 0  # nothing measured yet
+    pacer.answered(2.0)
+    pacer.limit = 1.0
+    pacer.in_flight = 1
+    pacer._waiting = [(0, 1), (3, 2), (4, 3)]
+    assert pacer.expected_wait_s(0) == 4.0  # the one in flight and the visitor's
+    assert pacer.expected_wait_s(4) == 8.0

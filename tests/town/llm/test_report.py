@@ -25,6 +25,7 @@ def test_figures_by_task_and_reason() -> None:
     report.answered("utter", None)
     assert report.as_json() == {
         "fallback_share": round(2 / 21, 4),
+        "cached_prompt_share": None,  # no server said what its cache held
         "fallbacks_by_task": {"react": {"HTTP 500": 1, "timeout": 1}},
         "answers_by_task": {
             "react": {"model": 18, "fallback": 2},
@@ -69,3 +70,12 @@ def test_the_log_warns_once_a_day_after_enough_answers() -> None:
     assert report.warn_once() is not None
     report.answered("react", "HTTP 500")
     assert report.warn_once() is None
+
+
+def test_the_share_of_prompt_tokens_the_server_s_cache_held() -> None:
+    report = report_of(3, {"timeout": 1})
+    report.prompted(1000, 0)
+    assert report.cached_share() is None and report.as_json()["cached_prompt_share"] is None
+    report.prompted(3000, 2000)
+    assert report.as_json()["cached_prompt_share"] == 0.5
+    assert "LLM prompt tokens held by the server's cache today: 50%" in report.status_lines()

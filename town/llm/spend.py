@@ -1,0 +1,77 @@
+"""What one thought spends, and why the model gave no usable answer (the gateway's own types)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from town.llm import report as why
+from town.llm.replies import Reply, cut_at_cap, estimate_tokens
+from town.llm.task import Message
+from town.llm.usage import Budget, Hold
+
+
+class Unusable(Exception):
+    """The model gave no usable answer: the offline brain answers instead."""
+
+    def __init__(self, detail: str, reason: str = "error", quiet: bool = False) -> None:
+        super().__init__(detail)
+        self.reason = reason  # the fallback's reason in the report (see town.llm.report)
+        self.quiet = quiet  # the log has said why already: this fallback is logged at INFO
+
+
+OVERRUN = 1.5
+"""A reply this many times longer than ``max_tokens`` (in estimated tokens, 4 characters each;
+a server's tokenizer may count a few more) ran past the cap: the server ignores it."""
+
+
+@runtime_checkable
+class ExplainedBudget(Budget, Protocol):
+    """A budget that can say which of its limits is spent (e.g. "500 of 500 calls today")."""
+
+    def spent_reason(self) -> str | None: ...
+
+
+@dataclass
+class Spend:
+    """One thought's spending, and what it holds of the budget until it is recorded."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those the server's prefix cache held
+    held: Hold = field(default_factory=Hold)
+
+    def count(
+        self, reply: Reply, messages: list[Message], max_tokens: int
+    ) -> tuple[str, int | None]:
+        """Count the reply's tokens (the server's, else estimated); its text, and its length
+        in tokens when it ran past ``max_tokens`` (else None).
+
+        A reply longer than ``max_tokens`` (a server that ignores the cap) is cut at the cap and
+        counted as at most the cap: each call then spends at most what it reserved, so the calls
+        in flight together pass the budget by at most one call's cap. Raises :class:`Unusable`
+        for a body that is no chat completion, after counting the tokens the server said it
+        used (none are estimated for it).
+        """
+        prompt, completion = reply.prompt_tokens, reply.completion_tokens
+        if reply.problem is not None:
+            self.prompt_tokens += prompt or 0
+            self.completion_tokens += min(completion or 0, max_tokens)
+            raise Unusable(
+                f"the server's reply was not a chat completion ({reply.problem})",
+                why.UNPARSEABLE,
+            )
+        if prompt is None:
+            prompt = estimate_tokens(sum(len(m["content"]) for m in messages))
+        if completion is None:
+            completion = estimate_tokens(len(reply.content))
+        content, overrun = reply.content, None
+        if estimate_tokens(len(content)) > OVERRUN * max_tokens:  # (a count: a tokenizer's)
+            overrun = completion
+            completion = min(completion, max_tokens)
+            content = cut_at_cap(content, max_tokens)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.cached_tokens += min(reply.cached_tokens, prompt)
+        return content, overrun
