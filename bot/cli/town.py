@@ -263,7 +263,8 @@ def run(
     port: Annotated[int | None, typer.Option(help="Port of the web adapter.")] = None,
 ) -> None:
     """Run a town live on Discord, Slack or the local web page, until Ctrl-C."""
-    from bot.runtime.run import PLATFORMS, TownRuntime, default_platforms, serve
+    from bot.runtime.live import default_platforms, serve
+    from bot.runtime.run import PLATFORMS, TownRuntime
 
     def go() -> None:
         settings = settings_with_brain(brain)

@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 
 from rich.console import Console
 
-from bot.runtime.run import TownRuntime, serve
+from bot.runtime.live import serve
+from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
 from bot.runtime.towns import open_town, simulate
 from town.inputs.query import interview

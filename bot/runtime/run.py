@@ -9,12 +9,8 @@ town; time missed while it was down is made up when it starts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-
-from pydantic import SecretStr
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Adapter, Caller, Reply, Thinking
@@ -22,9 +18,8 @@ from bot.runtime.commands import Command, Commands, thinking
 from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
-from bot.runtime.towns import OpenTown, open_town
+from bot.runtime.towns import OpenTown
 from town.authoring.living import follow_persona
-from town.features.consent.forget import finish_pending
 from town.features.consent.member import Member
 from town.features.ratings.reactions import Reacted, react
 from town.inputs import visitor
@@ -36,7 +31,6 @@ from town.llm import urgency
 from town.llm.report import offline_for_pace
 from town.outbox import audit
 from town.store.db import Store
-from town.store.lease import Leases
 from town.store.usage import DailyTokenBudget
 from town.tick.engine import Engine, TickReport, TownChanged
 from town.views import card
@@ -273,149 +267,3 @@ class TownRuntime:
         if report.events:
             self.wake.set()
         return report
-
-
-def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
-    """The adapter called ``name``, configured from the settings."""
-    settings = runtime.settings
-    if name == "web":
-        from adapters.web.server import WebAdapter
-
-        return WebAdapter(
-            runtime,
-            runtime.store,
-            runtime.town_id,
-            host=settings.web_host,
-            port=settings.web_port,
-            data_dir=settings.data_dir,
-        )
-    if name == "discord":
-        if settings.discord_token is None:
-            raise ValueError("--platform discord needs BOTTOWN_DISCORD_TOKEN (see the README)")
-        from adapters.discord.adapter import DiscordAdapter
-
-        return DiscordAdapter(
-            runtime,
-            runtime.store,
-            runtime.town_id,
-            token=settings.discord_token.get_secret_value(),
-            guild_id=settings.discord_guild_id,
-            message_content=settings.discord_message_content,
-            member_departures="leave" in leaving_forgets(settings.forget_on_leave),
-        )
-    if name == "slack":
-        if settings.slack_bot_token is None:
-            raise ValueError("--platform slack needs BOTTOWN_SLACK_BOT_TOKEN (see the README)")
-        from adapters.slack.adapter import SlackAdapter
-
-        return SlackAdapter(
-            runtime,
-            runtime.store,
-            runtime.town_id,
-            bot_token=settings.slack_bot_token.get_secret_value(),
-            app_token=_secret(settings.slack_app_token),
-            signing_secret=_secret(settings.slack_signing_secret),
-            mode=settings.slack_mode,
-            port=settings.slack_port,
-            api_url=settings.slack_api_url,
-        )
-    raise ValueError(f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}")
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
-
-
-def default_platforms(settings: Settings) -> list[str]:
-    """The platforms whose tokens are set; the local web adapter when none is."""
-    found = []
-    if settings.discord_token is not None:
-        found.append("discord")
-    if settings.slack_bot_token is not None:
-        found.append("slack")
-    return found or ["web"]
-
-
-async def serve(
-    settings: Settings,
-    platforms: list[str],
-    *,
-    town: str | None = None,
-    persona: str | None = None,
-    ready: Callable[[TownRuntime], None] | None = None,
-) -> None:
-    """Open (or found) a town and run it on ``platforms`` until cancelled."""
-    opened = await open_town(settings, town or settings.town, persona=persona, create=True)
-    try:
-        _refuse_if_a_worker_runs(opened, settings)
-        await run_town(TownRuntime(opened, settings), platforms, ready=ready)
-    finally:
-        opened.services.close()
-
-
-def _refuse_if_a_worker_runs(opened: OpenTown, settings: Settings) -> None:
-    """``bottown run`` takes no lease: on a database that workers share, it must not tick a town
-    a live worker holds (the town would be ticked twice)."""
-    assert opened.town.id is not None
-    leases = Leases(opened.services.store, "bottown-run", settings.lease_seconds)
-    if not leases.vacant([opened.town.id]):
-        raise ValueError(
-            f"the town {opened.town.name!r} is run by a live `bottown worker` (see "
-            "`bottown worker --status`); stop that worker, or serve the town with "
-            f"`bottown worker --towns {opened.town.name} --platform ...`"
-        )
-
-
-async def run_town(
-    runtime: TownRuntime,
-    platforms: list[str],
-    *,
-    ready: Callable[[TownRuntime], None] | None = None,
-    keeper: Timekeeper | None = None,
-) -> None:
-    """Run an open town until cancelled: its adapters, one outbox pump each, and its tick job on
-    ``keeper`` (a worker's, shared by its towns; None: one of the town's own), made up for missed
-    time first. A tick that raises what ``runtime.stop_on`` names ends the run with that
-    exception. On the way out the town's job goes (a running tick rolls back). The caller owns
-    ``runtime.opened`` and closes it."""
-    tasks: list[asyncio.Task[None]] = []
-    own_keeper = keeper is None
-    keeper = keeper or Timekeeper(runtime.store, runtime.settings)
-    try:  # a forget a crash cut short (a worker's town too) finishes first
-        await finish_pending(runtime.engine, replay_paths(runtime.settings.data_dir))
-        for name in platforms:
-            adapter = build_adapter(name, runtime)
-            await adapter.start()
-            runtime.adapters.append(adapter)
-            pump = OutboxPump(
-                runtime.store,
-                runtime.town_id,
-                adapter,
-                channel_per_minute=runtime.settings.channel_messages_per_minute,
-            )
-            runtime.pumps.append(pump)
-            tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))
-        days = runtime.settings.audit_retention_days
-        tasks.append(
-            asyncio.create_task(audit.keep_pruned(runtime.engine, days), name="audit-retention")
-        )
-        stopped = await keeper.add(runtime)
-        runtime.keeper = keeper
-        if ready:
-            ready(runtime)
-        await asyncio.gather(*tasks, stopped)
-    finally:
-        runtime.keeper = None
-        await keeper.remove(runtime)
-        if own_keeper:
-            await keeper.close()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        for adapter in reversed(runtime.adapters):
-            with contextlib.suppress(Exception):
-                await adapter.stop()
-        runtime.adapters.clear()
-        runtime.pumps.clear()

@@ -36,7 +36,8 @@ from uuid import uuid4
 from sqlmodel import col, select
 
 from bot.runtime.held_town import HeldTown, found_named_town, how_it_ended, open_held_town
-from bot.runtime.run import PLATFORMS, TownRuntime, run_town
+from bot.runtime.live import run_town
+from bot.runtime.run import PLATFORMS, TownRuntime
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services

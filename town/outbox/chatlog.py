@@ -18,6 +18,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from town.outbox.audit import clean_text
+from town.store.ids import new_ids
 from town.store.models import ChatLine
 
 VISITOR, RESIDENT, TOWN = "visitor", "resident", "town"
@@ -57,8 +58,12 @@ def add_line(
     platform: str = "",
     heard: bool = True,
 ) -> ChatLine:
-    """One line in the unit of work ``session``; names and words ``unpinged`` and cut."""
+    """One line in the unit of work ``session``; names and words ``unpinged`` and cut. Its id
+    comes from ``town.store.ids`` (never one a forgotten line had: residents keep chat-line ids
+    as how far they have heard)."""
+    (line_id,) = new_ids(session, "chatline", 1)
     row = ChatLine(
+        id=line_id,
         town_id=town_id,
         area=area[:300],
         speaker=unpinged(clean_text(speaker, 80)) or "a visitor",

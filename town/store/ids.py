@@ -1,5 +1,7 @@
 """Ids made in Python, for the tables a tick writes while it thinks (memories, plan items,
-conversations), so that its new rows need no flush, and no transaction, to be told their ids.
+conversations), so that its new rows need no flush, and no transaction, to be told their ids;
+and for visitors' chat lines, whose ids residents keep as how far they have heard, so an id is
+never given twice even after the newest lines were forgotten (SQLite would reuse it).
 
 Ids are reserved from the ``idcounter`` table (one row per table): a reservation moves the
 table's counter past the block it takes, and past every id already in the table (rows written
@@ -26,9 +28,14 @@ from sqlalchemy import inspect as sa_inspect
 from sqlmodel import Session
 
 from town.store.db import Store
-from town.store.models import Conversation, IdCounter, Memory, PlanItem
+from town.store.models import ChatLine, Conversation, IdCounter, Memory, PlanItem
 
-TABLES: dict[str, Any] = {"memory": Memory, "planitem": PlanItem, "conversation": Conversation}
+TABLES: dict[str, Any] = {
+    "memory": Memory,
+    "planitem": PlanItem,
+    "conversation": Conversation,
+    "chatline": ChatLine,
+}
 BLOCK = 512  # ids a process reserves at a time for a table
 
 _COUNTER = cast(Table, sa_inspect(IdCounter).local_table)

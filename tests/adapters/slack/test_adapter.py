@@ -8,7 +8,8 @@ import pytest
 from pydantic import SecretStr
 
 from adapters.slack.adapter import SlackAdapter
-from bot.runtime.run import TownRuntime, build_adapter
+from bot.runtime.live import build_adapter
+from bot.runtime.run import TownRuntime
 from tests.adapters.slack.support import heard_by, heard_count, make_adapter, message, occupied
 from tests.fakes.slack_api import (
     APP_TOKEN,

@@ -26,7 +26,7 @@ async def running_town(
     tmp_path: Path, persona: Path | str = MINITOWN, name: str = "mini"
 ) -> AsyncIterator[TownRuntime]:
     """``bottown run`` on the web, as ``serve`` runs it; ticks only when the test ticks."""
-    from bot.runtime.run import serve
+    from bot.runtime.live import serve
     from bot.runtime.settings import load_settings
     from town.memory.vectors import ChromaIndex
 

@@ -58,7 +58,7 @@ RUN = ["run", "--town", "mini", "--persona", str(MINITOWN), "-p", "web", "-p", "
 # with its output in the log; answers with the child's pid. Children are reaped automatically.
 ZYGOTE = """
 import json, os, signal, sys
-import bot.cli.main, bot.runtime.run, adapters.web.server, adapters.slack.adapter
+import bot.cli.main, bot.runtime.live, adapters.web.server, adapters.slack.adapter
 import town.memory.vectors
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 for line in sys.stdin:

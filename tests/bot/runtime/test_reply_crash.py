@@ -42,7 +42,9 @@ async def test_an_answer_whose_post_a_kill_interrupted_is_never_posted_again(
     await until(engine, at_cafe(runtime.store, *CAFE_PAIR))
     result = await say(engine, Visit(HOBBS, "Alice", "Hi Isabella!", "web", "a1"))
     dying = OutboxPump(runtime.store, runtime.town_id, FakePlatform(), sleep=Sleeps())
-    assert dying._claim(result.outbox_ids)  # claimed, then killed before the platform answered
+    assert dying._claims.claim(
+        result.outbox_ids
+    )  # claimed, then killed before the platform answered
     platform = FakePlatform()
     restarted = OutboxPump(runtime.store, runtime.town_id, platform, sleep=Sleeps())
     assert restarted.recover() == 1

@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from adapters.core.ports import Caller
 from bot.cli.main import app
+from bot.runtime.live import run_town
 from bot.runtime.missed_time import make_up_missed
-from bot.runtime.run import TownRuntime, run_town
+from bot.runtime.run import TownRuntime
 from bot.runtime.scheduler import LATE_LOG_S, Timekeeper, job_id
 from bot.runtime.settings import Settings, load_settings
 from tests.factories import open_runtime

@@ -881,7 +881,7 @@ async def test_bench_scale_runs_towns_on_their_schedule(tmp_path: Path) -> None:
 
 
 def test_bottown_run_refuses_a_town_a_live_worker_holds(runtime: Any) -> None:
-    from bot.runtime.run import _refuse_if_a_worker_runs
+    from bot.runtime.live import _refuse_if_a_worker_runs
 
     _refuse_if_a_worker_runs(runtime.opened, runtime.settings)  # nobody holds it: fine
     leases = registered(runtime.store, "w1")
