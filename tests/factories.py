@@ -69,8 +69,7 @@ async def make_engine(
     spec = load_town(persona)
     brain = brain or ScriptedBrain()
     streams = streams or Streams()
-    with store.session() as s:
-        town = await found_town(s, spec, name, brain, streams, persona=str(persona))
+    town = await found_town(store, spec, name, brain, streams, persona=str(persona))
     assert town.id is not None
     return Engine(store, spec, brain, streams, town.id)
 

@@ -53,19 +53,18 @@ def prepared(settings: Settings, towns: int, residents: int, embedder: Embedder)
     start = spec.scenario.start.replace(hour=6, minute=58)
 
     async def found() -> tuple[int, list[int]]:
-        with store.session() as s:
-            town = await found_town(
-                s,
-                spec,
-                "bench",
-                OfflineBrain(),
-                services.stream,
-                persona="smallville",
-                start=start,
-                minutes_per_tick=1,
-            )
-            town_id = town.id
-            assert town_id is not None
+        town = await found_town(
+            store,
+            spec,
+            "bench",
+            OfflineBrain(),
+            services.stream,
+            persona="smallville",
+            start=start,
+            minutes_per_tick=1,
+        )
+        town_id = town.id
+        assert town_id is not None
         with store.session() as s:
             return town_id, [r.id for r in s.exec(select(Resident)).all() if r.id is not None]
 

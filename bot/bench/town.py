@@ -253,10 +253,9 @@ async def found_bench_town(settings: Settings, spec: TownSpec, folder: Path) -> 
         update={"data_dir": folder, "database_url": None, "chroma_url": None}
     )
     services = Services.open(local)
-    with services.store.session() as s:
-        town = await found_town(
-            s, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
-        )
+    town = await found_town(
+        services.store, spec, "bench", OfflineBrain(), services.stream, persona="smallville"
+    )
     assert town.id is not None
     return BenchTown(local, services, town, town.id)
 

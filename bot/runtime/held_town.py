@@ -73,8 +73,7 @@ async def found_named_town(shared: Services, settings: Settings, name: str) -> T
     try:
         spec = load_town(name)
         brain, _usage = build_brain(settings, shared.store, 0)
-        with shared.store.session() as s:
-            town = await found_town(s, spec, name, brain, services.stream, persona=name)
+        town = await found_town(shared.store, spec, name, brain, services.stream, persona=name)
     except (TownExists, IntegrityError):
         return None
     log.info("founded town %r from the persona folder %r", name, name)

@@ -53,11 +53,10 @@ async def open_town(
             raise LookupError(f"no town named {name!r}: run `bottown simulate --town {name}` first")
         folder = persona or name
         spec = load_town(folder)
-        with services.store.session() as s:
-            brain, usage = build_brain(settings, services.store, 0)
-            town = await found_town(
-                s, spec, name, brain, services.stream, persona=folder, start=start
-            )
+        brain, usage = build_brain(settings, services.store, 0)
+        town = await found_town(
+            services.store, spec, name, brain, services.stream, persona=folder, start=start
+        )
         founded = True
     else:
         folder = town.scenario or name

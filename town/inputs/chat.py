@@ -97,18 +97,25 @@ def responders(
     return ranked[: 2 if _ROOM.search(words) else 1]
 
 
-async def answer(
-    brain: Brain,
+@dataclass
+class Recalled:
+    """What a resident recalls before answering a visitor: of the visitor, and for the words."""
+
+    about: list[str] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+
+
+async def recall(
     stream: MemoryStream,
     session: Session,
     resident: Responder,
     visitor: str,
     words: str,
-    talk: Thread,
     now: datetime,
-) -> str:
-    """The resident's answer: what it recalls of the visitor (the relationship retrieval it
-    uses for residents) and of the words, the thread so far, then one ``utter`` call."""
+) -> Recalled:
+    """What the resident recalls of the visitor (the relationship retrieval it uses for
+    residents), of the words, of its day and of the town's news; never a private memory (a
+    feeling, a secret). Reads only: the session can close before the answer is thought."""
     queries = [
         f"What is {resident.name}'s relationship with {visitor}?",
         f"{visitor}: {words}",
@@ -122,9 +129,24 @@ async def answer(
         log.warning("%s answers without recalling: %s", resident.name, error)
         about, context, day = [], [], []
     context = [*context, *(r for found in day for r in found)]
-    # a private memory (a feeling, a secret) is never told to a visitor
-    about = [r for r in about if not r.memory.private]
-    context = list({r.memory.text: r for r in context if not r.memory.private}.values())
+    told = {r.memory.text: r for r in context if not r.memory.private}
+    return Recalled(
+        about=[r.memory.text for r in about if not r.memory.private],
+        context=[text for text in told if words not in text],
+    )
+
+
+async def answer(
+    brain: Brain,
+    resident: Responder,
+    visitor: str,
+    words: str,
+    talk: Thread,
+    now: datetime,
+    recalled: Recalled,
+) -> str:
+    """The resident's answer to the visitor's ``words``: what it ``recall``ed, the thread so
+    far, then one ``utter`` call (made holding nothing)."""
     history = talk.said or [Utterance(speaker=visitor, text=words)]
     if history[-1].text != words or history[-1].speaker != visitor:
         history = [*history, Utterance(speaker=visitor, text=words)]
@@ -134,8 +156,8 @@ async def answer(
             speaker=resident.name,
             listener=visitor,
             speaker_summary=situation(resident, now),
-            relationship=" ".join(r.memory.text for r in about),
-            memories=[r.memory.text for r in context if words not in r.memory.text],
+            relationship=" ".join(recalled.about),
+            memories=recalled.context,
             history=history,
             location=resident.location,
             visitor=True,

@@ -202,17 +202,14 @@ async def _compose(
     area = heard.result.area
     if typing is not None:
         await typing(area, resident.name)
+    visitor, words = heard_as(heard.who), heard.visit.words
     with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
-        text = await chat.answer(
-            engine.brain,
-            engine.streams(resident.id),
-            session,
-            resident,
-            heard_as(heard.who),
-            heard.visit.words,
-            heard.thread,
-            heard.clock,
-        )
+        stream = engine.streams(resident.id)
+        recalled = await chat.recall(stream, session, resident, visitor, words, heard.clock)
+    # (the session is closed: nothing is held while the resident thinks)
+    text = await chat.answer(
+        engine.brain, resident, visitor, words, heard.thread, heard.clock, recalled
+    )
     data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji}
     return TownEvent("said", area, heard.clock, resident.name, text, data)
 

@@ -12,6 +12,7 @@ from town.llm.port import Brain
 from town.llm.schemas import RateImportanceInput
 from town.llm.tasks import RATE_IMPORTANCE
 from town.memory.stream import MemoryStream, NewMemory
+from town.store.db import Store
 from town.store.models import Location, Resident, Town, WorldObject
 from town.tick.mind import warm_before_waking
 from town.tick.state import ResidentState
@@ -23,7 +24,7 @@ class TownExists(ValueError):
 
 
 async def found_town(
-    session: Session,
+    store: Store,
     spec: TownSpec,
     name: str,
     brain: Brain,
@@ -38,26 +39,34 @@ async def found_town(
 
     Each resident's seed paragraph gives one memory per phrase (scenario facts included), and
     its private paragraph one private memory per phrase; their importance is rated in one call
-    per resident, all residents at once.
+    per resident, all residents at once, holding nothing (another town in the same database
+    goes on writing meanwhile), then the town is written in one unit of work.
     """
-    if session.exec(select(Town).where(Town.name == name)).first() is not None:
-        raise TownExists(f"a town named {name!r} exists already")
-    clock = start or spec.scenario.start
-    town = Town(
-        name=name,
-        scenario=persona,  # the persona folder, to load the spec again
-        clock=clock,
-        minutes_per_tick=minutes_per_tick or spec.scenario.minutes_per_tick,
-        applied_persona=spec.model_dump(mode="json"),  # edits to the folder wait for an update
-    )
-    session.add(town)
-    session.flush()
-    assert town.id is not None
-    add_places(session, town.id, spec.areas)
+    with store.session() as session:  # (a read: taken again in the write)
+        _not_taken(session, name)
     people = [(person, seeds_of(person, spec)) for person in spec.residents]
     rated = await rate_seeds(brain, [(p.name, [text for text, _ in seeds]) for p, seeds in people])
-    await settle(session, town.id, clock, people, rated, streams)
+    clock = start or spec.scenario.start
+    with store.session() as session:
+        _not_taken(session, name)  # (founded by another process while the seeds were rated)
+        town = Town(
+            name=name,
+            scenario=persona,  # the persona folder, to load the spec again
+            clock=clock,
+            minutes_per_tick=minutes_per_tick or spec.scenario.minutes_per_tick,
+            applied_persona=spec.model_dump(mode="json"),  # edits to the folder wait for an update
+        )
+        session.add(town)
+        session.flush()
+        assert town.id is not None
+        add_places(session, town.id, spec.areas)
+        await settle(session, town.id, clock, people, rated, streams)
     return town
+
+
+def _not_taken(session: Session, name: str) -> None:
+    if session.exec(select(Town).where(Town.name == name)).first() is not None:
+        raise TownExists(f"a town named {name!r} exists already")
 
 
 Seeds = list[tuple[str, bool]]  # (phrase, private)
