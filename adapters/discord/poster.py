@@ -29,7 +29,6 @@ import aiohttp
 import discord
 
 from adapters.core.ports import DeliveryError, Outgoing, TownPort
-from adapters.core.text import split_text
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS
 from adapters.discord.errors import (
@@ -40,6 +39,7 @@ from adapters.discord.errors import (
     no_hidden_retries,
 )
 from adapters.discord.pacing import ServerBucket
+from town.text import in_parts
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def escape_mentions(text: str, *, compact: bool = False) -> str:
 
 def answer_parts(text: str) -> list[str]:
     """An answer to a visitor, mentions escaped, in messages Discord takes."""
-    return split_text(escape_mentions(text), MAX_CHARS) or ["Done."]
+    return in_parts(escape_mentions(text), MAX_CHARS) or ["Done."]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from bot.runtime.logs import setup_logging
 from bot.runtime.settings import Settings, SettingsError, load_settings
-from town.memory.embedders import EmbeddingError
+from town.llm.embedders import EmbeddingError
 from town.memory.stream import InvalidMemory
 from town.memory.vectors import VectorIndexError
 from town.store.db import StoreError

@@ -30,11 +30,11 @@ from town.experiments.gather.log import CallLedger
 from town.experiments.gather.memories import AgentMemories
 from town.experiments.gather.run import OFFLINE_LABEL, GatherRun
 from town.llm.client import open_client
+from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.usage import TokenBudget
-from town.memory.embedders import CachedEmbedder, Embedder, HashEmbedder
 from town.memory.minilm import MiniLMEmbedder
 from town.store.db import Store
 

@@ -14,10 +14,10 @@ from bot.runtime.settings import Settings
 from town.features.ratings.split import SplitBrain
 from town.inputs.unit import resident_named
 from town.llm.client import open_client
+from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
-from town.memory.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
 from town.memory.embedding_queue import embedding_executor, flush_queues
 from town.memory.minilm import MiniLMEmbedder
 from town.memory.retrieval import RetrievalWeights

@@ -16,6 +16,7 @@ from town.llm.speech import SpeechTask, speech_task
 from town.llm.task import (
     INPUT_MARKER,
     PROMPTS,
+    PROSE_LINE,
     TASK_LINE,
     I,
     InProse,
@@ -24,7 +25,6 @@ from town.llm.task import (
     Task,
     _prompt_text,
     make_task,
-    one_line,
     prose_values,
     quoted,
 )
@@ -32,13 +32,13 @@ from town.llm.task import (
 __all__ = [
     "INPUT_MARKER",
     "PROMPTS",
+    "PROSE_LINE",
     "TASK_LINE",
     "InProse",
     "Message",
     "SpeechTask",
     "Task",
     "make_task",
-    "one_line",
     "prose_values",
     "quoted",
 ]

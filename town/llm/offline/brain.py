@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from town.llm import schemas as s
+from town.llm.embedders import Embedder
 from town.llm.offline import day as offline_day
 from town.llm.offline import gather as offline_gather
 from town.llm.offline import judge as offline_judge
@@ -26,7 +27,6 @@ from town.llm.offline.lexicon import STATE_CHANGES
 from town.llm.offline.text import emoji_for, importance, words
 from town.llm.offline.visit import answer_visitor
 from town.llm.tasks import Task
-from town.memory.embedders import Embedder
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)

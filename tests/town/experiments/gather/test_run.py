@@ -21,11 +21,11 @@ from town.experiments.gather.messages import mentions
 from town.experiments.gather.run import GatherRun
 from town.llm import schemas as s
 from town.llm.client import open_client
+from town.llm.embedders import HashEmbedder
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.tasks import Task
-from town.memory.embedders import HashEmbedder
 from town.store.db import Store
 from town.store.models import Memory
 
