@@ -18,8 +18,6 @@ from pydantic import BaseModel
 from town.llm import schemas as s
 from town.llm.embedders import Embedder
 from town.llm.offline import day as offline_day
-from town.llm.offline import gather as offline_gather
-from town.llm.offline import judge as offline_judge
 from town.llm.offline import social as offline_social
 from town.llm.offline import talk as offline_talk
 from town.llm.offline.hearing import Hearing
@@ -71,11 +69,6 @@ class OfflineBrain:
             "object_state": object_state,
             "summarize": offline_social.summarize,
             "interview": offline_talk.interview,
-            "gather_message": offline_gather.gather_message,
-            "gather_move": offline_gather.gather_move,
-            "gather_message_memory": offline_gather.gather_message,
-            "gather_move_memory": offline_gather.gather_move,
-            "judge_knows": offline_judge.judge_knows,
         }
     )
 
