@@ -44,3 +44,11 @@ def open_client(
         max_retries=max_retries,
         http_client=openai.DefaultAsyncHttpxClient(event_hooks=hooks),
     )
+
+
+def seconds_of(timeout: object) -> float:
+    """A client's timeout (a number or an ``httpx`` Timeout) in seconds: its read timeout."""
+    if isinstance(timeout, int | float):
+        return float(timeout)
+    read = getattr(timeout, "read", None)
+    return float(read) if isinstance(read, int | float) else 60.0
