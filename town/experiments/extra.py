@@ -5,6 +5,7 @@ ImportError's traceback."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -25,3 +26,11 @@ def experiments_extra() -> Iterator[None]:
         raise MissingExtra(
             f"the experiments need {package!r}, which is not installed: {INSTALL}"
         ) from None
+
+
+def require(*modules: str) -> None:
+    """Fail now, clearly, when one of ``modules`` is missing: for a command that needs it later,
+    where the error would reach no one (a page's request handler)."""
+    with experiments_extra():
+        for module in modules:
+            importlib.import_module(module)

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from town.experiments.believability import Ranking, trueskill_table
-from town.experiments.extra import MissingExtra
+from town.experiments.extra import MissingExtra, require
 
 
 def test_a_missing_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,3 +29,10 @@ def test_the_command_line_starts_without_the_optional_extras() -> None:
         [sys.executable, "-c", script, *extras], capture_output=True, text=True, check=True
     )
     assert found.stdout.strip() == "[]"
+
+
+def test_a_command_can_ask_for_the_extra_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    require("trueskill", "matplotlib.figure")  # installed: nothing happens
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    with pytest.raises(MissingExtra, match="'sklearn'"):
+        require("trueskill", "sklearn")
