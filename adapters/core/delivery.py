@@ -47,11 +47,13 @@ from sqlmodel import col, select
 
 from adapters.core.allowance import REPLY_SHARE, ChannelAllowance
 from adapters.core.claims import Claims
-from adapters.core.digest import MOST, digest_key, digest_text
+from adapters.core.digest import MOST, digest_text
 from adapters.core.ports import DeliveryError, Outgoing, Platform
-from adapters.core.text import render, split_text
+from adapters.core.text import render
+from town.outbox.keys import digest_key, part_key
 from town.store.db import Store
 from town.store.models import Delivery, OutboxEvent
+from town.text import in_parts
 
 log = logging.getLogger(__name__)
 
@@ -254,11 +256,10 @@ class OutboxPump:
         ids = [i.outbox_id for i in items]
         if not await asyncio.to_thread(self._claims.claim, ids):
             return True  # another worker has them
-        parts = split_text(message.text, self.platform.max_chars)
+        parts = in_parts(message.text, self.platform.max_chars)
         posted: list[str] = []
         for n, part in enumerate(parts):
-            key = message.key if len(parts) == 1 else f"{message.key}#{n + 1}"
-            piece = replace(message, key=key, text=part)
+            piece = replace(message, key=part_key(message.key, n + 1, len(parts)), text=part)
             result = await self._send_with_retry(piece, attempts)
             if isinstance(result, DeliveryError):
                 if result.credentials and not posted:

@@ -1,9 +1,8 @@
-"""Text every adapter shares: a location channel's description, long texts in parts, and an
-outbox event as the line a channel shows."""
+"""Text every adapter shares: a location channel's description and an outbox event as the line a
+channel shows (a long text in parts is ``town.text.in_parts``)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 
@@ -13,45 +12,6 @@ def channel_about(town: str, area: str) -> str:
         f"{area}, a place in {town}. Its residents are AI personas who post under their own "
         "names; what you write here, they hear."
     )
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
-
-
-def split_text(text: str, limit: int) -> list[str]:
-    """``text`` in parts of at most ``limit`` characters, cut at sentence ends where possible,
-    then at spaces, then anywhere. Nothing is dropped."""
-    if limit < 1:
-        raise ValueError("limit must be positive")
-    text = text.strip()
-    if len(text) <= limit:
-        return [text] if text else []
-    parts: list[str] = []
-    current = ""
-    for piece in _pieces(text, limit):
-        joined = f"{current} {piece}" if current else piece
-        if len(joined) <= limit:
-            current = joined
-        else:
-            parts.append(current)
-            current = piece
-    if current:
-        parts.append(current)
-    return parts
-
-
-def _pieces(text: str, limit: int) -> list[str]:
-    """Sentences, each cut to ``limit`` at spaces (or hard) when it is longer."""
-    out: list[str] = []
-    for sentence in _SENTENCE_END.split(text):
-        while len(sentence) > limit:
-            cut = sentence.rfind(" ", 0, limit + 1)
-            cut = cut if cut > 0 else limit
-            out.append(sentence[:cut].rstrip())
-            sentence = sentence[cut:].lstrip()
-        if sentence:
-            out.append(sentence)
-    return out
 
 
 SHOWN_KINDS = ("said", "action", "moved", "object", "reacted", "woke", "slept", "notice")

@@ -21,7 +21,7 @@ from adapters.core.ports import Caller, Reply, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS, TownClient
 from adapters.discord.confirm import confirm_view
-from adapters.discord.poster import answer_parts, webhook_name
+from adapters.discord.poster import send_answer, webhook_name
 from adapters.discord.proxies import ProxyWatch
 from town.inputs.visit import EmptyWords, Visit
 
@@ -139,27 +139,19 @@ class Inbound:
     async def _reply(self, message: discord.Message, reply: Reply) -> None:
         if reply.private and await self._direct(message, reply):
             return
-        first, *rest = answer_parts(reply.text)
-        await message.channel.send(
-            first,
-            allowed_mentions=NO_MENTIONS,
-            reference=message.to_reference(fail_if_not_exists=False),
-            mention_author=False,
+        reference = message.to_reference(fail_if_not_exists=False)
+        await send_answer(
+            message.channel.send,
+            reply.text,
+            first={"reference": reference, "mention_author": False},
         )
-        for part in rest:
-            await message.channel.send(part, allowed_mentions=NO_MENTIONS)
 
     async def _direct(self, message: discord.Message, reply: Reply) -> bool:
         """A private answer to a command written in a channel, as a direct message (only
         interactions have ephemeral replies), the command marked 📬; False for a member who
         takes no direct messages, who is answered in the channel instead."""
         try:
-            *parts, last = answer_parts(reply.text)
-            for part in parts:
-                await message.author.send(part, allowed_mentions=NO_MENTIONS)
-            await message.author.send(
-                last, allowed_mentions=NO_MENTIONS, **_button(reply, message.author)
-            )
+            await send_answer(message.author.send, reply.text, last=_button(reply, message.author))
         except discord.Forbidden:
             return False
         with contextlib.suppress(discord.HTTPException):  # no add_reactions permission: fine
@@ -214,10 +206,8 @@ class Inbound:
         channel = interaction.channel
         if not reply.private and isinstance(channel, discord.TextChannel):
             try:  # a public answer: plain messages in the channel, which everyone sees
-                for part in answer_parts(
-                    f"/town {line} ({interaction.user.display_name}):\n{reply.text}"
-                ):
-                    await channel.send(part, allowed_mentions=NO_MENTIONS)
+                said = f"/town {line} ({interaction.user.display_name}):\n{reply.text}"
+                await send_answer(channel.send, said)
             except discord.HTTPException:  # no Send Messages here: answer the caller at least
                 log.warning("Discord: no permission to answer /town in #%s", channel)
             else:
@@ -225,11 +215,11 @@ class Inbound:
                     "Answered in the channel.", ephemeral=True, allowed_mentions=NO_MENTIONS
                 )
                 return
-        *parts, last = answer_parts(reply.text)
-        for part in parts:
-            await interaction.followup.send(part, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        await interaction.followup.send(
-            last, ephemeral=True, allowed_mentions=NO_MENTIONS, **_button(reply, interaction.user)
+        await send_answer(
+            interaction.followup.send,
+            reply.text,
+            last=_button(reply, interaction.user),
+            ephemeral=True,
         )
 
     async def confirmed(self, interaction: discord.Interaction[Any], line: str) -> None:
@@ -238,8 +228,7 @@ class Inbound:
         await interaction.response.defer(ephemeral=True, thinking=True)
         area = self.channels.area_of(interaction.channel_id or 0)
         reply = await self._run(_caller(interaction.user, area), line)
-        for part in answer_parts(reply.text):
-            await interaction.followup.send(part, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await send_answer(interaction.followup.send, reply.text, ephemeral=True)
 
 
 def _button(reply: Reply, user: discord.abc.User) -> dict[str, Any]:

@@ -21,15 +21,16 @@ import logging
 import re
 import zlib
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import discord
 
 from adapters.core.ports import DeliveryError, Outgoing, TownPort
-from adapters.core.text import split_text
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS
 from adapters.discord.errors import (
@@ -40,6 +41,7 @@ from adapters.discord.errors import (
     no_hidden_retries,
 )
 from adapters.discord.pacing import ServerBucket
+from town.text import in_parts
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,29 @@ def escape_mentions(text: str, *, compact: bool = False) -> str:
 
 def answer_parts(text: str) -> list[str]:
     """An answer to a visitor, mentions escaped, in messages Discord takes."""
-    return split_text(escape_mentions(text), MAX_CHARS) or ["Done."]
+    return in_parts(escape_mentions(text), MAX_CHARS) or ["Done."]
+
+
+async def send_answer(
+    send: Callable[..., Awaitable[object]],
+    text: str,
+    *,
+    first: Mapping[str, Any] | None = None,
+    last: Mapping[str, Any] | None = None,
+    **every: Any,
+) -> None:
+    """An answer to a command, in the parts Discord takes (``answer_parts``), each sent by
+    ``send`` (a channel's, a member's or an interaction's) with no mention allowed and
+    ``every``; the first part also with ``first`` (a reference to the command), the last with
+    ``last`` (a confirmation button)."""
+    parts = answer_parts(text)
+    for n, part in enumerate(parts):
+        extra = dict(every)
+        if n == 0:
+            extra.update(first or {})
+        if n == len(parts) - 1:
+            extra.update(last or {})
+        await send(part, allowed_mentions=NO_MENTIONS, **extra)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ lines, ``town.outbox.chatlog``), with the platform they said it on."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -13,10 +12,10 @@ from sqlmodel import col, select
 from adapters.core.text import render
 from adapters.web.feed import KEEP, Feed
 from town.outbox import chatlog
+from town.outbox.keys import whole_key
 from town.store.db import Store
 from town.store.models import ChatLine, Delivery, OutboxEvent
 
-PART = re.compile(r"#\d+$")  # a split message's part number after the outbox key
 # a stored message: (when it was written, author, text, emoji, kind, game time "HH:MM",
 # platform: a visitor's, the outbox event's id or 0 for a visitor's words)
 _Stored = tuple[datetime, str, str, str, str, str, str, int]
@@ -74,9 +73,7 @@ class History:
         """The game time of the outbox event behind a message's key ("" for a digest)."""
         with self.store.session() as s:
             when = s.exec(
-                select(OutboxEvent.game_time).where(
-                    OutboxEvent.idempotency_key == PART.sub("", key)
-                )
+                select(OutboxEvent.game_time).where(OutboxEvent.idempotency_key == whole_key(key))
             ).first()
         return f"{when:%H:%M}" if when is not None else ""
 

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from town.inputs.unit import clean_text
+from town.text import clean_text
 
 MAX_TEXT = 10_000  # characters in a message or a command line (the town keeps fewer)
 MAX_NAME = 80

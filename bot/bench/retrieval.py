@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from town.memory.embedders import CachedEmbedder, Embedder
+from town.llm.embedders import CachedEmbedder, Embedder
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import ChromaIndex
 from town.store.db import Store

@@ -15,7 +15,8 @@ from rich.text import Text
 
 from bot.runtime.logs import setup_logging
 from bot.runtime.settings import Settings, SettingsError, load_settings
-from town.memory.embedders import EmbeddingError
+from town.experiments.extra import MissingExtra
+from town.llm.embedders import EmbeddingError
 from town.memory.stream import InvalidMemory
 from town.memory.vectors import VectorIndexError
 from town.store.db import StoreError
@@ -35,6 +36,7 @@ CLEAR_ERRORS = (
     VectorIndexError,
     EmbeddingError,
     LookupError,
+    MissingExtra,
     InvalidMemory,
 )
 

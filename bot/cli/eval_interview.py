@@ -35,6 +35,7 @@ from town.experiments.believability import (
     trueskill_table,
     write_answers,
 )
+from town.experiments.extra import require
 
 
 def interview(
@@ -123,6 +124,7 @@ def rate(
         if table:
             print_table(trueskill_table(rankings, conditions), len(rankings))
             return
+        require("trueskill")  # the page's table: say so now, not inside the page's handler
         asyncio.run(_serve(run, port))
 
     guarded(go)

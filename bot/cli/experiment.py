@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import openai
 import typer
 from rich.table import Table
 
@@ -29,12 +28,12 @@ from town.experiments.gather.field import MOVES, GatherConfig
 from town.experiments.gather.log import CallLedger
 from town.experiments.gather.memories import AgentMemories
 from town.experiments.gather.run import OFFLINE_LABEL, GatherRun
-from town.llm.client import open_client
+from town.llm.client import Client, open_client
+from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.usage import TokenBudget
-from town.memory.embedders import CachedEmbedder, Embedder, HashEmbedder
 from town.memory.minilm import MiniLMEmbedder
 from town.store.db import Store
 
@@ -89,7 +88,7 @@ class Thinker:
     label: str
     model: str | None = None
     ledger: CallLedger | None = None
-    client: openai.AsyncOpenAI | None = None
+    client: Client | None = None
 
 
 def build_thinker(settings: Settings, uses_llm: bool) -> Thinker:

@@ -16,14 +16,9 @@ from town.features.consent.forget import UnknownMember, characters_of, find_memb
 from town.features.consent.member import Member
 from town.inputs.consent import set_muted
 from town.inputs.unit import area_named
+from town.llm.moderation import ModerationEndpoint
 from town.llm.port import Brain
-from town.outbox.moderation import (
-    Blocklist,
-    Check,
-    ModeratedBrain,
-    ModerationEndpoint,
-    read_blocklist,
-)
+from town.outbox.moderation import Blocklist, Check, ModeratedBrain, read_blocklist
 from town.outbox.switches import MODES, set_switch, switches
 from town.store.db import Store
 from town.tick.engine import Engine

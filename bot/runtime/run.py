@@ -25,13 +25,13 @@ from town.features.ratings.reactions import Reacted, react
 from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
-from town.inputs.unit import clean_text
 from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
 from town.llm.report import offline_for_pace
 from town.outbox import audit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget
+from town.text import clean_text
 from town.tick.engine import Engine, TickReport, TownChanged
 from town.views import card
 from town.views.card import ResidentCard, TownMap

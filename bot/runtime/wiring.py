@@ -7,17 +7,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import openai
 from sqlmodel import func, select
 
 from bot.runtime.settings import Settings
 from town.features.ratings.split import SplitBrain
 from town.inputs.unit import resident_named
-from town.llm.client import open_client
+from town.llm.client import open_client, open_sync_client
+from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
-from town.memory.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
 from town.memory.embedding_queue import embedding_executor, flush_queues
 from town.memory.minilm import MiniLMEmbedder
 from town.memory.retrieval import RetrievalWeights
@@ -38,11 +37,7 @@ def build_embedder(settings: Settings) -> Embedder:
     elif settings.embedder == "hash":
         inner = HashEmbedder(dim=settings.embedding_dim)
     else:
-        client = openai.OpenAI(
-            base_url=settings.llm_base_url,
-            api_key=_api_key(settings),
-            timeout=settings.llm_timeout_s,
-        )
+        client = open_sync_client(settings.llm_base_url, _api_key(settings), settings.llm_timeout_s)
         inner = OpenAIEmbedder(client, settings.embedding_model, settings.embedding_dim)
     return CachedEmbedder(inner)
 

@@ -14,9 +14,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from town.authoring.draft_tasks import DRAFT_TASKS
+from town.experiments.tasks import EXPERIMENT_TASKS
 from town.features.coaching.tasks import COACHING_TASKS
 from town.llm import schemas as s
-from town.llm.tasks import ALL_TASKS, INPUT_MARKER, TASK_LINE, Task
+from town.llm.tasks import INPUT_MARKER, TASK_LINE, TASKS, Task
 
 CONTENT_FAULTS = (
     "prose",
@@ -51,7 +52,7 @@ OVERRUN_TOKENS = 12_513
 RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
 """The transient faults drawn at random with ``fault_rate``."""
 
-KNOWN_TASKS = {**ALL_TASKS, **COACHING_TASKS, **DRAFT_TASKS}
+KNOWN_TASKS = {**TASKS, **EXPERIMENT_TASKS, **COACHING_TASKS, **DRAFT_TASKS}
 """Every task the server answers: the town's, the experiments', the features' and the town
 drafts' (``bottown town draft``)."""
 _TASK_LINE = re.compile(rf"^{re.escape(TASK_LINE)}(\w+)\s*$", re.MULTILINE)

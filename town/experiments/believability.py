@@ -23,8 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import trueskill  # type: ignore[import-untyped]
-
+from town.experiments.extra import experiments_extra
 from town.experiments.files import columns, write_csv, write_jsonl
 from town.inputs.query import interview
 from town.store.models import MEMORY_KINDS
@@ -215,6 +214,8 @@ def trueskill_table(rankings: Iterable[Ranking], conditions: Sequence[str]) -> l
     """TrueSkill (the library's default environment: mu 25, sigma 25/3, beta 25/6, tau 25/300,
     draw probability 0.1) over the rankings in the order given; each ranking is one free-for-all
     match of its conditions, no ties. Best mu first."""
+    with experiments_extra():
+        import trueskill  # type: ignore[import-untyped]
     env = trueskill.TrueSkill()
     ratings: dict[str, Any] = {c: env.create_rating() for c in conditions}
     counts = dict.fromkeys(conditions, 0)

@@ -19,10 +19,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from town.inputs.unit import InputUnit, clean_text, input_unit
+from town.inputs.unit import InputUnit, input_unit
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import PendingInput
+from town.text import clean_text
 from town.tick.engine import Engine
 from town.world.places import World
 

@@ -22,8 +22,9 @@ from town.llm.port import Brain
 from town.llm.schemas import Utterance, UtterInput
 from town.llm.tasks import UTTER
 from town.memory.stream import MemoryStream
-from town.outbox import audit, chatlog
+from town.outbox import chatlog
 from town.store.models import Resident
+from town.text import clean_text
 from town.tick.state import ResidentState
 from town.world.gametime import hhmm, spoken_day
 
@@ -164,7 +165,7 @@ async def answer(
         ),
         resident=resident.name,
     )
-    return audit.clean_text(reply.text, 1000)
+    return clean_text(reply.text, 1000)
 
 
 def situation(resident: Responder, now: datetime) -> str:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from town.inputs.naming import MARKER, visitor_name
-from town.inputs.unit import clean_text, input_unit
+from town.inputs.unit import input_unit
 from town.outbox import chatlog
 from town.store.models import Resident, Visitor
+from town.text import clean_text
 from town.tick.engine import Engine
 
 

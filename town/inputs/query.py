@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from town.inputs.unit import clean_text, find_resident, input_unit
+from town.inputs.unit import find_resident, input_unit
 from town.llm.schemas import InterviewInput
 from town.llm.tasks import INTERVIEW
 from town.outbox import audit
+from town.text import clean_text
 from town.tick.engine import Engine
 from town.world.places import World
 

@@ -17,8 +17,6 @@ from town.store.models import Resident, Town
 from town.tick.engine import Engine
 from town.world.places import UnknownPlace, World
 
-clean_text = audit.clean_text  # one line of printable text, cut (the audit log stores it so)
-
 
 class UnknownResident(LookupError):
     """No resident of that name in this town."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from town.outbox.audit import clean_text
 from town.outbox.chatlog import unpinged
+from town.text import clean_text
 
 MAX_WORDS = 2000  # characters of a visitor's words the town keeps (as the audit log does)
 

@@ -21,11 +21,12 @@ from town.inputs.handlers import place_handlers
 from town.inputs.joining import heard_as, join, known_visitor, marked, remember_visitor, visitor_row
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
-from town.inputs.unit import area_named, clean_text, input_unit
+from town.inputs.unit import area_named, input_unit
 from town.inputs.visit import EmptyWords, Visit, words_of
 from town.llm.depth import chained
 from town.outbox import audit, chatlog
 from town.outbox.events import TownEvent, write_outbox
+from town.text import clean_text
 from town.tick.engine import Engine
 from town.world.places import World
 

@@ -20,6 +20,15 @@ async def _out_of_quota_is_final(response: httpx2.Response) -> None:
         response.headers["x-should-retry"] = "false"
 
 
+def open_sync_client(base_url: str | None, api_key: str, timeout: float) -> openai.OpenAI:
+    """A blocking ``openai.OpenAI`` for ``base_url`` (None: the OpenAI API), as an embedder
+    calls it from its worker threads; the client's own retries."""
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout)
+
+
+Client = openai.AsyncOpenAI  # what ``open_client`` gives (for annotations outside town.llm)
+
+
 def open_client(
     base_url: str | None, api_key: str, timeout: float, max_retries: int = 3
 ) -> openai.AsyncOpenAI:
@@ -35,3 +44,11 @@ def open_client(
         max_retries=max_retries,
         http_client=openai.DefaultAsyncHttpxClient(event_hooks=hooks),
     )
+
+
+def seconds_of(timeout: object) -> float:
+    """A client's timeout (a number or an ``httpx`` Timeout) in seconds: its read timeout."""
+    if isinstance(timeout, int | float):
+        return float(timeout)
+    read = getattr(timeout, "read", None)
+    return float(read) if isinstance(read, int | float) else 60.0

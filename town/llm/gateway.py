@@ -20,22 +20,25 @@ from pydantic import BaseModel
 
 from town.llm import advice, formats, urgency
 from town.llm import report as why
+from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
 from town.llm.pacing import Pacer
 from town.llm.port import Brain
-from town.llm.replies import (
-    Reply,
-    problem_of,
-    read_reply,
-    seconds_of,
-    worst_prompt_tokens,
-)
+from town.llm.replies import Reply, problem_of, read_reply
 from town.llm.report import AnswerReport
 from town.llm.shapes import max_tokens_for
 from town.llm.spend import ExplainedBudget, Spend, Unusable
 from town.llm.tasks import Message, SpeechTask, Task
-from town.llm.usage import Budget, Hold, Holds, NullRecorder, Unlimited, UsageRecorder
+from town.llm.usage import (
+    Budget,
+    Hold,
+    Holds,
+    NullRecorder,
+    Unlimited,
+    UsageRecorder,
+    worst_prompt_tokens,
+)
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)

@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from town.llm.caps import cut
+from town.text import cut
 
 _DECODER = json.JSONDecoder(strict=False)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from openai.types.chat import ChatCompletion
@@ -51,21 +50,6 @@ def read_reply(completion: object) -> Reply:
     return Reply(content, prompt, done, cached_tokens=cached or 0)
 
 
-def estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / 4)
-
-
-def cut_at_cap(content: str, max_tokens: int) -> str:
-    """A reply's text cut to about ``max_tokens`` tokens (4 characters a token), trailing
-    blanks dropped."""
-    return content[: 4 * max_tokens].rstrip()
-
-
-def worst_prompt_tokens(chars: int) -> int:
-    """A prompt's tokens as a reservation counts them: generously (3 characters a token)."""
-    return math.ceil(chars / 3)
-
-
 def problem_of(error: ValueError) -> str:
     errors = getattr(error, "errors", None)
     if callable(errors):
@@ -75,10 +59,3 @@ def problem_of(error: ValueError) -> str:
         ]
         return "; ".join(found)
     return str(error)[:300]
-
-
-def seconds_of(timeout: object) -> float:
-    if isinstance(timeout, int | float):
-        return float(timeout)
-    read = getattr(timeout, "read", None)
-    return float(read) if isinstance(read, int | float) else 60.0

@@ -229,35 +229,9 @@ class InterviewResult(_Model):
     answer: Passage = Field(min_length=1)
 
 
-# -- the gather experiment (Takata et al.) ---------------------------------------------------
-
-
-class GatherInput(_Model):
-    """What one agent of the gather experiment knows when it speaks or moves (no memory)."""
-
-    agent: str
-    x: int = Field(ge=0)
-    y: int = Field(ge=0)
-    size: int = Field(ge=2, description="The field is size x size and wraps around.")
-    mission: str
-    received: list[str] = Field(default_factory=list, description="Empty: No Messages.")
-
-
-class GatherMemoryInput(GatherInput):
-    """The same, with memories retrieved from the agent's memory stream (``--memory``)."""
-
-    memories: list[str] = Field(default_factory=list)
-
-
-class GatherMessageResult(_Model):
-    message: Speech = Field(min_length=1)
-
-
-class GatherMoveResult(_Model):
-    move: Line = Field(min_length=1, description="The move command, in the agent's own words.")
-
-
 # -- the society measures (Park et al., section 7) -------------------------------------------
+# Their task lives with the experiment (town/experiments/society/judge.py); these two models stay
+# here while town.llm.shapes names them in its judge_knows shaper (to move with it).
 
 
 class JudgeKnowsInput(_Model):

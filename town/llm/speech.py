@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from town.llm import schemas as s
-from town.llm.caps import cut
 from town.llm.task import I, Message, R, Task, _prompt_text
+from town.text import cut
 
 STOP = ["\n"]
 """Where the server stops a line of speech."""

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from town.llm import report as why
-from town.llm.replies import Reply, cut_at_cap, estimate_tokens
+from town.llm.replies import Reply
 from town.llm.task import Message
 from town.llm.usage import Budget, Hold
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def cut_at_cap(content: str, max_tokens: int) -> str:
+    """A reply's text cut to about ``max_tokens`` tokens (4 characters a token), trailing
+    blanks dropped."""
+    return content[: 4 * max_tokens].rstrip()
 
 
 class Unusable(Exception):

@@ -20,12 +20,14 @@ from pydantic import BaseModel
 
 from town.llm import lenient, shapes
 from town.llm import schemas as s
+from town.text import clean_text
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
 
 INPUT_MARKER = "INPUT JSON:\n"
 TASK_LINE = "TASK: "
+PROSE_LINE = 120  # a bare name or place in a prompt's prose: one clean line this long at most
 
 # Fields holding names of residents, places or clock values: written bare (on one line).
 # Every other text is free text (observations, memories, speech) and is written quoted.
@@ -105,22 +107,16 @@ class Task(Generic[I, R]):
         return self.check(inputs, result)
 
 
-def one_line(text: str) -> str:
-    return " ".join(text.split())[:120]
-
-
 def quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
 def _item(value: Any) -> str:
     if isinstance(value, s.PlanItem):
-        return (
-            f"{value.start} for {value.duration_min} min at {one_line(value.location)}: "
-            f"{quoted(value.description)}"
-        )
+        where = clean_text(value.location, PROSE_LINE)
+        return f"{value.start} for {value.duration_min} min at {where}: {quoted(value.description)}"
     if isinstance(value, s.Utterance):
-        return f"{one_line(value.speaker)}: {quoted(value.text)}"
+        return f"{clean_text(value.speaker, PROSE_LINE)}: {quoted(value.text)}"
     if isinstance(value, s.NumberedStatement):
         return f"[{value.id}] {quoted(value.text)}"
     if isinstance(value, InProse):
@@ -143,7 +139,7 @@ def _prose(name: str, value: Any) -> str:
         return f'(see "{name}" in the INPUT JSON)' if value else "(none)"
     if isinstance(value, str):
         if name in _BARE_FIELDS:
-            return one_line(value)
+            return clean_text(value, PROSE_LINE)
         if len(value) > _LONG_TEXT:
             return f'(see "{name}" in the INPUT JSON)'
         return quoted(value)

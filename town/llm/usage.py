@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -32,6 +33,11 @@ class RoomyBudget(Budget, Protocol):
     def left(self) -> int | None: ...
 
     def calls_left(self) -> int | None: ...
+
+
+def worst_prompt_tokens(chars: int) -> int:
+    """A prompt's tokens as a reservation counts them: generously (3 characters a token)."""
+    return math.ceil(chars / 3)
 
 
 @dataclass(frozen=True)

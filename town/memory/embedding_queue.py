@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from town.memory.embedders import F32, Embedder
+from town.llm.embedders import F32, Embedder
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from town.memory.embedders import EmbeddingModelError, normalise_rows
+from town.llm.embedders import EmbeddingModelError, normalise_rows
 
 F32 = npt.NDArray[np.float32]
 Precision = Literal["int8", "fp32"]

@@ -9,7 +9,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from town.memory.embedders import Embedder
+from town.llm.embedders import Embedder
 from town.memory.vectors import VectorIndex, adopt_collections
 from town.store.models import Memory, Resident
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Collection, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from datetime import datetime
 import numpy as np
 from sqlmodel import Session
 
-from town.memory.embedders import Embedder
+from town.llm.embedders import Embedder
 from town.memory.embedding_queue import EmbeddingQueue, shared_queue
 from town.memory.matrix import KIND_CODES, StreamMatrix
 from town.memory.resident_vectors import ResidentVectors
@@ -29,6 +28,7 @@ from town.memory.vectors import VectorIndex
 from town.store.db import Store
 from town.store.ids import new_ids
 from town.store.models import MEMORY_KINDS, Memory
+from town.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,8 @@ _Write = tuple["MemoryStream", np.ndarray, Vectors]  # a stream's new ids and th
 
 def embedded_text(item: NewMemory) -> str:
     """What is embedded for a memory: its gist when it has one, else its text as stored."""
-    gist = clean_text(item.gist) if item.gist else ""
-    return gist or clean_text(item.text)
+    gist = stored_text(item.gist) if item.gist else ""
+    return gist or stored_text(item.text)
 
 
 class MemoryStream:
@@ -235,7 +235,7 @@ class MemoryStream:
             raise InvalidMemory(
                 f"unknown memory kind {item.kind!r}; one of {', '.join(MEMORY_KINDS)}"
             )
-        text = clean_text(item.text)
+        text = stored_text(item.text)
         if not text:
             raise InvalidMemory("a memory needs some text")
         importance = min(10, max(1, int(item.importance)))
@@ -316,7 +316,6 @@ class MemoryStream:
 
 
 # Unicode's control characters (category Cc) but tab and newline, which fold to spaces below.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _upsert(pending: list[_Write]) -> None:
@@ -336,7 +335,7 @@ def _upsert(pending: list[_Write]) -> None:
             stream.arrays.forget()
 
 
-def clean_text(text: str) -> str:
-    """A memory's text: control characters dropped, white space folded, at most MAX_TEXT long."""
-    flat = " ".join(_CONTROL.sub("", text).split())
-    return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
+def stored_text(text: str) -> str:
+    """A memory's text as the stream stores it: one clean line (``town.text.clean_text``), its
+    unprintable characters dropped, at most MAX_TEXT long."""
+    return clean_text(text, MAX_TEXT, unprintable="")

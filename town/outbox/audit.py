@@ -13,14 +13,13 @@ resident's answer to a visitor (``reply``, shown as ``reply_line``), a notice to
 Each row is written in the same transaction as what it records (``town.inputs`` for inputs,
 ``town.outbox.events.write_outbox`` for the town's words), so a rolled-back tick leaves no row and a
 committed one never lacks its rows. Text is stored cleaned: one line, no control characters,
-cut like inputs are.
+cut like inputs are (``town.text.clean_text``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,12 +31,12 @@ from sqlmodel.sql.expression import Select
 
 from town.store.db import Store
 from town.store.models import AuditEntry, Town
+from town.text import clean_text
 
 log = logging.getLogger(__name__)
 
 IN, OUT = "in", "out"
 DIRECTIONS = (IN, OUT)
-MAX_TEXT = 2000  # as town.inputs.visitor.MAX_INPUT_CHARS
 LIMITED = "say:limited"
 SAY, REPLY = "say", "reply"
 OUTPUT_EVENTS = frozenset({"said", "notice"})  # town event kinds that are audited outputs
@@ -56,13 +55,6 @@ class RunningTown(Protocol):
     @property
     def town_id(self) -> int: ...
     def town(self, session: Session) -> Town: ...
-
-
-def clean_text(text: str, limit: int = MAX_TEXT) -> str:
-    """One line of printable text, cut to ``limit`` characters (with an ellipsis)."""
-    kept = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in text)
-    flat = " ".join(kept.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def identity(name: str, platform: str = "", user_id: str = "") -> str:

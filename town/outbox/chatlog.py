@@ -17,9 +17,9 @@ from datetime import datetime
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from town.outbox.audit import clean_text
 from town.store.ids import new_ids
 from town.store.models import ChatLine
+from town.text import clean_text
 
 VISITOR, RESIDENT, TOWN = "visitor", "resident", "town"
 SPOKEN = (VISITOR, RESIDENT)  # the lines of a conversation (the town's word is not one)

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from town.outbox import audit, switches
+from town.outbox.keys import event_key
 from town.store.models import OutboxEvent
 
 
@@ -83,7 +84,7 @@ def write_outbox(
             kind=event.kind,
             payload=_stamped(session, town_id, event),
             game_time=event.at,
-            idempotency_key=f"{town_id}:{tick_key}:{seq}",
+            idempotency_key=event_key(town_id, tick_key, seq),
         )
         for seq, event in enumerate(events)
     ]

@@ -1,6 +1,7 @@
 """Output moderation: every line a resident speaks, and the plans, reactions and object states
 the channels narrate, pass a word list (the town folder's ``blocklist.txt`` and
-``BOTTOWN_BLOCKLIST``) and, when configured, an OpenAI-compatible ``/moderations`` endpoint,
+``BOTTOWN_BLOCKLIST``) and, when configured, an OpenAI-compatible ``/moderations`` endpoint
+(``town.llm.moderation``),
 before they can enter the outbox. A flagged result is never posted: the offline brain's answer
 for that moment is, and the audit log records the flag and its category, never the text.
 
@@ -14,12 +15,11 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import openai
 from pydantic import BaseModel
 
+from town.llm.moderation import PASSED, Verdict
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.tasks import Task
@@ -37,13 +37,6 @@ POSTED_TASKS = frozenset({"utter", "react", "decompose", "plan_day", "object_sta
 MODERATED = "moderated"  # the audit kind of a flagged line
 
 
-@dataclass(frozen=True)
-class Verdict:
-    flagged: bool
-    category: str = ""
-
-
-PASSED = Verdict(False)
 Check = Callable[[str], Awaitable[Verdict]]
 
 
@@ -68,29 +61,6 @@ class Blocklist:
     async def __call__(self, text: str) -> Verdict:
         if self._pattern is not None and self._pattern.search(text):
             return Verdict(True, "blocklist")
-        return PASSED
-
-
-class ModerationEndpoint:
-    """An OpenAI-compatible ``/moderations`` endpoint through the ``openai`` client. An error
-    (unreachable, a bad key) counts as flagged ("unchecked"): nothing unchecked is posted."""
-
-    def __init__(self, url: str, api_key: str = "", *, model: str | None = None) -> None:
-        base = url.rstrip("/").removesuffix("/moderations")
-        self.client = openai.AsyncOpenAI(base_url=base, api_key=api_key or "none", max_retries=2)
-        self.model = model
-
-    async def __call__(self, text: str) -> Verdict:
-        try:
-            kwargs: dict[str, Any] = {"model": self.model} if self.model else {}
-            reply = await self.client.moderations.create(input=text, **kwargs)
-        except openai.OpenAIError as error:
-            log.warning("the moderation endpoint failed (%s): the offline line is posted", error)
-            return Verdict(True, "unchecked")
-        for result in reply.results:
-            if result.flagged:
-                hit = result.categories.model_dump(by_alias=True)
-                return Verdict(True, next((c for c, on in hit.items() if on), "flagged"))
         return PASSED
 
 

@@ -57,7 +57,14 @@ class Store:
         else:
             kwargs["pool_pre_ping"] = True
             kwargs["max_overflow"] = -1  # a checkout never waits (and never blocks the loop)
-        self.engine: Engine = create_engine(url, **kwargs)
+        try:
+            self.engine: Engine = create_engine(url, **kwargs)
+        except ModuleNotFoundError as exc:  # the URL's driver is an optional extra
+            extra = " (pip install 'bottown[postgres]')" if "psycopg" in str(exc.name) else ""
+            raise StoreError(
+                f"the database {self.safe_url} needs the Python package {exc.name!r}, which is "
+                f"not installed{extra}"
+            ) from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
 

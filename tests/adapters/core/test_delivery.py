@@ -8,11 +8,11 @@ import pytest
 from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
-from adapters.core.digest import digest_holds
 from adapters.core.ports import DeliveryError, Outgoing
 from tests.factories import T0, town_with_events
 from tests.fakes.platform import Clock, FakePlatform, Sleeps
 from town.outbox.events import TownEvent, write_outbox
+from town.outbox.keys import digest_holds
 from town.store.db import Store
 from town.store.models import Delivery
 

@@ -4,6 +4,7 @@ and down reactions from the settings; bad options refused clearly."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,15 @@ async def test_eval_live_reports_counts_and_intervals(
 def test_a_reaction_both_up_and_down_is_a_settings_error() -> None:
     with pytest.raises(SettingsError, match="both up and down"):
         load_settings(reactions_up="👍 🔥", reactions_down="🔥")
+
+
+async def test_a_plot_without_the_experiments_extra_says_what_to_install(
+    runtime: TownRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOTTOWN_DATA_DIR", str(tmp_path / "data"))
+    for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    result = runner.invoke(app, ["eval", "live", "--town", "mini", "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "pip install 'bottown[experiments]'" in result.output
+    assert "Traceback" not in result.output

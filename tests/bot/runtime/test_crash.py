@@ -38,9 +38,9 @@ from typing import Any
 
 import pytest
 
-from adapters.core.digest import digest_holds
 from tests.factories import MINITOWN
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, fake_slack_in_thread
+from town.outbox.keys import digest_holds, whole_key
 
 KILLS = 20  # at least this many killed runs
 BUSY = 40  # and the runs go on until the town has at least this many events
@@ -350,7 +350,7 @@ def test_sigkill_at_random_points_loses_nothing_and_posts_nothing_twice(
     events = {key: eid for eid, key, _ in query(db, OUTBOX)}
     assert len(events) >= BUSY, f"a quiet day: {len(events)} town events"  # it was busy
     covered: dict[int, str] = {}  # outbox id -> the post that holds it
-    for base in dict.fromkeys(key.split("#")[0] for key in keys):  # a long text's parts: one
+    for base in dict.fromkeys(whole_key(key) for key in keys):  # a long text's parts: one
         held = digest_holds(base)  # a digest's key names every event it holds
         if held is None and ":say:" in base:
             continue  # an answer to a visitor posted at once may miss the store if a kill

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import sample
+from town.experiments.tasks import EXPERIMENT_TASKS
 from town.llm.shapes import MAX_TOKENS_CEILING, max_tokens_for
 from town.llm.tasks import (
-    ALL_TASKS,
     CHOOSE_LOCATION,
     PLAN_DAY,
     RATE_IMPORTANCE,
@@ -83,8 +83,8 @@ def test_an_empty_set_leaves_the_text_free() -> None:
     assert "enum" not in plan["properties"]["chunks"]["items"]["properties"]["location"]
 
 
-@pytest.mark.parametrize("name", sorted(ALL_TASKS))
+@pytest.mark.parametrize("name", sorted({**TASKS, **EXPERIMENT_TASKS}))
 def test_max_tokens_cover_the_worst_reply_within_the_ceiling(name: str) -> None:
-    task = ALL_TASKS[name]
+    task = {**TASKS, **EXPERIMENT_TASKS}[name]
     schema = task.schema_for(sample(task)) if name in TASKS else task.json_schema()
     assert 16 < max_tokens_for(schema) <= MAX_TOKENS_CEILING

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.factories import lone_resident
-from town.memory.embedders import CachedEmbedder, HashEmbedder
+from town.llm.embedders import CachedEmbedder, HashEmbedder
 from town.memory.embedding_queue import EmbeddingQueue, flush_queues, shared_queue
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import InMemoryIndex

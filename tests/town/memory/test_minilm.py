@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from town.memory.embedders import EmbeddingModelError
+from town.llm.embedders import EmbeddingModelError
 from town.memory.minilm import MiniLMEmbedder
 
 REFERENCE = json.loads(

@@ -98,7 +98,7 @@ async def test_a_recall_of_some_kinds_does_not_wait_for_other_kinds_being_embedd
     import asyncio
     import threading
 
-    from town.memory.embedders import CachedEmbedder
+    from town.llm.embedders import CachedEmbedder
 
     table = TableEmbedder(
         {"q": [1, 0], "chat": [1, 0], "plan one": [0, 1], "plan two": [1, 1], "plan three": [1, 2]}

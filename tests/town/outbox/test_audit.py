@@ -31,6 +31,7 @@ from town.inputs.visit import Visit
 from town.outbox import audit
 from town.store.db import Store
 from town.store.models import AuditEntry, OutboxEvent, Town
+from town.text import clean_text
 from town.tick.engine import Engine
 from town.views.places import whereabouts
 
@@ -116,7 +117,7 @@ async def test_commands_whispers_sets_and_interviews_are_audited(runtime: TownRu
             "Bob (slack:U1)",
             "Isabella Rodriguez: What do you think of Klaus?",
         ),
-        ("out", "answer", "slack", HOBBS, "Isabella Rodriguez", audit.clean_text(answer)),
+        ("out", "answer", "slack", HOBBS, "Isabella Rodriguez", clean_text(answer)),
     ]
     assert all(e.game_time == clock for e in entries(store))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,15 @@ def test_unreachable_server_gets_a_clear_error() -> None:
 def test_password_is_never_in_the_error() -> None:
     with pytest.raises(StoreError) as info:
         Store.open("postgresql+psycopg://u:hunter22@127.0.0.1:9/none?connect_timeout=2")
+    assert "hunter22" not in str(info.value)
+
+
+def test_a_postgresql_url_without_the_postgres_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    with pytest.raises(StoreError, match=r"'psycopg'.*pip install 'bottown\[postgres\]'") as info:
+        Store.open("postgresql+psycopg://u:hunter22@127.0.0.1:9/none")
     assert "hunter22" not in str(info.value)
 
 

@@ -27,11 +27,11 @@ from town.inputs.admin import set_object, whisper
 from town.inputs.unit import UnknownResident, resident_named
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
+from town.llm.embedders import CachedEmbedder, HashEmbedder
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
-from town.memory.embedders import CachedEmbedder, HashEmbedder
 from town.memory.embedding_queue import flush_queues, shared_queue
-from town.memory.stream import clean_text
+from town.memory.stream import stored_text
 from town.store.db import Store
 from town.store.models import Conversation, Memory, PlanItem, Town, WorldObject
 from town.tick.engine import Engine, TownChanged, talks_to_begin
@@ -348,7 +348,7 @@ class AheadBrain(ScriptedBrain):
 
     async def run(self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None) -> Any:
         if task.name == "rate_importance" and self.ticking:
-            texts = [clean_text(t) for t in inputs.observations]
+            texts = [stored_text(t) for t in inputs.observations]
             met = [t.split(" is ")[0] for t in texts if t.split(" is ")[0] in self.names]
             asked = [f"What is {inputs.resident}'s relationship with {m}?" for m in met]
             await self._embedded_ahead(texts + asked)
@@ -397,7 +397,7 @@ async def test_what_a_tick_will_record_or_ask_is_embedded_ahead(store: Store) ->
             with store.session() as s:  # insights found this tick, stored as reflections next
                 for row in engine.residents(s).values():
                     found = ResidentState.of(row).reflect_insights
-                    insights += [clean_text(i["text"]) for i in found]
+                    insights += [stored_text(i["text"]) for i in found]
             assert cache.missing(insights) == []
             if report.clock.time() < time(8, 0):  # more than an hour before she wakes
                 assert cache.missing(queries) == queries

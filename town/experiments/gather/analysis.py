@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.cluster import DBSCAN  # type: ignore[import-untyped]
-from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]
 
+from town.experiments.extra import experiments_extra
 from town.experiments.gather.field import (
     GOAL_SENDER,
     MOVES,
@@ -47,6 +46,8 @@ def cluster_labels(points: Sequence[Point], eps: int, size: int) -> npt.NDArray[
     """DBSCAN labels over the torus (``-1``: in no cluster)."""
     if len(points) < 2:
         return np.full(len(points), -1, dtype=np.int64)
+    with experiments_extra():
+        from sklearn.cluster import DBSCAN  # type: ignore[import-untyped]
     found = DBSCAN(eps=eps, min_samples=2, metric="precomputed").fit(
         distance_matrix(points, size).astype(np.float64)
     )
@@ -58,6 +59,8 @@ def tfidf_vectors(texts: list[str]) -> npt.NDArray[np.floating]:
     """TF-IDF rows (L2-normalised) fitted on these texts: a lexical measure."""
     if not any(t.strip() for t in texts):
         return np.zeros((len(texts), 1))
+    with experiments_extra():
+        from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]
     matrix = TfidfVectorizer().fit_transform(texts)
     return np.asarray(matrix.toarray(), dtype=np.float64)
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from town.experiments.gather.field import GatherConfig
 from town.experiments.gather.log import AgentStep
 from town.experiments.gather.messages import mentions
-from town.memory.embedders import Embedder
-from town.memory.stream import MemoryStream, NewMemory, clean_text
+from town.llm.embedders import Embedder
+from town.memory.stream import MemoryStream, NewMemory, stored_text
 from town.memory.vectors import InMemoryIndex, VectorIndex
 from town.store.db import Store
 from town.store.models import Resident, Town
@@ -80,7 +80,7 @@ class AgentMemories:
 
     def remember(self, records: Sequence[AgentStep], config: GatherConfig) -> None:
         batches = [(r, _memories_of(r, config)) for r in records]
-        texts = [clean_text(item.text) for _, items in batches for item in items]
+        texts = [stored_text(item.text) for _, items in batches for item in items]
         vectors = self.embedder.embed(texts)  # one batch for the whole step
         with self.store.session() as session:
             start = 0

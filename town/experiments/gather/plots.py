@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.patches import Rectangle
 
+from town.experiments.extra import experiments_extra
 from town.experiments.figures import new_figure, save_png
 from town.experiments.gather.analysis import RunAnalysis
 from town.experiments.gather.field import MOVES, GatherConfig
@@ -96,6 +96,8 @@ def plot_positions(runs: Sequence[RunAnalysis], config: GatherConfig, path: Path
     figure = new_figure(2.4 * columns, 2.5 * len(runs))
     grid = np.atleast_2d(np.asarray(figure.subplots(len(runs), columns, squeeze=False)))
     half = config.reception
+    with experiments_extra():
+        from matplotlib.patches import Rectangle
     for row, a in enumerate(runs):
         for col, (step, agents) in enumerate(sorted(a.snapshots.items())):
             axes = grid[row, col]

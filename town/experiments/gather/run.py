@@ -7,19 +7,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from town.experiments.gather import schemas as s
 from town.experiments.gather.field import GatherConfig, Point, in_range, moved, start_positions
 from town.experiments.gather.log import AgentStep, CallLedger
 from town.experiments.gather.memories import AgentMemories
 from town.experiments.gather.messages import deliver, parse_move
-from town.llm import schemas as s
-from town.llm.port import Brain
-from town.llm.tasks import (
+from town.experiments.gather.tasks import (
     GATHER_MESSAGE,
     GATHER_MESSAGE_MEMORY,
     GATHER_MOVE,
     GATHER_MOVE_MEMORY,
     FreeTextTask,
 )
+from town.llm.port import Brain
 
 OFFLINE_LABEL = "offline brain"
 

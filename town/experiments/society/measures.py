@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import combinations
 
-from town.llm.offline.judge import names_keyword
+from town.experiments.society.judge import names_keyword
 from town.world.persona import Fact
 
 _TOPIC_STOP = frozenset(

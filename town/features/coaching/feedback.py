@@ -9,9 +9,10 @@ from town.features.coaching.interviews import InterviewerSpec
 from town.features.coaching.room import interviews_of
 from town.features.coaching.session import candidate_key, first_name
 from town.features.coaching.tasks import COACH_FEEDBACK
-from town.inputs.unit import UnknownResident, clean_text, input_unit
+from town.inputs.unit import UnknownResident, input_unit
 from town.memory.stream import NewMemory
 from town.store.models import Resident
+from town.text import clean_text
 from town.tick.engine import Engine
 from town.tick.turn import Tick
 

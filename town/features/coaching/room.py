@@ -10,8 +10,8 @@ from town.features.coaching import session
 from town.features.coaching.briefing import Interviewee
 from town.features.coaching.interviews import Interviews, load_interviews
 from town.inputs.handlers import Visit, handle_place, place_handlers
-from town.inputs.unit import clean_text
 from town.outbox.events import TownEvent
+from town.text import clean_text
 from town.tick.engine import Engine
 from town.tick.turn import Tick
 from town.world.places import World

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from town.llm.schemas import Insight, Utterance
-from town.llm.tasks import one_line, quoted
+from town.llm.tasks import PROSE_LINE, quoted
+from town.text import clean_text
 
 
 class _Model(BaseModel):
@@ -32,7 +33,8 @@ class ReviewedAnswer(_Model):
 
     def prose(self) -> str:
         return (
-            f"[{self.id}] in session {self.session}, on {one_line(self.topic)}: asked "
+            f"[{self.id}] in session {self.session}, "
+            f"on {clean_text(self.topic, PROSE_LINE)}: asked "
             f"{quoted(self.question)}, answered {quoted(self.answer)}"
         )
 

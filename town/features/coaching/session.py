@@ -10,7 +10,7 @@ from town.features.coaching import schemas as s
 from town.features.coaching.briefing import Interviewee
 from town.features.coaching.interviews import InterviewerSpec
 from town.features.coaching.tasks import COACH_REVIEW, COACH_TURN
-from town.memory.stream import NewMemory, clean_text
+from town.memory.stream import NewMemory, stored_text
 from town.store.models import Resident
 from town.tick.state import AnswerNote, Candidate, CoachingSession, CoachingTurn, ResidentState
 from town.tick.turn import Tick
@@ -300,7 +300,7 @@ def _at(iso: str) -> datetime:
 
 def _flat(text: str) -> str:
     """One line, as the memory stream stores it (so offsets into a memory's text hold)."""
-    return clean_text(text)
+    return stored_text(text)
 
 
 def first_name(name: str) -> str:

@@ -22,6 +22,7 @@ from town.inputs.naming import visitor_name
 from town.inputs.unit import input_unit
 from town.outbox import audit
 from town.store.models import Delivery, OutboxEvent, PendingInput, Reaction
+from town.text import clean_text
 from town.tick.engine import OBSERVED, Engine
 
 REACT = "react"  # the audit row of a reaction (direction "in")
@@ -128,8 +129,8 @@ async def react(engine: Engine, reacted: Reacted, *, muted: Muted = is_muted) ->
             )
         )
         residents = engine.residents(session)
-        name = visitor_name(audit.clean_text(reacted.name, 80) or "Someone", list(residents))
-        said = audit.clean_text(str(message.payload.get("text", "")), 200)
+        name = visitor_name(clean_text(reacted.name, 80) or "Someone", list(residents))
+        said = clean_text(str(message.payload.get("text", "")), 200)
         unit.audit(
             audit.IN,
             REACT,

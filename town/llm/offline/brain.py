@@ -16,9 +16,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from town.llm import schemas as s
+from town.llm.embedders import Embedder
 from town.llm.offline import day as offline_day
-from town.llm.offline import gather as offline_gather
-from town.llm.offline import judge as offline_judge
 from town.llm.offline import social as offline_social
 from town.llm.offline import talk as offline_talk
 from town.llm.offline.hearing import Hearing
@@ -26,7 +25,6 @@ from town.llm.offline.lexicon import STATE_CHANGES
 from town.llm.offline.text import emoji_for, importance, words
 from town.llm.offline.visit import answer_visitor
 from town.llm.tasks import Task
-from town.memory.embedders import Embedder
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
@@ -71,11 +69,6 @@ class OfflineBrain:
             "object_state": object_state,
             "summarize": offline_social.summarize,
             "interview": offline_talk.interview,
-            "gather_message": offline_gather.gather_message,
-            "gather_move": offline_gather.gather_move,
-            "gather_message_memory": offline_gather.gather_message,
-            "gather_move_memory": offline_gather.gather_move,
-            "judge_knows": offline_judge.judge_knows,
         }
     )
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from town.llm.embedders import Embedder, HashEmbedder
 from town.llm.offline.lexicon import HEARD
-from town.memory.embedders import Embedder, HashEmbedder
 
 MARGIN = 0.08  # kinds this close to the nearest are a tie, broken by the keyword rules
 FLOOR = 0.3  # a nearest example farther than this says nothing, without a keyword

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from town.experiments.gather import schemas as s
 from town.experiments.gather.field import GOAL_SENDER, GatherConfig, in_range, torus_distance
 from town.experiments.gather.messages import deliver, mentions, parse_move
-from town.llm import schemas as s
+from town.experiments.gather.tasks import GATHER_MESSAGE, GATHER_MOVE
 from town.llm.offline.brain import OfflineBrain
-from town.llm.tasks import GATHER_MESSAGE, GATHER_MOVE
 
 PAPER = GatherConfig(agents=4)
 

@@ -13,19 +13,19 @@ from pydantic import BaseModel
 from sqlmodel import select
 
 from standins.llm.server import running
+from town.experiments.gather import schemas as s
 from town.experiments.gather.analysis import analyse
 from town.experiments.gather.field import GOAL_SENDER, GatherConfig, torus_distance
 from town.experiments.gather.log import AgentStep, CallLedger
 from town.experiments.gather.memories import AgentMemories
 from town.experiments.gather.messages import mentions
 from town.experiments.gather.run import GatherRun
-from town.llm import schemas as s
 from town.llm.client import open_client
+from town.llm.embedders import HashEmbedder
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
 from town.llm.tasks import Task
-from town.memory.embedders import HashEmbedder
 from town.store.db import Store
 from town.store.models import Memory
 

@@ -1,4 +1,5 @@
-"""The offline brain's judge of "do you know ...?" answers (the society measures).
+"""The judge of "do you know ...?" answers (the society measures): the ``judge_knows`` task (its
+prompt in ``prompts/``) and the offline brain's answer to it.
 
 The rule: an answer says "yes" when one of its sentences names a keyword of the subject (a fact's
 keywords, or a resident's full or first name) and holds no negation ("not", "don't", "never",
@@ -8,8 +9,12 @@ keywords, or a resident's full or first name) and holds no negation ("not", "don
 from __future__ import annotations
 
 import re
+from importlib import resources
 
 from town.llm import schemas as s
+from town.llm.task import make_task
+
+PROMPTS = resources.files(__package__).joinpath("prompts")
 
 NEGATION = re.compile(
     r"\b(?:not|no|never|nobody|nothing|none|unknown|unsure|cannot|can't|cant|don't|dont|"
@@ -41,3 +46,13 @@ def judge_knows(inputs: s.JudgeKnowsInput) -> s.JudgeKnowsResult:
     if negated:
         return s.JudgeKnowsResult(verdict="no", reason=f"names {negated!r} only with a negation")
     return s.JudgeKnowsResult(verdict="no", reason="names none of the keywords")
+
+
+JUDGE_KNOWS = make_task(
+    "judge_knows",
+    s.JudgeKnowsInput,
+    s.JudgeKnowsResult,
+    "You judge whether an answer claims to know about something: yes or no.",
+    offline=judge_knows,
+    prompts=PROMPTS,
+)

@@ -9,7 +9,7 @@ import numpy as np
 import openai
 import pytest
 
-from town.memory.embedders import CachedEmbedder, EmbeddingError, HashEmbedder, OpenAIEmbedder
+from town.llm.embedders import CachedEmbedder, EmbeddingError, HashEmbedder, OpenAIEmbedder
 
 
 class _CountingStub:

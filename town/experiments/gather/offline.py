@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from town.llm import schemas as s
+from town.experiments.gather import schemas as s
 
 HEADINGS = (("up", "right"), ("up", "left"), ("down", "right"), ("down", "left"))
 _GOAL_AT = re.compile(r"\bgoal\b[^()\d]{0,30}\(\s*(\d{1,4})\s*,\s*(\d{1,4})\s*\)", re.IGNORECASE)
