@@ -133,7 +133,7 @@ def fake_llm(
 @llm_app.command("check")
 def llm_check() -> None:
     """Send one small request to the configured LLM and say plainly whether it works."""
-    from bot.cli.llm_check import check_llm
+    from town.llm.check import Server, check_llm
 
     def run() -> None:
         settings = settings_and_logging()
@@ -143,7 +143,9 @@ def llm_check() -> None:
                 "(set BOTTOWN_LLM_BASE_URL and/or BOTTOWN_LLM_API_KEY)"
             )
             return
-        ok, message = asyncio.run(check_llm(settings))
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+        server = Server(settings.llm_base_url, key, settings.llm_model, settings.llm_timeout_s)
+        ok, message = asyncio.run(check_llm(server))
         (out if ok else err).print(message, highlight=False)
         if not ok:
             raise typer.Exit(1)

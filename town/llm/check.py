@@ -1,14 +1,15 @@
 """``bottown llm check``: one small request to the configured LLM in each structured-output mode,
-and a plain verdict: the mode the town will use and why, or the setting to fix."""
+and a plain verdict: the mode the town will use and why, or the setting to fix (the client's own
+error classes read here, in town.llm, where the openai client lives)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import openai
 
-from bot.runtime.settings import Settings
 from town.llm import formats
 from town.llm.client import open_client
 from town.llm.lenient import NoJSON
@@ -29,25 +30,35 @@ PROBE = RateImportanceInput(
 model to an exact count and a range (one score each, 1 to 10)."""
 
 
+@dataclass(frozen=True)
+class Server:
+    """The configured server: its URL (None: the OpenAI API), key, model and timeout."""
+
+    base_url: str | None
+    api_key: str
+    model: str
+    timeout_s: float
+
+
 class _Fatal(Exception):
     """The server cannot be used as configured: the message names the setting to fix."""
 
 
-def _fatal(error: openai.APIError, settings: Settings, where: str) -> _Fatal | None:
+def _fatal(error: openai.APIError, server: Server, where: str) -> _Fatal | None:
     if isinstance(error, openai.AuthenticationError):
         return _Fatal(f"{where} rejected the API key (401): check BOTTOWN_LLM_API_KEY")
     if isinstance(error, openai.PermissionDeniedError):
-        return _Fatal(f"{where} refused access (403): may this key use {settings.llm_model}?")
+        return _Fatal(f"{where} refused access (403): may this key use {server.model}?")
     if isinstance(error, openai.NotFoundError):
         return _Fatal(
-            f"{where} has no model {settings.llm_model!r} (404): check BOTTOWN_LLM_MODEL "
+            f"{where} has no model {server.model!r} (404): check BOTTOWN_LLM_MODEL "
             "(for Ollama: `ollama pull <model>` first) and that the URL ends in /v1"
         )
     if isinstance(error, openai.RateLimitError):
         return _Fatal(f"{where} is rate-limiting this key or its quota is spent (429)")
     if isinstance(error, openai.APITimeoutError):
         return _Fatal(
-            f"{where} did not answer within {settings.llm_timeout_s:g} s: raise "
+            f"{where} did not answer within {server.timeout_s:g} s: raise "
             "BOTTOWN_LLM_TIMEOUT_S for a slow local model"
         )
     if isinstance(error, openai.APIConnectionError):
@@ -55,14 +66,14 @@ def _fatal(error: openai.APIError, settings: Settings, where: str) -> _Fatal | N
     return None
 
 
-async def _try(client: openai.AsyncOpenAI, settings: Settings, kind: str, where: str) -> str:
+async def _try(client: openai.AsyncOpenAI, server: Server, kind: str, where: str) -> str:
     """``"ok ..."`` or what went wrong in this mode; raises :class:`_Fatal`."""
     schema = RATE_IMPORTANCE.schema_for(PROBE)
     create: Any = client.chat.completions.with_raw_response.create
     began = time.monotonic()
     try:
         raw = await create(
-            model=settings.llm_model,
+            model=server.model,
             messages=formats.wire(RATE_IMPORTANCE.render(PROBE), kind, schema),
             response_format=formats.response_format(kind, RATE_IMPORTANCE.name, schema),
             max_tokens=max_tokens_for(schema),
@@ -70,12 +81,12 @@ async def _try(client: openai.AsyncOpenAI, settings: Settings, kind: str, where:
     except openai.APIStatusError as error:
         if formats.rejects_format(error):
             return f"rejected (HTTP {error.status_code}: {formats.said(error, 200)})"
-        fatal = _fatal(error, settings, where)
+        fatal = _fatal(error, server, where)
         if fatal is not None:
             raise fatal from None
         return f"failed (HTTP {error.status_code}: {formats.said(error, 200)})"
     except openai.APIError as error:
-        fatal = _fatal(error, settings, where)
+        fatal = _fatal(error, server, where)
         raise fatal or _Fatal(f"{where}: {type(error).__name__}") from None
     seconds = time.monotonic() - began
     try:
@@ -93,17 +104,16 @@ async def _try(client: openai.AsyncOpenAI, settings: Settings, kind: str, where:
     return f"ok (a valid reply in {seconds:.1f} s)"
 
 
-async def check_llm(settings: Settings) -> tuple[bool, str]:
+async def check_llm(server: Server) -> tuple[bool, str]:
     """(the town can use the server, message). The message names the mode the town will use and
     why, or the setting to fix; it never contains the key."""
-    where = settings.llm_base_url or "the OpenAI API"
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    client = open_client(settings.llm_base_url, key, settings.llm_timeout_s, max_retries=0)
-    lines = [f"{settings.llm_model} at {where}:"]
+    where = server.base_url or "the OpenAI API"
+    client = open_client(server.base_url, server.api_key, server.timeout_s, max_retries=0)
+    lines = [f"{server.model} at {where}:"]
     chosen = None
     try:
         for kind in formats.FORMATS:
-            verdict = await _try(client, settings, kind, where)
+            verdict = await _try(client, server, kind, where)
             lines.append(f"  {kind}: {verdict}")
             if verdict.startswith("ok"):
                 chosen = kind
