@@ -202,6 +202,18 @@ class StreamMatrix:
         order = np.lexsort((ids, created))[-n:]
         return [texts[i] for i in order]
 
+    def texts_of(self, ids: Collection[int]) -> dict[int, str]:
+        """The texts of the memories ``ids`` held here (pending ones included), by id: read
+        with no query, while a tick or an input thinks; the matrix must be loaded."""
+        assert self.matrix is not None
+        m, wanted = self.matrix, set(ids)
+        found = {i: m.texts[m.row_of[i]] for i in wanted if i in m.row_of}
+        for waiting in self.pending:
+            for i, text in zip(waiting.rows.ids.tolist(), waiting.rows.texts, strict=True):
+                if i in wanted:
+                    found[i] = text
+        return found
+
     def needed(self, kinds: Collection[str] | None) -> list[Future[np.ndarray]]:
         """The pending vectors a retrieval of ``kinds`` (None: every kind) must have: a talk's
         recall (no plans) need not wait for the plans just made."""

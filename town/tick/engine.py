@@ -147,12 +147,21 @@ class Engine:
         whisper, ``set``, ``pause``, ``speed``, a visitor's words) leaves the revision alone:
         what it writes is never what a tick writes, so no tick thinks again because of it."""
         with self.store.session() as session:
-            if changes_town:
-                seen = self.town(session).revision
-                Store.before_commit(session, partial(self._raise_revision, seen=seen))
-            if self.guard is not None:
-                Store.before_commit(session, self.guard)
+            self.as_input(session, changes_town=changes_town)
             yield session
+
+    def as_input(self, session: Session, *, changes_town: bool = True) -> None:
+        """From here on ``session`` commits as an input's unit of work (see ``unit``): checked by
+        ``guard``, and, if it ``changes_town``, raising the revision committed now (an input
+        that thought from a snapshot writes on top of a tick that committed meanwhile)."""
+        if changes_town:
+            now = select(Town.revision).where(col(Town.id) == self.town_id)
+            seen = session.exec(now).first()
+            if seen is None:
+                raise TownNotFound(f"town #{self.town_id} is not in the store")
+            Store.before_commit(session, partial(self._raise_revision, seen=seen))
+        if self.guard is not None:
+            Store.before_commit(session, self.guard)
 
     def _raise_revision(self, session: Session, *, seen: int, **values: Any) -> None:
         """Raise the town's revision from the one read (``seen``), writing ``values`` on the
