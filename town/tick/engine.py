@@ -241,7 +241,10 @@ class Engine:
         self.phase = phase
         log.debug("tick to %s: %s", f"{now:%Y-%m-%d %H:%M}", phase)
         for watcher in list(self.watchers):
-            watcher(phase, now)
+            try:
+                watcher(phase, now)
+            except Exception:  # (a watcher never fails the tick)
+                log.exception("a watcher of the tick's phases failed")
 
     def new_tick(self, session: Session, now: datetime) -> Tick:
         """A tick's working set, read from the store: the residents' rows, the world, today's

@@ -51,8 +51,10 @@ class Read:
 class Watch:
     """What the engine told of its ticks, and the page's reads during them."""
 
+    url: str = ""  # the web adapter's
     phases: list[tuple[str, datetime]] = field(default_factory=list)
     reads: list[Read] = field(default_factory=list)
+    getting: list[asyncio.Task[None]] = field(default_factory=list)  # (kept till done)
     late: list[str] = field(default_factory=list)  # reads not done when their tick committed
     watched: list[datetime] = field(default_factory=list)
     first: asyncio.Event = field(default_factory=asyncio.Event)  # a watched tick began thinking
@@ -101,7 +103,10 @@ async def _live(tmp_path: Path, llama_url: str, watch: Watch) -> AsyncIterator[T
     ready: asyncio.Future[TownRuntime] = asyncio.get_running_loop().create_future()
 
     def started(runtime: TownRuntime) -> None:
-        runtime.engine.watchers.append(lambda phase, clock: _told(watch, runtime, phase, clock))
+        (adapter,) = runtime.adapters
+        assert isinstance(adapter, WebAdapter)
+        watch.url = adapter.url
+        runtime.engine.watchers.append(lambda phase, clock: _told(watch, phase, clock))
         ready.set_result(runtime)
 
     task = asyncio.create_task(serve(settings, ["web"], town="smallville", ready=started))
@@ -116,17 +121,14 @@ async def _live(tmp_path: Path, llama_url: str, watch: Watch) -> AsyncIterator[T
             await task
 
 
-def _told(watch: Watch, runtime: TownRuntime, phase: str, clock: datetime) -> None:
+def _told(watch: Watch, phase: str, clock: datetime) -> None:
     """The engine's word on a tick's phase: the page starts reading when a watched tick
-    thinks; when it commits, every read issued meanwhile must be done. (Never raises: the
-    watcher runs inside the tick.)"""
+    thinks; when it commits, every read issued meanwhile must be done."""
     watch.phases.append((phase, clock))
     if phase == THINKING and len(watch.watched) < WATCHED_TICKS:
         watch.watched.append(clock)
         watch.committed[clock] = asyncio.Event()
         watch.first.set()
-        (adapter,) = runtime.adapters
-        assert isinstance(adapter, WebAdapter)
         for path in (
             "/api/map",
             f"/api/resident?name={quote(EARLY_RISER)}",
@@ -135,7 +137,7 @@ def _told(watch: Watch, runtime: TownRuntime, phase: str, clock: datetime) -> No
         ):
             read = Read(path, clock)
             watch.reads.append(read)
-            asyncio.get_running_loop().create_task(_get(adapter.url, read))
+            watch.getting.append(asyncio.get_running_loop().create_task(_get(watch.url, read)))
     elif phase == COMMITTED and clock in watch.committed:
         watch.late += [r.path for r in watch.reads if r.tick == clock and not r.done.is_set()]
         watch.committed[clock].set()
@@ -181,7 +183,7 @@ async def test_smallville_thinks_on_the_model_while_the_page_reads_and_visitors_
         speaking = asyncio.create_task(visitors())
         await asyncio.wait_for(watch.all_watched.wait(), RUN_GUARD_S)
         await asyncio.wait_for(speaking, RUN_GUARD_S)
-        await asyncio.gather(*(r.done.wait() for r in watch.reads))
+        await asyncio.gather(*watch.getting)
 
     ticks = [clock for phase, clock in watch.phases if phase == COMMITTED]
     assert ticks[:WATCHED_TICKS] == watch.watched  # (no tick rolled back among them)
