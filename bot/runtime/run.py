@@ -239,6 +239,8 @@ class TownRuntime:
     def _adapter_status(self) -> str:
         behind = self.clock_behind()
         lines = [f"Pace: {behind}"] if behind else []
+        if self.engine.phase:  # (reads and inputs never wait for it)
+            lines.append(f"Tick: {self.engine.phase}")
         return "\n".join([*lines, *(a.status_line() for a in self.adapters)])
 
     async def tick(self) -> TickReport | None:

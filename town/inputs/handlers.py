@@ -21,7 +21,11 @@ __all__ = ["PlaceHandler", "Visit", "handle_place", "place_handlers"]
 class PlaceHandler(Protocol):
     async def __call__(self, tick: Tick, visit: Visit) -> TownEvent | None:
         """A resident's answer (an event of ``tick``), said instead of small talk: that resident
-        does not hear the visit as an observation too. None: the place is ordinary now."""
+        does not hear the visit as an observation too. None: the place is ordinary now.
+
+        ``tick`` is a snapshot, thinking (``town.inputs.placed``): the handler reads what it
+        needs from it (rows, states, memory arrays) and queries nothing; what it changes in
+        the residents' states and records in their streams is written after its LLM calls."""
         ...
 
 

@@ -21,6 +21,13 @@ def heard_as(who: str) -> str:
     return plain + MARKER if who.endswith(MARKER) else plain
 
 
+def quoted(who: str, role: str, words: str) -> str:
+    """A visitor's words as residents perceive them: a quotation, never an instruction, with
+    no mention syntax or mass ping."""
+    role = chatlog.unpinged(clean_text(role, 200))
+    return f'{heard_as(who)}{f" ({role})" if role else ""} said: "{chatlog.unpinged(words)}"'
+
+
 def marked(name: str, residents: dict[str, Resident]) -> str:
     """The visitor's name, marked if it could pass for another (kept within 80 characters)."""
     who = visitor_name(name, residents)

@@ -1,21 +1,27 @@
 """One input, one unit of work: under the engine's lock (the writers of this process, held by a
 tick only for its short write, never while it thinks), in one transaction, audited, and the
-engine's ``after_commit`` run once it committed. Also the names an input resolves (a resident,
-a place) and the one-line text it keeps."""
+engine's ``after_commit`` run once it committed; an input that thinks (an LLM call) does it as a
+tick does, ``think_apart``. Also the names an input resolves (a resident, a place)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from sqlmodel import Session
 
 from town.outbox import audit
+from town.store.db import Store
+from town.store.ids import blocks
 from town.store.models import Resident, Town
 from town.tick.engine import Engine
 from town.world.places import UnknownPlace, World
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 class UnknownResident(LookupError):
@@ -81,6 +87,37 @@ async def input_unit(engine: Engine, *, changes_town: bool = True) -> AsyncItera
             yield InputUnit(engine, session, engine.town(session))
         if engine.after_commit:
             engine.after_commit()
+
+
+async def think_apart(
+    engine: Engine,
+    read: Callable[[Session], R],
+    think: Callable[[R], Awaitable[T]],
+    write: Callable[[Session, R, T], None],
+    *,
+    changes_town: bool = True,
+) -> T:
+    """An input that thinks, as a tick does: ``read`` a snapshot in one short read, ``think``
+    (its LLM calls) holding no lock, connection or transaction (``Store.thinking``: any SQL
+    raises), then ``write`` in one short unit under the engine's lock (``Engine.as_input``:
+    checked by the guard; if it ``changes_town``, the revision committed by then is raised, so
+    the write goes on top of a tick that committed meanwhile). What ``think`` records (memories,
+    with ids made in Python) waits in the session and commits with the write."""
+    async with engine.lock:  # ids for what it records (a short write of its own)
+        blocks(engine.store.engine).top_up()
+    with engine.store.session(autoflush=False) as session:
+        snapshot = read(session)
+        Store.end_read(session)
+        with Store.thinking(session):
+            thought = await think(snapshot)
+        async with engine.lock:
+            engine.as_input(session, changes_town=changes_town)
+            write(session, snapshot, thought)
+            committed = Store.commit(session)
+        committed()
+    if engine.after_commit:
+        engine.after_commit()
+    return thought
 
 
 def resident_named(names: Iterable[str], name: str) -> str | None:

@@ -18,10 +18,11 @@ from sqlmodel import Session
 
 from town.inputs import chat, consent
 from town.inputs.handlers import place_handlers
-from town.inputs.joining import heard_as, join, known_visitor, marked, remember_visitor, visitor_row
+from town.inputs.joining import heard_as, join, known_visitor, marked, quoted, remember_visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
-from town.inputs.unit import area_named, input_unit
+from town.inputs.placed import say_to_place
+from town.inputs.unit import area_named
 from town.inputs.visit import EmptyWords, Visit, words_of
 from town.llm.depth import chained
 from town.outbox import audit, chatlog
@@ -294,51 +295,13 @@ def _store_answer(engine: Engine, heard: _Heard, event: TownEvent) -> int:
 
 async def _say_to_place(engine: Engine, area: str, visit: Visit) -> SayResult:
     """Words at a place with a handler (an interview room): the handler answers through one
-    resident, in one unit of work; the others there hear the words at once (their chat line
-    is kept for the record and the pages, not heard again at the next tick)."""
-    async with input_unit(engine) as unit:
-        session = unit.session
-        tick = engine.new_tick(session, unit.clock)
-        residents = tick.residents
-        platform, user_id = visit.platform, visit.user_id
-        who, role = visitor_row(
-            session, engine.town_id, platform, user_id, visit.name, visit.role, residents
-        )
-        result = SayResult(area)
-        present = [r for r in residents.values() if World.area_of(r.location) == area]
-        result.heard_by = [r.name for r in present]
-        handler = place_handlers(engine)[area.casefold()]
-        handled = await handler(tick, replace(visit, area=area, name=who, role=role))
-        if handled is not None:  # the place's own answer (a mock interview), not small talk
-            result.replies.append(handled)
-            present = [r for r in present if r.name != handled.resident]
-        for row in present:
-            tick.state(row).inbox.append(quoted(who, role, visit.words))
-        tick.save_states()
-        logged_as = audit.identity(who, platform, user_id)
-        unit.audit(audit.IN, "say:place", logged_as, visit.words, platform=platform, channel=area)
-        thread = chatlog.thread_of(platform, user_id)
-        chatlog.add_line(
-            session,
-            engine.town_id,
-            area,
-            who,
-            chatlog.VISITOR,
-            thread,
-            visit.words,
-            unit.clock,
-            platform=platform,
-            heard=False,
-        )
-        write_outbox(session, engine.town_id, f"say:{uuid4().hex}", tick.events)
+    resident, thinking from a snapshot with nothing held (``town.inputs.placed``); the others
+    there hear the words at their next tick."""
+    said = await say_to_place(engine, area, visit)
+    result = SayResult(area, heard_by=said.heard_by)
+    if said.answer is not None:  # the place's own answer (a mock interview), not small talk
+        result.replies.append(said.answer)
     return result
-
-
-def quoted(who: str, role: str, words: str) -> str:
-    """A visitor's words as residents perceive them: a quotation, never an instruction, with
-    no mention syntax or mass ping."""
-    role = chatlog.unpinged(clean_text(role, 200))
-    return f'{heard_as(who)}{f" ({role})" if role else ""} said: "{chatlog.unpinged(words)}"'
 
 
 def _nobody_notice(

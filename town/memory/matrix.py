@@ -8,7 +8,7 @@ vectors are still being computed wait beside them until a retrieval needs them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -105,9 +105,10 @@ class MemoryMatrix:
         k: int,
         kinds: Collection[str] | None,
         weights: RetrievalWeights,
+        hidden: Collection[int] = (),
     ) -> list[Ranked]:
         """The paper's top k for the query vector at game hour ``now_h``, best first, among the
-        memories of ``kinds`` (None: every kind)."""
+        memories of ``kinds`` (None: every kind) but those ``hidden`` (ids)."""
         n = self.size
         if n == 0 or k <= 0:
             return []
@@ -118,6 +119,10 @@ class MemoryMatrix:
                 return []
         else:
             cand = np.arange(n)
+        if hidden:
+            cand = cand[~np.isin(self.ids[cand], np.fromiter(hidden, dtype=np.int64))]
+            if len(cand) == 0:
+                return []
         score, rec, imp, rel = score_candidates(
             relevance[cand], self.importance[cand], self.access_h[cand], now_h, weights
         )
@@ -174,10 +179,27 @@ class StreamMatrix:
         self.vectors = vectors
         self.matrix: MemoryMatrix | None = None
         self.pending: list[_Pending] = []
+        # memories added by a unit of work not committed yet (a thinking tick's): id -> the
+        # unit's session (its ``hash_key``); others' retrievals do not see them till it commits
+        self.staged: dict[int, int] = {}
 
     def forget(self) -> None:
         self.pending = []  # first: a matrix read again from the store already has their rows
+        self.staged = {}
         self.matrix = None
+
+    def stage(self, ids: Iterable[int], unit: int) -> None:
+        """Memories just added by the unit of work ``unit``, seen only by it till it commits."""
+        self.staged.update(dict.fromkeys(ids, unit))
+
+    def settled(self, ids: Iterable[int]) -> None:
+        """The memories ``ids`` committed: seen by every reader from now on."""
+        for mem_id in ids:
+            self.staged.pop(mem_id, None)
+
+    def hidden_from(self, unit: int) -> set[int]:
+        """The memories a reader in the unit of work ``unit`` must not see: others' staged."""
+        return {mem_id for mem_id, by in self.staged.items() if by != unit}
 
     def add(self, rows: Sequence[Memory], vectors: np.ndarray | Future[np.ndarray]) -> None:
         """New rows with their vectors, or the promise of them."""
@@ -201,6 +223,18 @@ class StreamMatrix:
         texts = [t for p in parts for t in p[2]]
         order = np.lexsort((ids, created))[-n:]
         return [texts[i] for i in order]
+
+    def texts_of(self, ids: Collection[int]) -> dict[int, str]:
+        """The texts of the memories ``ids`` held here (pending ones included), by id: read
+        with no query, while a tick or an input thinks; the matrix must be loaded."""
+        assert self.matrix is not None
+        m, wanted = self.matrix, set(ids)
+        found = {i: m.texts[m.row_of[i]] for i in wanted if i in m.row_of}
+        for waiting in self.pending:
+            for i, text in zip(waiting.rows.ids.tolist(), waiting.rows.texts, strict=True):
+                if i in wanted:
+                    found[i] = text
+        return found
 
     def needed(self, kinds: Collection[str] | None) -> list[Future[np.ndarray]]:
         """The pending vectors a retrieval of ``kinds`` (None: every kind) must have: a talk's

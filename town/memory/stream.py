@@ -228,6 +228,9 @@ class MemoryStream:
             Store.after_commit(session, lambda: self._write_index(batch))
         pending.append((self, ids, vectors))
         self.arrays.add(rows, vectors)
+        added = ids.tolist()
+        self.arrays.stage(added, session.hash_key)  # (an interview meanwhile never sees them)
+        Store.after_commit(session, lambda: self.arrays.settled(added))
         Store.after_rollback(session, self.arrays.forget)
 
     def _row(self, item: NewMemory, at: datetime) -> Memory:
@@ -275,7 +278,8 @@ class MemoryStream:
             return []
         q = query_vector if query_vector is not None else self.embedder.embed([query])[0]
         now_h = game_hours(now)
-        ranked = matrix.best(q, now_h, k, kinds, self.weights)
+        hidden = self.arrays.hidden_from(session.hash_key)  # another unit's, not committed
+        ranked = matrix.best(q, now_h, k, kinds, self.weights, hidden)
         ids = [r[0] for r in ranked]
         if touch:
             touch_later(session, ids, now)

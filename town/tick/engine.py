@@ -30,8 +30,8 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -58,6 +58,8 @@ from town.world.places import World
 REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
 OBSERVED = "observed"  # a pending input the resident perceives, as words in its inbox
 INPUT_ATTEMPTS = 3  # an input another process overtook runs again, up to this many times in all
+# A tick's phases (``Engine.phase``), in order; COMMITTED is told once its write has committed
+READING, THINKING, WRITING, COMMITTED = "reading", "thinking", "writing", "committed"
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -127,6 +129,11 @@ class Engine:
     # worker on SQLite shares one among its towns
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ticking: asyncio.Lock = field(default_factory=asyncio.Lock)  # one tick at a time
+    # Where the tick in flight is: READING its snapshot, THINKING (nothing held), WRITING (its
+    # thinking done: it waits for the lock, then writes); "" between ticks. Each step is logged
+    # and told to ``watchers`` (the phase, the clock the tick moves to) as it happens.
+    phase: str = ""
+    watchers: list[Callable[[str, datetime], None]] = field(default_factory=list)
 
     @contextmanager
     def unit(self, *, changes_town: bool = True) -> Iterator[Session]:
@@ -140,12 +147,21 @@ class Engine:
         whisper, ``set``, ``pause``, ``speed``, a visitor's words) leaves the revision alone:
         what it writes is never what a tick writes, so no tick thinks again because of it."""
         with self.store.session() as session:
-            if changes_town:
-                seen = self.town(session).revision
-                Store.before_commit(session, partial(self._raise_revision, seen=seen))
-            if self.guard is not None:
-                Store.before_commit(session, self.guard)
+            self.as_input(session, changes_town=changes_town)
             yield session
+
+    def as_input(self, session: Session, *, changes_town: bool = True) -> None:
+        """From here on ``session`` commits as an input's unit of work (see ``unit``): checked by
+        ``guard``, and, if it ``changes_town``, raising the revision committed now (an input
+        that thought from a snapshot writes on top of a tick that committed meanwhile)."""
+        if changes_town:
+            now = select(Town.revision).where(col(Town.id) == self.town_id)
+            seen = session.exec(now).first()
+            if seen is None:
+                raise TownNotFound(f"town #{self.town_id} is not in the store")
+            Store.before_commit(session, partial(self._raise_revision, seen=seen))
+        if self.guard is not None:
+            Store.before_commit(session, self.guard)
 
     def _raise_revision(self, session: Session, *, seen: int, **values: Any) -> None:
         """Raise the town's revision from the one read (``seen``), writing ``values`` on the
@@ -173,7 +189,7 @@ class Engine:
     async def tick(self, *, force: bool = False) -> TickReport:
         """Advance the town by one tick (a paused town does not move unless ``force``): read a
         snapshot, think with nothing held, write the results in one short transaction."""
-        async with self.ticking:
+        async with self._one_tick():
             async with self.lock:  # ids for what it adds (a short write of its own)
                 blocks(self.store.engine).top_up()
             with self.store.session(autoflush=False) as session:
@@ -188,10 +204,12 @@ class Engine:
                 answered = heard.take_in(tick, self.town_id, since)
                 take_pending(tick, self.town_id)
                 Store.end_read(session)
+                self._enter(THINKING, now)
                 with Store.thinking(session):
                     chain = await self._run(tick)
                     for name, said in answered.items():
                         await tick.stream(tick.residents[name]).record(session, said, now)
+                self._enter(WRITING, now)
                 async with self.lock:
                     began = time.perf_counter()
                     self._raise_revision(session, seen=seen, clock=now, last_tick_at=_wall())
@@ -203,10 +221,30 @@ class Engine:
                         self.guard(session)
                     committed = Store.commit(session)
                     write_ms = (time.perf_counter() - began) * 1000
+                self._enter(COMMITTED, now)
                 committed()  # (the index writes and caches: the lock is free again)
             if self.after_commit:
                 self.after_commit()
             return TickReport(now, tick.events, chain=chain, write_ms=write_ms)
+
+    @asynccontextmanager
+    async def _one_tick(self) -> AsyncIterator[None]:
+        """The tick in flight (``ticking`` held), its ``phase`` cleared when it ends."""
+        async with self.ticking:
+            self.phase = READING
+            try:
+                yield
+            finally:
+                self.phase = ""
+
+    def _enter(self, phase: str, now: datetime) -> None:
+        self.phase = phase
+        log.debug("tick to %s: %s", f"{now:%Y-%m-%d %H:%M}", phase)
+        for watcher in list(self.watchers):
+            try:
+                watcher(phase, now)
+            except Exception:  # (a watcher never fails the tick)
+                log.exception("a watcher of the tick's phases failed")
 
     def new_tick(self, session: Session, now: datetime) -> Tick:
         """A tick's working set, read from the store: the residents' rows, the world, today's

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from sqlmodel import Session
 
 from tests.factories import lone_resident
 from town.memory.stream import InvalidMemory, MemoryStream, NewMemory
@@ -49,6 +50,26 @@ def test_rollback_drops_cached_memories(store: Store) -> None:
     with store.session() as s:
         found = {r.memory.id: r.memory.importance for r in stream.retrieve(s, "q", T0, k=5)}
     assert found[again.id] == 2
+
+
+def test_a_memory_not_committed_yet_is_found_only_by_its_own_unit_of_work(store: Store) -> None:
+    """A thinking tick's new memories sit in the shared arrays before its commit: an interview
+    meanwhile (another unit of work) never finds them, the tick itself does."""
+    emb = TableEmbedder({"kept": [1, 0], "staged": [1, 0.1], "q": [1, 0]})
+    stream = MemoryStream(resident_id=lone_resident(store), embedder=emb, index=InMemoryIndex())
+    with store.session() as s:
+        stream.add(s, [NewMemory("observation", "kept", 3)], T0)
+
+    def texts(session: Session) -> list[str]:
+        return [r.memory.text for r in stream.retrieve(session, "q", T0, k=5, touch=False)]
+
+    with store.session(autoflush=False) as thinking:
+        stream.add(thinking, [NewMemory("observation", "staged", 9)], T0)
+        with store.session() as interview:
+            assert texts(interview) == ["kept"]
+        assert sorted(texts(thinking)) == ["kept", "staged"]
+    with store.session() as after:
+        assert sorted(texts(after)) == ["kept", "staged"]  # committed: seen by every reader
 
 
 def test_bad_memories_are_refused_or_trimmed(store: Store) -> None:

@@ -18,7 +18,7 @@ from town.llm.tasks import Task
 from town.store.db import QueryWhileThinking, Store
 from town.store.ids import blocks, new_ids
 from town.store.models import AuditEntry, Memory, PendingInput, Town, WorldObject
-from town.tick.engine import Engine
+from town.tick.engine import COMMITTED, THINKING, WRITING, Engine
 from town.views.card import resident_card, town_map
 from town.views.places import look, whereabouts
 
@@ -116,6 +116,20 @@ async def test_an_interview_answers_while_a_tick_thinks_and_writes_only_its_audi
     assert kinds.count("interview") == 2 and kinds.count("answer") == 2
     brain.gate.set()
     await flying
+
+
+async def test_a_tick_tells_its_phases_as_it_goes(store: Store) -> None:
+    brain = GatedBrain()
+    engine = await make_engine(store, brain)
+    await ticks(engine, 3)
+    told: list[tuple[str, object]] = []
+    engine.watchers.append(lambda phase, clock: told.append((phase, clock)))
+    flying = await _stuck_tick(engine, brain)
+    assert engine.phase == THINKING and [phase for phase, _ in told] == [THINKING]
+    brain.gate.set()
+    report = await flying
+    assert told == [(THINKING, report.clock), (WRITING, report.clock), (COMMITTED, report.clock)]
+    assert engine.phase == ""  # between ticks
 
 
 def _paused(store: Store) -> bool:

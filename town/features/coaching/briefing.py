@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlmodel import col, select
-
 from town.features.coaching import schemas as s
 from town.features.coaching.interviews import InterviewerSpec, InterviewQuestion
 from town.llm.schemas import Utterance
-from town.store.models import Memory, Resident
+from town.store.models import Resident
 from town.tick.state import AnswerNote, Candidate, CoachingSession, CoachingTurn
 from town.tick.turn import Tick
 
@@ -75,35 +73,35 @@ def as_reviewed(number: int, asked: CoachingTurn) -> s.ReviewedAnswer:
     )
 
 
-def reviewed(tick: Tick, notes: list[AnswerNote]) -> list[s.ReviewedAnswer]:
-    """The noted answers, their words read back from the memories that hold them."""
-    rows = _memories(tick, [n.memory for n in notes])
+def reviewed(tick: Tick, resident: Resident, notes: list[AnswerNote]) -> list[s.ReviewedAnswer]:
+    """The noted answers, their words read back from the memories of the interviewer that
+    hold them."""
+    rows = _memories(tick, resident, [n.memory for n in notes])
     return [
         s.ReviewedAnswer(
             id=n.memory,
             session=n.session,
             topic=n.topic,
             question=n.question,
-            answer=rows[n.memory].text[n.answer_at :].removesuffix('"'),
+            answer=rows[n.memory][n.answer_at :].removesuffix('"'),
         )
         for n in notes
         if n.memory in rows
     ]
 
 
-def builds_on(tick: Tick, record: Candidate) -> s.ReviewedAnswer | None:
+def builds_on(tick: Tick, resident: Resident, record: Candidate) -> s.ReviewedAnswer | None:
     notes = [n for n in record.answers if n.memory == record.start_from]
-    found = reviewed(tick, notes)
+    found = reviewed(tick, resident, notes)
     return found[0] if found else None
 
 
-def texts(tick: Tick, ids: list[int]) -> list[str]:
-    rows = _memories(tick, ids)
-    return [rows[i].text for i in ids if i in rows]
+def texts(tick: Tick, resident: Resident, ids: list[int]) -> list[str]:
+    rows = _memories(tick, resident, ids)
+    return [rows[i] for i in ids if i in rows]
 
 
-def _memories(tick: Tick, ids: list[int]) -> dict[int, Memory]:
-    if not ids:
-        return {}
-    found = tick.session.exec(select(Memory).where(col(Memory.id).in_(ids))).all()
-    return {m.id: m for m in found if m.id is not None}
+def _memories(tick: Tick, resident: Resident, ids: list[int]) -> dict[int, str]:
+    """The texts of the interviewer's memories ``ids``, from its memory arrays (read with the
+    snapshot: nothing is queried while the interviewer thinks)."""
+    return tick.stream(resident).arrays.texts_of(ids) if ids else {}

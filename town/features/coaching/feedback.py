@@ -1,7 +1,10 @@
 """``feedback``: an interviewer's concrete points on a candidate's mock-interview answers, each
-quoting one of them (the ``coach_feedback`` task)."""
+quoting one of them (the ``coach_feedback`` task), thought from a snapshot with nothing held
+(``town.inputs.unit.think_apart``)."""
 
 from __future__ import annotations
+
+from sqlmodel import Session
 
 from town.features.coaching import schemas as s
 from town.features.coaching.briefing import reviewed, texts
@@ -9,7 +12,7 @@ from town.features.coaching.interviews import InterviewerSpec
 from town.features.coaching.room import interviews_of
 from town.features.coaching.session import candidate_key, first_name
 from town.features.coaching.tasks import COACH_FEEDBACK
-from town.inputs.unit import UnknownResident, input_unit
+from town.inputs.unit import UnknownResident, think_apart
 from town.memory.stream import NewMemory
 from town.store.models import Resident
 from town.text import clean_text
@@ -48,19 +51,29 @@ async def feedback(
         if chosen is None:
             raise ValueError(f"name an interviewer ({names}), or ask in an interview room")
         found = chosen
-    async with input_unit(engine) as unit:
-        tick = engine.new_tick(unit.session, unit.clock)
+    key = candidate_key(platform, user_id or clean_text(name, 80))
+
+    def read(session: Session) -> tuple[Tick, Resident]:
+        tick = engine.new_tick(session, engine.town(session).clock)
         row = tick.residents.get(found.resident)
         if row is None:
             raise UnknownResident(f"{found.resident} does not live in this town")
-        key = candidate_key(platform, user_id or clean_text(name, 80))
-        return await _points(tick, row, found, key)
+        return tick, row
+
+    async def think(read: tuple[Tick, Resident]) -> str:
+        return await _points(*read, found, key)
+
+    def write(_session: Session, _read: tuple[Tick, Resident], _points: str) -> None:
+        """Nothing more: the memory of the feedback waits in the session (a memory row only:
+        the town's revision is left alone)."""
+
+    return await think_apart(engine, read, think, write, changes_town=False)
 
 
 async def _points(tick: Tick, resident: Resident, spec: InterviewerSpec, key: str) -> str:
     """Concrete points on the candidate's latest answers, each quoting one of them."""
     record = tick.state(resident).coaching.get(key)
-    answers = reviewed(tick, record.answers[-FEEDBACK_ANSWERS:]) if record else []
+    answers = reviewed(tick, resident, record.answers[-FEEDBACK_ANSWERS:]) if record else []
     if record is None or not answers:
         return (
             f"{first_name(resident.name)} has no answers of yours yet: say hello in {spec.room} "
@@ -73,7 +86,7 @@ async def _points(tick: Tick, resident: Resident, spec: InterviewerSpec, key: st
             role=spec.role,
             candidate=record.name,
             answers=answers,
-            reviews=texts(tick, record.reviews[-6:]),
+            reviews=texts(tick, resident, record.reviews[-6:]),
             focus=record.focus,
         ),
         resident=resident.name,
