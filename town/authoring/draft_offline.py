@@ -91,7 +91,7 @@ def draft_outline(inputs: d.DraftOutlineInput) -> d.DraftOutlineResult:
         kind = _KINDS[(i + _pick(inputs.description, len(_KINDS))) % len(_KINDS)]
         places.append(f"{noun} {kind}" if i < len(words) else f"{noun} {kind} {i + 1}")
     return d.DraftOutlineResult(
-        town_name=town, town_description=inputs.description[:100], places=places, homes="Homes"
+        town_name=town, town_description=inputs.description[:100], places=places, street="Homes"
     )
 
 

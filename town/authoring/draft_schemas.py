@@ -92,6 +92,7 @@ Repair = Annotated[
 class DraftOutlineInput(_Model):
     description: str
     places: int = Field(ge=1, le=11)  # public places; the residents' homes are one place more
+    named: list[str] = Field(default_factory=list)  # what the description names, as a hint
     repair: Repair = DraftRepair()
 
 
@@ -99,7 +100,7 @@ class DraftOutlineResult(_Model):
     town_name: PlaceName
     town_description: Line
     places: list[PlaceName] = Field(min_length=1, max_length=11)
-    homes: PlaceName  # the place (a street, a quarter) where the residents live
+    street: PlaceName  # the place (a street, a quarter) where the residents' homes are
 
 
 # -- one place ----------------------------------------------------------------------------------

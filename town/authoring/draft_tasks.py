@@ -115,7 +115,7 @@ def _unique(names: Iterable[str], what: str) -> None:
 def _distinct_places(
     inputs: d.DraftOutlineInput, result: d.DraftOutlineResult
 ) -> d.DraftOutlineResult:
-    _unique([*result.places, result.homes], "place")
+    _unique([*result.places, result.street], "place")
     return result
 
 

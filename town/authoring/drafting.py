@@ -188,12 +188,13 @@ class _Drafter:
         return self.town
 
     def _names(self) -> list[str]:
-        return [*self.outlined.places, self.outlined.homes]
+        return [*self.outlined.places, self.outlined.street]
 
     async def outline(self, problems: list[str] | None = None) -> None:
         inputs = d.DraftOutlineInput(
             description=self.description,
             places=self.public,
+            named=offline.noun_phrases(self.description)[1 : self.public + 1],
             repair=self._repair(problems, self.town),
         )
         self.town = await self._ask("the outline", DRAFT_OUTLINE, inputs)
