@@ -107,6 +107,8 @@ async def test_the_loaders_problems_go_back_to_their_piece_for_a_repair_round() 
     problems = repair.inputs.repair.problems
     assert any("residents[0].home: 'Nowhere: attic' is not a place" in p for p in problems)
     assert "Ada Stone" in repair.inputs.repair.previous
+    asked = DRAFT_RESIDENT.render(repair.inputs)[1]["content"]
+    assert "Your previous draft" in asked and '"problems":["residents.toml:' in asked
     assert repair.inputs.drafted == [second.result.name]  # the others, for its "knows"
     assert len(brain.calls("draft_place")) == 3  # the places were fine: not asked again
     assert len(brain.calls("draft_outline")) == 1
@@ -206,3 +208,12 @@ async def test_a_sub_area_or_object_named_twice_is_kept_once() -> None:
     first = draft.spec.areas[0]
     assert [s.name for s in first.sub_areas] == ["pier", "crane"]
     assert [(o.name, o.state) for o in first.sub_areas[0].objects] == [("bench", "free")]
+
+
+async def test_the_outline_is_given_the_places_the_description_names() -> None:
+    brain = ScriptedBrain()
+    await draft_town(brain, HARBOUR, residents=1, places=3)
+    (outline,) = brain.calls("draft_outline")
+    assert outline.inputs.places == 2 and outline.inputs.named == ["Lighthouse", "Fish Market"]
+    assert "Name exactly 2 public places." in DRAFT_OUTLINE.render(outline.inputs)[1]["content"]
+    assert "repair" not in DRAFT_OUTLINE.render(outline.inputs)[1]["content"].split("INPUT")[0]
