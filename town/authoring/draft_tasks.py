@@ -87,8 +87,8 @@ def _shape_resident(inputs: d.DraftResidentInput, schema: Schema) -> None:
         "[A-Z]", f"[{_new_initials(inputs.drafted)}]", 1
     )
     _enum(props["home"], inputs.homes)
-    _enum(props["workplace"], ["", *inputs.places])
-    _enum(props["knows"], ["", *inputs.drafted])
+    _enum(props["workplace"], [*inputs.places, ""])  # "" last: a tiny model takes the first
+    _enum(props["knows"], [*inputs.drafted, ""])
     if not inputs.drafted:
         _enum(props["knows_as"], [""])
     _enum(props["wake_time"], WAKE_TIMES)
