@@ -104,21 +104,6 @@ def _shape_scenario(inputs: d.DraftScenarioInput, schema: Schema) -> None:
     _enum(event["start"], STARTS)
 
 
-def _unique(names: Iterable[str], what: str) -> None:
-    seen: set[str] = set()
-    for name in names:
-        if name.casefold() in seen:
-            raise ValueError(f"{what} {name!r} is used twice; every {what} needs its own name")
-        seen.add(name.casefold())
-
-
-def _distinct_places(
-    inputs: d.DraftOutlineInput, result: d.DraftOutlineResult
-) -> d.DraftOutlineResult:
-    _unique([*result.places, result.street], "place")
-    return result
-
-
 def _someone_new(
     inputs: d.DraftResidentInput, result: d.DraftResidentResult
 ) -> d.DraftResidentResult:
@@ -149,7 +134,7 @@ DRAFT_OUTLINE = _task(
     d.DraftOutlineResult,
     "You name a town and its places for an AI role-play, as data.",
     _shape_outline,
-    _distinct_places,
+    None,
     offline.draft_outline,
 )
 DRAFT_PLACE = _task(

@@ -167,6 +167,7 @@ class _Drafter:
     people: dict[int, d.DraftResidentResult] = field(default_factory=dict)
     story: d.DraftScenarioResult | None = None
     offline: list[str] = field(default_factory=list)
+    renamed: list[str] = field(default_factory=list)
 
     async def _ask(self, label: str, task: Task[I, R], inputs: I) -> R:
         used = len(self.fallback.used) if self.fallback is not None else 0
@@ -197,7 +198,28 @@ class _Drafter:
             named=offline.noun_phrases(self.description)[1 : self.public + 1],
             repair=self._repair(problems, self.town),
         )
-        self.town = await self._ask("the outline", DRAFT_OUTLINE, inputs)
+        town = await self._ask("the outline", DRAFT_OUTLINE, inputs)
+        self.town = self._distinct(town, offline.draft_outline(inputs))
+
+    def _distinct(
+        self, town: d.DraftOutlineResult, spare: d.DraftOutlineResult
+    ) -> d.DraftOutlineResult:
+        """The outline with a place named twice (a tiny model repeats itself) named as the
+        offline outline names it, noted as filled."""
+        self.renamed = []
+        names = [*town.places, town.street]
+        spares = iter(
+            n
+            for n in [*spare.places, spare.street, *(f"Place {i}" for i in range(2, 99))]
+            if n.casefold() not in {x.casefold() for x in names}
+        )
+        seen: set[str] = set()
+        for index, name in enumerate(names):
+            if name.casefold() in seen:
+                names[index] = next(spares)
+                self.renamed.append(f"{TOWN_FILE}: areas[{index}].name")
+            seen.add(names[index].casefold())
+        return town.model_copy(update={"places": names[:-1], "street": names[-1]})
 
     async def place(self, index: int, problems: list[str] | None = None) -> None:
         names = self._names()
@@ -271,7 +293,7 @@ class _Drafter:
 
     def assemble(self) -> tuple[d.DraftPlaces, list[d.DraftResident], list[str]]:
         """The pieces as the files' content, and the fields filled from the scaffold."""
-        filled: list[str] = []
+        filled: list[str] = list(self.renamed)
         areas = []
         for index, name in enumerate(self._names()):
             place = self.places[index]

@@ -217,3 +217,14 @@ async def test_the_outline_is_given_the_places_the_description_names() -> None:
     assert outline.inputs.places == 2 and outline.inputs.named == ["Lighthouse", "Fish Market"]
     assert "Name exactly 2 public places." in DRAFT_OUTLINE.render(outline.inputs)[1]["content"]
     assert "repair" not in DRAFT_OUTLINE.render(outline.inputs)[1]["content"].split("INPUT")[0]
+
+
+async def test_a_place_named_twice_takes_the_offline_outlines_name() -> None:
+    brain = ScriptedBrain()
+    twice = {"town_name": "Gull Bay", "town_description": "a bay", "places": ["Quay", "quay"]}
+    brain.enqueue("draft_outline", {**twice, "street": "Quay"})
+    draft = await draft_town(brain, HARBOUR, residents=1, places=3)
+    assert draft.spec is not None and draft.rounds == 0
+    assert [a.name for a in draft.spec.areas] == ["Quay", "Lighthouse", "Fish Market"]
+    assert draft.spec.name == "Gull Bay"  # the rest of the model's outline stays
+    assert draft.filled[:2] == ["town.toml: areas[1].name", "town.toml: areas[2].name"]
