@@ -45,10 +45,11 @@ def _named(limit: int, chars: str, grammar: str, shortest: int = 2) -> Any:
 PlaceName = Annotated[str, *_named(30, r"^[^:;]+$", r"^[A-Za-z][A-Za-z0-9' -]{1,29}$")]
 PERSON_GRAMMAR = r"^[A-Z][a-z]{1,14} [A-Z][a-z]{1,15}$"
 PersonName = Annotated[str, *_named(32, r"^[A-Z][a-z]+ [A-Z][a-z]+$", PERSON_GRAMMAR, 3)]
-State = Annotated[str, *_free(20)]
+_WORDS = r"^[A-Za-z][A-Za-z' ,-]{0,%d}$"  # words only: a tiny model copies code from the prompt
+State = Annotated[str, *_named(20, r"^[^;]+$", _WORDS % 19, 1)]
 Phrase = Annotated[str, *_free(100)]  # one seed memory
 Line = Annotated[str, *_free(100)]
-Short = Annotated[str, *_free(40)]
+Short = Annotated[str, *_named(40, r"^[^;]+$", _WORDS % 39, 1)]
 Word = Annotated[str, *_named(16, r"^[a-z][a-z-]*$", r"^[a-z][a-z-]{1,15}$")]
 Choice = Annotated[str, Field(max_length=80)]  # closed by the task's shaper: an enum
 
