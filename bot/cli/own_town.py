@@ -14,7 +14,7 @@ from bot.cli.common import err, guarded, out, settings_and_logging, settings_wit
 from bot.runtime.settings import Settings
 from bot.runtime.towns import open_town
 from town.authoring.changes import Changes
-from town.authoring.drafting import Draft, OfflineStandIn, draft_town
+from town.authoring.drafting import Draft, OfflineStandIn, Tally, draft_town
 from town.authoring.living import UpdateRefused, apply_update
 from town.authoring.scaffold import new_town, next_steps, refuse_existing, write_files
 from town.authoring.summary import summary_lines
@@ -74,8 +74,11 @@ def check(folder: Annotated[Path, typer.Argument(help="The town's folder.")]) ->
     out.print("ok: the town can be founded", style="green")
 
 
-def _draft_brain(settings: Settings, fallback: OfflineStandIn) -> tuple[Brain, str]:
-    """The configured LLM behind the gateway (its fallback noted), or the offline brain."""
+def _draft_brain(
+    settings: Settings, fallback: OfflineStandIn, tally: Tally | None = None
+) -> tuple[Brain, str]:
+    """The configured LLM behind the gateway (its fallback noted, its calls tallied), or the
+    offline brain."""
     if not settings.uses_llm:
         return OfflineBrain(), "offline brain"
     client = open_client(
@@ -84,7 +87,9 @@ def _draft_brain(settings: Settings, fallback: OfflineStandIn) -> tuple[Brain, s
         settings.llm_timeout_s,
         max_retries=settings.llm_max_attempts - 1,
     )
-    gateway = LLMGateway(client, model=settings.llm_model, fallback=fallback, concurrency=1)
+    gateway = LLMGateway(
+        client, model=settings.llm_model, usage=tally, fallback=fallback, concurrency=1
+    )
     return gateway, f"LLM {settings.llm_model}"
 
 
@@ -100,37 +105,54 @@ def draft(
     ] = 3,
     brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
 ) -> None:
-    """Ask the configured LLM for a town, one file at a time; the loader's problems go back to
-    it for at most two repair rounds. Written only if `town check` would pass."""
+    """Ask the configured LLM for a town in small pieces (the town's outline, each place, each
+    resident, the scenario); the loader's problems go back to their pieces for at most two
+    repair rounds. Written only if `town check` would pass."""
 
-    def go() -> Draft:
+    tally = Tally()
+
+    def go() -> tuple[Draft, bool]:
         refuse_existing(folder)
         settings = settings_with_brain(brain)
         stand_in = OfflineStandIn()
-        thinker, label = _draft_brain(settings, stand_in)
+        thinker, label = _draft_brain(settings, stand_in, tally)
         out.print(f"drafting with the {label} ...", markup=False)
-        made = asyncio.run(draft_town(thinker, describe, residents=residents, places=places))
+        made = asyncio.run(
+            draft_town(thinker, describe, residents=residents, places=places, fallback=stand_in)
+        )
         if not settings.uses_llm:
             out.print(
                 "the offline brain filled the scaffold from your description's nouns; an LLM "
                 "drafts a far better town (see `bottown llm check`)",
                 markup=False,
             )
-        elif stand_in.used:
+        elif made.offline:
             out.print(
-                f"the LLM gave no usable answer for {', '.join(sorted(set(stand_in.used)))}: "
+                f"the LLM gave no usable answer for {', '.join(dict.fromkeys(made.offline))}: "
                 "the offline brain drafted those parts",
                 markup=False,
             )
-        return made
+        return made, settings.uses_llm
 
-    made = guarded(go)
+    made, by_llm = guarded(go)
     rounds = f"{made.rounds} repair round{'' if made.rounds == 1 else 's'}"
     if made.spec is None:
         report_problems(made.problems, f"still there after {rounds}: nothing was written")
         raise typer.Exit(2)
     guarded(lambda: write_files(folder, made.files))
-    out.print(f"wrote {folder} ({made.calls} calls, {rounds})", markup=False)
+    asked = (
+        f"; {tally.calls} LLM calls, {tally.prompt_tokens:,} prompt and "
+        f"{tally.completion_tokens:,} completion tokens"
+        if tally.calls
+        else ""
+    )
+    out.print(f"wrote {folder} ({made.calls} pieces, {rounds}{asked})", markup=False)
+    if made.filled and by_llm:
+        out.print(
+            "filled from the offline scaffold where the draft was thin: " + ", ".join(made.filled),
+            markup=False,
+            soft_wrap=True,
+        )
     for line in summary_lines(made.spec):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     out.print("next:", markup=False)

@@ -7,6 +7,7 @@ import hashlib
 import re
 
 from town.authoring import draft_schemas as d
+from town.world.persona import MIN_SEED_PHRASES
 
 _COMMON_WORDS = """about above after again against along also among another around because been
 before being below between both could does doing down during each every from further have having
@@ -19,7 +20,26 @@ _KINDS = ["Hall", "Market", "Yard", "Works", "House", "Square", "Tower", "Garden
 _SUB_AREAS = [("front room", "bench", "free"), ("back room", "table", "tidy")]
 _FIRST = ["Ada", "Ben", "Cora", "Dev", "Edda", "Finn", "Greta", "Hugo", "Iris", "Jonah", "Kira"]
 _LAST = ["Stone", "Hale", "Marsh", "Reed", "Vale", "Frost", "Moss", "Lark", "Wren", "Ash"]
-_EMOJI = ["🙂", "🧭", "🔧", "📚", "🌿", "🎨", "🍞", "⚓", "🎻", "🕯️", "🧵"]
+EMOJI = [
+    "🙂",
+    "🧭",
+    "🔧",
+    "📚",
+    "🌿",
+    "🎨",
+    "🍞",
+    "⚓",
+    "🎻",
+    "🕯️",
+    "🧵",
+    "🐟",
+    "⛪",
+    "🗼",
+    "🌊",
+    "🧶",
+]
+"""The emoji a drafted resident may take (an enum: a tiny model writes one, not a sentence)."""
+ROUTINE_STEPS = 5  # the loader takes five to eight
 _TRAITS = [["curious", "kind", "busy"], ["calm", "proud", "honest"], ["cheerful", "nosy", "loyal"]]
 
 
@@ -57,87 +77,99 @@ def _pick(seed: str, count: int) -> int:
     return int(hashlib.sha256(seed.encode()).hexdigest(), 16) % count
 
 
-def draft_places(inputs: d.DraftPlacesInput) -> d.DraftPlacesResult:
+def draft_outline(inputs: d.DraftOutlineInput) -> d.DraftOutlineResult:
     words = nouns(inputs.description)
     phrases = noun_phrases(inputs.description)
     town = phrases[0] if phrases else f"{words[0]} Town"
-    names = phrases[1:] if len(phrases) > 1 else []
-    areas = []
-    for i in range(inputs.places - 1):
-        if i < len(names):
-            name = noun = names[i]
-        else:
-            noun = words[i % len(words)]
-            kind = _KINDS[(i + _pick(inputs.description, len(_KINDS))) % len(_KINDS)]
-            name = f"{noun} {kind}" if i < len(words) else f"{noun} {kind} {i + 1}"
-        subs = [
-            d.DraftSubArea(name=sub, objects=[d.DraftObject(name=obj, state=state)])
-            for sub, obj, state in _SUB_AREAS
+    named = phrases[1:] if len(phrases) > 1 else []
+    places = []
+    for i in range(inputs.places):
+        if i < len(named):
+            places.append(named[i])
+            continue
+        noun = words[i % len(words)]
+        kind = _KINDS[(i + _pick(inputs.description, len(_KINDS))) % len(_KINDS)]
+        places.append(f"{noun} {kind}" if i < len(words) else f"{noun} {kind} {i + 1}")
+    return d.DraftOutlineResult(
+        town_name=town, town_description=inputs.description[:100], places=places, street="Homes"
+    )
+
+
+def draft_place(inputs: d.DraftPlaceInput) -> d.DraftPlaceResult:
+    if inputs.homes:
+        homes = [
+            d.DraftSubArea(name=f"home {n + 1}", objects=[d.DraftObject(name="bed", state="made")])
+            for n in range(inputs.homes)
         ]
-        areas.append(
-            d.DraftArea(
-                name=name,
-                description=f"the {name.lower()} everyone in {town} knows",
-                opens="08:00",
-                closes="18:00",
-                sub_areas=subs,
-            )
+        return d.DraftPlaceResult(
+            description="the houses where the residents live", sub_areas=homes
         )
-    homes = [
-        d.DraftSubArea(name=f"home {n + 1}", objects=[d.DraftObject(name="bed", state="made")])
-        for n in range(inputs.homes)
+    subs = [
+        d.DraftSubArea(name=sub, objects=[d.DraftObject(name=obj, state=state)])
+        for sub, obj, state in _SUB_AREAS
     ]
-    areas.append(
-        d.DraftArea(
-            name="Homes", description="the houses where the residents live", sub_areas=homes
-        )
-    )
-    return d.DraftPlacesResult(
-        town_name=town, town_description=inputs.description[:120], areas=areas
+    return d.DraftPlaceResult(
+        description=f"the {inputs.name.lower()} everyone in {inputs.town_name} knows",
+        opens="08:00",
+        closes="18:00",
+        sub_areas=subs,
     )
 
 
-def draft_residents(inputs: d.DraftResidentsInput) -> d.DraftResidentsResult:
-    start = _pick(inputs.description, len(_FIRST))
-    names = [
-        f"{_FIRST[(start + n) % len(_FIRST)]} {_LAST[(start + n) % len(_LAST)]}"
-        for n in range(inputs.residents)
+def _job(workplace: str) -> str:
+    return f"keeper of the {workplace.split(': ')[0]}" if workplace else "a resident"
+
+
+def draft_resident(inputs: d.DraftResidentInput) -> d.DraftResidentResult:
+    start, n = _pick(inputs.description, len(_FIRST)), len(inputs.drafted)
+    names = (
+        f"{_FIRST[(start + k) % len(_FIRST)]} {_LAST[(start + k) % len(_LAST)]}"
+        for k in range(n, n + 99)
+    )
+    name = next(x for x in names if x not in inputs.drafted)
+    workplace = inputs.places[n % len(inputs.places)] if inputs.places else ""
+    return d.DraftResidentResult(
+        name=name,
+        age=25 + (n * 11) % 50,
+        traits=_TRAITS[n % len(_TRAITS)],
+        occupation=_job(workplace),
+        about=[f"{name} cares about the town and its people"],
+        knows=inputs.drafted[-1] if inputs.drafted else "",
+        knows_as="a neighbour" if inputs.drafted else "",
+        home=inputs.homes[0],
+        workplace=workplace,
+        wake_time="07:00",
+        sleep_time="22:00",
+        routine=_routine(workplace)[:3],
+        avatar_emoji=EMOJI[(start + n) % len(EMOJI)],
+    )
+
+
+def _routine(workplace: str) -> list[str]:
+    return [
+        "get up at 7 am and have breakfast",
+        f"go to work at the {workplace.split(': ')[0]}" if workplace else "walk about",
+        "have lunch with a friend",
+        "finish the day's work",
+        "go home and go to bed at 10 pm",
     ]
-    work = [p for p in inputs.places if ": " in p and p not in inputs.homes] or [""]
-    people = []
-    for n, name in enumerate(names):
-        workplace = work[n % len(work)]
-        neighbour = names[(n + 1) % len(names)]
-        job = f"keeper of the {workplace.split(': ')[0]}" if workplace else "a resident"
-        people.append(
-            d.DraftResident(
-                name=name,
-                age=25 + (n * 11) % 50,
-                traits=_TRAITS[n % len(_TRAITS)],
-                occupation=job,
-                seeds=[
-                    f"{name} lives in {inputs.town_name}",
-                    f"{name} works as {job}",
-                    f"{name} cares about the town and its people",
-                ],
-                relationships=[f"{name} is a friend of {neighbour}"]
-                if neighbour != name
-                else [f"{name} knows everyone in {inputs.town_name}"],
-                home=inputs.homes[n % len(inputs.homes)],
-                workplace=workplace,
-                wake_time="07:00",
-                sleep_time="22:00",
-                routine=[
-                    "get up at 7 am and have breakfast",
-                    f"go to work at the {workplace.split(': ')[0]}" if workplace else "walk about",
-                    "have lunch with a friend",
-                    "finish the day's work",
-                    "go home and go to bed at 10 pm",
-                ],
-                avatar_emoji=_EMOJI[(start + n) % len(_EMOJI)],
-            )
-        )
-    return d.DraftResidentsResult(residents=people)
+
+
+def seeds_filled(person: d.DraftResidentResult, town: str, own: list[str]) -> list[str]:
+    """The resident's own phrases (``own``), then the scaffold's (what it does, where it
+    lives) up to the loader's three."""
+    scaffold = [f"{person.name} works as {person.occupation}", f"{person.name} lives in {town}"]
+    seeds = list(own)
+    for phrase in scaffold:
+        if len(seeds) < MIN_SEED_PHRASES and phrase not in seeds:
+            seeds.append(phrase)
+    return seeds
+
+
+def routine_filled(person: d.DraftResidentResult) -> list[str]:
+    """The resident's own routine, then the scaffold's last steps, up to five."""
+    routine = list(person.routine)
+    return routine + _routine(person.workplace)[len(routine) : ROUTINE_STEPS]
 
 
 def draft_scenario(inputs: d.DraftScenarioInput) -> d.DraftScenarioResult:
@@ -153,7 +185,5 @@ def draft_scenario(inputs: d.DraftScenarioInput) -> d.DraftScenarioResult:
             question=f"Do you know about the gathering at {place}?",
             keywords=["gathering"],
         ),
-        event=d.DraftEvent(
-            name=f"the {word} gathering", location=place, start="16:00", end="18:00"
-        ),
+        event=d.DraftEvent(name=f"the {word} gathering", location=place, start="16:00", hours=2),
     )

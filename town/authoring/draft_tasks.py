@@ -1,11 +1,13 @@
-"""The draft tasks: a prompt beside each result model (``draft_schemas``), its schema tightened
-for the inputs (exact counts, the homes and places as closed sets), its check, and its offline
-answer (``draft_offline``). They are the authoring feature's own, apart from the town's tasks in
-``town.llm.tasks``, and go through the same brains (the gateway's structured output)."""
+"""The draft tasks, one per piece of a town (outline, place, resident, scenario): a prompt beside
+each result model (``draft_schemas``), its schema tightened for the inputs (exact counts, the
+places, homes, residents drafted so far, hours and emoji as closed sets), its check, and its
+offline answer (``draft_offline``). They are the authoring feature's own, apart from the town's
+tasks in ``town.llm.tasks``, and go through the same brains (the gateway's structured output)."""
 
 from __future__ import annotations
 
 import dataclasses
+import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -19,9 +21,11 @@ from town.llm.task import I, R, Task
 from town.llm.tasks import make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
-WAKE_TIMES = [f"{h:02d}:{m:02d}" for h in range(5, 10) for m in (0, 30)]
-SLEEP_TIMES = [f"{h:02d}:{m:02d}" for h in range(21, 24) for m in (0, 30)]
-HOURS = [f"{h:02d}:00" for h in range(8, 23)]
+WAKE_TIMES = [f"{h:02d}:00" for h in range(5, 10)]
+SLEEP_TIMES = [f"{h:02d}:00" for h in range(21, 24)]
+OPENING = [f"{h:02d}:00" for h in range(6, 12)]
+CLOSING = [f"{h:02d}:00" for h in range(15, 24)]
+STARTS = [f"{h:02d}:00" for h in range(8, 20)]  # an event of up to four hours ends by 23:00
 
 
 def _keep(inputs: Any, schema: Schema) -> None:
@@ -52,18 +56,44 @@ def _exactly(node: Schema, count: int) -> None:
     node["minItems"] = node["maxItems"] = count
 
 
-def _shape_places(inputs: d.DraftPlacesInput, schema: Schema) -> None:
-    _exactly(schema["properties"]["areas"], inputs.places)
+def _shape_outline(inputs: d.DraftOutlineInput, schema: Schema) -> None:
+    _exactly(schema["properties"]["places"], inputs.places)
 
 
-def _shape_residents(inputs: d.DraftResidentsInput, schema: Schema) -> None:
-    residents = schema["properties"]["residents"]
-    _exactly(residents, inputs.residents)
-    person = residents["items"]["properties"]
-    _enum(person["home"], inputs.homes)
-    _enum(person["workplace"], ["", *inputs.places])
-    _enum(person["wake_time"], WAKE_TIMES)
-    _enum(person["sleep_time"], SLEEP_TIMES)
+def _shape_place(inputs: d.DraftPlaceInput, schema: Schema) -> None:
+    props = schema["properties"]
+    if inputs.homes:
+        _exactly(props["sub_areas"], inputs.homes)
+        _enum(props["opens"], [""])
+        _enum(props["closes"], [""])
+    else:
+        props["sub_areas"]["maxItems"] = 3
+        _enum(props["opens"], ["", *OPENING])
+        _enum(props["closes"], ["", *CLOSING])
+
+
+def _new_initials(drafted: list[str]) -> str:
+    """The capitals no drafted resident's first name starts with (all, if none are left)."""
+    taken = {name[:1] for name in drafted}
+    free = "".join(c for c in string.ascii_uppercase if c not in taken)
+    return free or string.ascii_uppercase
+
+
+def _shape_resident(inputs: d.DraftResidentInput, schema: Schema) -> None:
+    """A new resident's first name starts with a letter no drafted one's does: a grammar
+    engine cannot let a tiny model write a drafted name again (it tends to)."""
+    props = schema["properties"]
+    props["name"]["pattern"] = d.PERSON_GRAMMAR.replace(
+        "[A-Z]", f"[{_new_initials(inputs.drafted)}]", 1
+    )
+    _enum(props["home"], inputs.homes)
+    _enum(props["workplace"], [*inputs.places, ""])  # "" last: a tiny model takes the first
+    _enum(props["knows"], [*inputs.drafted, ""])
+    if not inputs.drafted:
+        _enum(props["knows_as"], [""])
+    _enum(props["wake_time"], WAKE_TIMES)
+    _enum(props["sleep_time"], SLEEP_TIMES)
+    _enum(props["avatar_emoji"], offline.EMOJI)
 
 
 def _shape_scenario(inputs: d.DraftScenarioInput, schema: Schema) -> None:
@@ -71,48 +101,14 @@ def _shape_scenario(inputs: d.DraftScenarioInput, schema: Schema) -> None:
     _enum(props["fact"]["properties"]["resident"], inputs.residents)
     event = props["event"]["properties"]
     _enum(event["location"], inputs.areas)
-    _enum(event["start"], HOURS[:-1])
-    _enum(event["end"], HOURS[1:])
+    _enum(event["start"], STARTS)
 
 
-def _unique(names: Iterable[str], what: str) -> None:
-    seen: set[str] = set()
-    for name in names:
-        if name.casefold() in seen:
-            raise ValueError(f"{what} {name!r} is used twice; every {what} needs its own name")
-        seen.add(name.casefold())
-
-
-def _distinct_places(
-    inputs: d.DraftPlacesInput, result: d.DraftPlacesResult
-) -> d.DraftPlacesResult:
-    _unique((a.name for a in result.areas), "area")
-    for area in result.areas:
-        _unique((s.name for s in area.sub_areas), f"sub-area of {area.name}:")
-        for sub in area.sub_areas:
-            _unique((o.name for o in sub.objects), f"object of {area.name}: {sub.name}:")
-        if bool(area.opens) != bool(area.closes) or (area.opens and area.opens == area.closes):
-            raise ValueError(f"{area.name}: give opens and closes at different times, or neither")
-    if len(result.areas[-1].sub_areas) < min(inputs.homes, 4):
-        raise ValueError(f"the last area must hold {inputs.homes} homes as sub-areas")
-    return result
-
-
-def _distinct_residents(
-    inputs: d.DraftResidentsInput, result: d.DraftResidentsResult
-) -> d.DraftResidentsResult:
-    _unique((r.name for r in result.residents), "resident name")
-    for person in result.residents:
-        if person.wake_time == person.sleep_time:
-            raise ValueError(f"{person.name} wakes and sleeps at {person.wake_time}")
-    return result
-
-
-def _event_after_start(
-    inputs: d.DraftScenarioInput, result: d.DraftScenarioResult
-) -> d.DraftScenarioResult:
-    if result.event.end <= result.event.start:
-        raise ValueError(f"the event ends at {result.event.end}, not after it starts")
+def _someone_new(
+    inputs: d.DraftResidentInput, result: d.DraftResidentResult
+) -> d.DraftResidentResult:
+    if result.name.casefold() in {n.casefold() for n in inputs.drafted}:
+        raise ValueError(f"{result.name} is drafted already: give this resident another name")
     return result
 
 
@@ -132,23 +128,32 @@ def _task(
     return DraftTask(**fields, shaper=shaper)
 
 
-DRAFT_PLACES = _task(
-    "draft_places",
-    d.DraftPlacesInput,
-    d.DraftPlacesResult,
-    "You draft the places of a town for an AI role-play, as data.",
-    _shape_places,
-    _distinct_places,
-    offline.draft_places,
+DRAFT_OUTLINE = _task(
+    "draft_outline",
+    d.DraftOutlineInput,
+    d.DraftOutlineResult,
+    "You name a town and its places for an AI role-play, as data.",
+    _shape_outline,
+    None,
+    offline.draft_outline,
 )
-DRAFT_RESIDENTS = _task(
-    "draft_residents",
-    d.DraftResidentsInput,
-    d.DraftResidentsResult,
-    "You draft the residents of a town for an AI role-play, as data.",
-    _shape_residents,
-    _distinct_residents,
-    offline.draft_residents,
+DRAFT_PLACE = _task(
+    "draft_place",
+    d.DraftPlaceInput,
+    d.DraftPlaceResult,
+    "You draft one place of a town for an AI role-play, as data.",
+    _shape_place,
+    None,
+    offline.draft_place,
+)
+DRAFT_RESIDENT = _task(
+    "draft_resident",
+    d.DraftResidentInput,
+    d.DraftResidentResult,
+    "You draft one resident of a town for an AI role-play, as data.",
+    _shape_resident,
+    _someone_new,
+    offline.draft_resident,
 )
 DRAFT_SCENARIO = _task(
     "draft_scenario",
@@ -156,11 +161,11 @@ DRAFT_SCENARIO = _task(
     d.DraftScenarioResult,
     "You draft the opening scenario of a town for an AI role-play, as data.",
     _shape_scenario,
-    _event_after_start,
+    None,
     offline.draft_scenario,
 )
 
 DRAFT_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
-    {t.name: t for t in (DRAFT_PLACES, DRAFT_RESIDENTS, DRAFT_SCENARIO)}
+    {t.name: t for t in (DRAFT_OUTLINE, DRAFT_PLACE, DRAFT_RESIDENT, DRAFT_SCENARIO)}
 )
 """The draft tasks by name (read-only)."""

@@ -29,7 +29,7 @@ def _header(description: str, what: str) -> list[str]:
     ]
 
 
-def town_toml(description: str, places: d.DraftPlacesResult) -> str:
+def town_toml(description: str, places: d.DraftPlaces) -> str:
     lines = _header(description, "The places")
     lines += [f"name = {toml_str(places.town_name)}"]
     lines += [f"description = {toml_str(places.town_description)}"]
@@ -50,16 +50,16 @@ def _paragraph(phrases: list[str]) -> str:
     return f'"""\n{body}\n"""'
 
 
-def residents_toml(description: str, areas: list[str], people: d.DraftResidentsResult) -> str:
+def residents_toml(description: str, areas: list[str], people: list[d.DraftResident]) -> str:
     lines = _header(description, "The residents")
-    for person in people.residents:
+    for person in people:
         lines += [
             "[[residents]]",
             f"name = {toml_str(person.name)}",
             f"age = {person.age}",
             f"traits = {_list(list(person.traits))}",
             f"occupation = {toml_str(person.occupation)}",
-            f"paragraph = {_paragraph([*person.seeds, *person.relationships])}",
+            f"paragraph = {_paragraph(list(person.seeds))}",
             f"home = {toml_str(person.home)}",
             f"workplace = {toml_str(person.workplace)}",
             f"known_places = {_list(areas)}",
@@ -70,6 +70,12 @@ def residents_toml(description: str, areas: list[str], people: d.DraftResidentsR
             "",
         ]
     return "\n".join(lines)
+
+
+def event_end(event: d.DraftEvent) -> str:
+    """The hour the event ends: its start and its hours (the draft's events end by 23:00)."""
+    hour = min(23, int(event.start[:2]) + event.hours)
+    return f"{hour:02d}:{event.start[3:5] or '00'}"
 
 
 def scenario_toml(description: str, scenario: d.DraftScenarioResult) -> str:
@@ -96,7 +102,7 @@ def scenario_toml(description: str, scenario: d.DraftScenarioResult) -> str:
         f"location = {toml_str(event.location)}",
         f"date = {toml_str(EVENT_DATE)}",
         f"start = {toml_str(event.start)}",
-        f"end = {toml_str(event.end)}",
+        f"end = {toml_str(event_end(event))}",
         'fact = "news"',
         "",
     ]

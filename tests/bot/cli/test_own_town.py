@@ -74,9 +74,16 @@ def test_draft_through_the_fake_llm_server_writes_a_town_that_checks(
     drafted = runner.invoke(app, ["town", "draft", "station", "--describe", describe])
     assert drafted.exit_code == 0, drafted.output
     assert "LLM bottown-fake" in drafted.output and "0 repair rounds" in drafted.output
+    assert "8 pieces" in drafted.output and "8 LLM calls" in drafted.output
     assert "no usable answer" not in drafted.output
+    assert "filled from the offline scaffold" in drafted.output  # the fake writes thin routines
     by_task = fake_stats(fake_llm)["by_task"]
-    assert by_task == {"draft_places": 1, "draft_residents": 1, "draft_scenario": 1}
+    assert by_task == {
+        "draft_outline": 1,
+        "draft_place": 3,
+        "draft_resident": 3,
+        "draft_scenario": 1,
+    }
     assert runner.invoke(app, ["town", "check", "./station"]).exit_code == 0
     assert describe in (tmp_path / "station" / "town.toml").read_text("utf-8")
 
@@ -100,9 +107,10 @@ def test_a_draft_left_with_problems_is_written_nowhere(
 
     brain = ScriptedBrain()
     for _ in range(3):
-        brain.enqueue("draft_residents", homeless())
-    monkeypatch.setattr(own_town, "_draft_brain", lambda settings, stand_in: (brain, "LLM x"))
-    drafted = runner.invoke(app, ["town", "draft", "lost", "--describe", "a lost town"])
+        brain.enqueue("draft_resident", homeless())
+    monkeypatch.setattr(own_town, "_draft_brain", lambda *_: (brain, "LLM x"))
+    lost = ["town", "draft", "lost", "--describe", "a lost town", "--residents", "1"]
+    drafted = runner.invoke(app, lost)
     assert drafted.exit_code == 2
     assert "residents.toml: residents[0].home: 'Nowhere: attic' is not a place" in drafted.output
     assert "after 2 repair rounds: nothing was written" in drafted.output
