@@ -9,14 +9,13 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Generic
+from typing import Any
 
 from town.authoring import draft_offline as offline
 from town.authoring import draft_schemas as d
-from town.llm.shapes import Schema, base_schema
+from town.llm.shapes import Schema
 from town.llm.task import I, R, Task
 from town.llm.tasks import make_task
 
@@ -30,18 +29,6 @@ STARTS = [f"{h:02d}:00" for h in range(8, 20)]  # an event of up to four hours e
 
 def _keep(inputs: Any, schema: Schema) -> None:
     return None
-
-
-@dataclass(frozen=True)
-class DraftTask(Task[I, R], Generic[I, R]):
-    """A task whose schema is tightened by its own ``shaper``."""
-
-    shaper: Callable[[I, Schema], None] = _keep
-
-    def schema_for(self, inputs: I) -> dict[str, Any]:
-        schema = base_schema(self.result_model)
-        self.shaper(inputs, schema)
-        return schema
 
 
 def _enum(node: Schema, values: Iterable[str]) -> None:
@@ -120,12 +107,9 @@ def _task(
     shaper: Callable[[I, Schema], None],
     check: Callable[[I, R], R] | None = None,
     answer: Callable[[I], R] | None = None,
-) -> DraftTask[I, R]:
-    base = make_task(name, inputs, result, role, offline=answer, prompts=PROMPTS)
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
-    if check is not None:
-        fields["check"] = check
-    return DraftTask(**fields, shaper=shaper)
+) -> Task[I, R]:
+    task = make_task(name, inputs, result, role, offline=answer, shaper=shaper, prompts=PROMPTS)
+    return task if check is None else dataclasses.replace(task, check=check)
 
 
 DRAFT_OUTLINE = _task(

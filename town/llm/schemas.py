@@ -227,24 +227,3 @@ class InterviewInput(_Model):
 
 class InterviewResult(_Model):
     answer: Passage = Field(min_length=1)
-
-
-# -- the society measures (Park et al., section 7) -------------------------------------------
-# Their task lives with the experiment (town/experiments/society/judge.py); these two models stay
-# here while town.llm.shapes names them in its judge_knows shaper (to move with it).
-
-
-class JudgeKnowsInput(_Model):
-    """A resident's answer to "do you know ...?", to be judged yes or no."""
-
-    question: str
-    answer: str
-    subject: str = Field(description="What the question asks about: a fact or a resident.")
-    keywords: list[str] = Field(
-        default_factory=list, description="Words an answer that knows the subject would name."
-    )
-
-
-class JudgeKnowsResult(_Model):
-    verdict: Name = Field(min_length=1, description='"yes" or "no".')
-    reason: Remark = ""

@@ -121,10 +121,6 @@ def _reflect_insights(inputs: s.ReflectInsightsInput, schema: Schema) -> None:
     cites["maxItems"] = min(len(ids), 30) if ids else 0
 
 
-def _judge_knows(inputs: s.JudgeKnowsInput, schema: Schema) -> None:
-    _one_of(_items(schema, "verdict"), ["yes", "no"])
-
-
 SHAPERS: Mapping[str, Callable[[Any, Schema], None]] = MappingProxyType(
     {
         "rate_importance": _rate_importance,
@@ -134,7 +130,6 @@ SHAPERS: Mapping[str, Callable[[Any, Schema], None]] = MappingProxyType(
         "react": _react,
         "reflect_questions": _reflect_questions,
         "reflect_insights": _reflect_insights,
-        "judge_knows": _judge_knows,
     }
 )
 """Each task's tightening of its schema for the inputs at hand (a task without one keeps the

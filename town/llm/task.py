@@ -83,6 +83,7 @@ class Task(Generic[I, R]):
     prompt: string.Template
     check: Callable[[I, R], R] = field(default=_keep)
     offline: Callable[[I], R] | None = None  # a feature's own offline answer (OfflineBrain)
+    shaper: Callable[[I, shapes.Schema], None] | None = None  # a feature's own (see schema_for)
 
     def render(self, inputs: I) -> list[Message]:
         """System and user messages for these inputs."""
@@ -96,8 +97,13 @@ class Task(Generic[I, R]):
 
     def schema_for(self, inputs: I) -> dict[str, Any]:
         """The schema a call for these inputs sends: exact counts, closed sets, every text capped
-        (:mod:`town.llm.shapes`)."""
-        return shapes.schema_for(self.name, self.result_model, inputs)
+        (:mod:`town.llm.shapes` for the town's tasks; a feature's task tightens it with its own
+        ``shaper``)."""
+        if self.shaper is None:
+            return shapes.schema_for(self.name, self.result_model, inputs)
+        schema = shapes.base_schema(self.result_model)
+        self.shaper(inputs, schema)
+        return schema
 
     def parse(self, inputs: I, content: str) -> R:
         """Read a reply leniently and validate it; raises ``ValueError`` (pydantic's
@@ -161,9 +167,10 @@ def make_task(
     check: Callable[[I, R], R] = _keep,
     *,
     offline: Callable[[I], R] | None = None,
+    shaper: Callable[[I, shapes.Schema], None] | None = None,
     prompts: Traversable = PROMPTS,
 ) -> Task[I, R]:
     """A task whose user prompt is ``<prompts>/<name>.txt`` (a feature passes its own folder)."""
     system = string.Template(_prompt_text("system")).substitute(task=name, role=role).strip()
     prompt = string.Template(_prompt_text(name, prompts))
-    return Task(name, input_model, result_model, system, prompt, check, offline)
+    return Task(name, input_model, result_model, system, prompt, check, offline, shaper)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from town.experiments.society.attendance import attendance, aware, whereabouts
-from town.experiments.society.judge import JUDGE_KNOWS, names_keyword
+from town.experiments.society.judge import JUDGE_KNOWS, JudgeKnowsInput, names_keyword
 from town.experiments.society.measures import (
     MemoryRow,
     diffusion_curves,
@@ -22,7 +22,6 @@ from town.experiments.society.measures import (
 )
 from town.experiments.society.result import Answer, Diffusion, SocietyResult
 from town.inputs.query import interview
-from town.llm.schemas import JudgeKnowsInput
 from town.store.models import Conversation, Memory, Resident
 from town.tick.engine import Engine
 from town.world.persona import Fact, ScenarioSpec

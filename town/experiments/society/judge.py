@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from town.llm import schemas as s
+from pydantic import BaseModel, ConfigDict, Field
+
+from town.llm.schemas import Name, Remark
+from town.llm.shapes import Schema
 from town.llm.task import make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
@@ -24,6 +27,34 @@ NEGATION = re.compile(
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
+class JudgeKnowsInput(BaseModel):
+    """A resident's answer to "do you know ...?", to be judged yes or no."""
+
+    model_config = ConfigDict(frozen=True)
+
+    question: str
+    answer: str
+    subject: str = Field(description="What the question asks about: a fact or a resident.")
+    keywords: list[str] = Field(
+        default_factory=list, description="Words an answer that knows the subject would name."
+    )
+
+
+class JudgeKnowsResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    verdict: Name = Field(min_length=1, description='"yes" or "no".')
+    reason: Remark = ""
+
+
+def _yes_or_no(inputs: JudgeKnowsInput, schema: Schema) -> None:
+    """The verdict is a closed set: "yes" or "no"."""
+    verdict = schema["properties"]["verdict"]
+    for key in ("maxLength", "minLength", "pattern"):
+        verdict.pop(key, None)
+    verdict["enum"] = ["yes", "no"]
+
+
 def names_keyword(text: str, keywords: list[str]) -> str:
     """The first keyword named in ``text`` as a whole word (case-insensitive), or ''."""
     for keyword in keywords:
@@ -33,7 +64,7 @@ def names_keyword(text: str, keywords: list[str]) -> str:
     return ""
 
 
-def judge_knows(inputs: s.JudgeKnowsInput) -> s.JudgeKnowsResult:
+def judge_knows(inputs: JudgeKnowsInput) -> JudgeKnowsResult:
     negated = ""
     for sentence in _SENTENCE.split(inputs.answer.replace("’", "'")):
         found = names_keyword(sentence, inputs.keywords)
@@ -42,17 +73,18 @@ def judge_knows(inputs: s.JudgeKnowsInput) -> s.JudgeKnowsResult:
         if NEGATION.search(sentence):
             negated = found
             continue
-        return s.JudgeKnowsResult(verdict="yes", reason=f"names {found!r} with no negation")
+        return JudgeKnowsResult(verdict="yes", reason=f"names {found!r} with no negation")
     if negated:
-        return s.JudgeKnowsResult(verdict="no", reason=f"names {negated!r} only with a negation")
-    return s.JudgeKnowsResult(verdict="no", reason="names none of the keywords")
+        return JudgeKnowsResult(verdict="no", reason=f"names {negated!r} only with a negation")
+    return JudgeKnowsResult(verdict="no", reason="names none of the keywords")
 
 
 JUDGE_KNOWS = make_task(
     "judge_knows",
-    s.JudgeKnowsInput,
-    s.JudgeKnowsResult,
+    JudgeKnowsInput,
+    JudgeKnowsResult,
     "You judge whether an answer claims to know about something: yes or no.",
     offline=judge_knows,
+    shaper=_yes_or_no,
     prompts=PROMPTS,
 )
