@@ -1,8 +1,9 @@
 """Words at a place with a handler of its own (an interview room): thought about as a tick
 thinks, with nothing held while the handler's LLM call runs.
 
-1. One short read: the town, its residents and what the handler reads of them (a ``Tick`` over
-   a snapshot, as ``Engine.tick`` reads one), the visitor's row. The read ends.
+1. One short read: the town, its residents (with the changes still pending on top) and what the
+   handler reads of them (a ``Tick`` over a snapshot, as ``Engine.tick`` reads one), the
+   visitor's row. The read ends.
 2. The handler answers (``Store.thinking``: any SQL now raises), holding no lock, connection or
    transaction; what it records waits in the session with ids made in Python.
 3. One short write under the engine's lock, raising no revision: what the handler changed of

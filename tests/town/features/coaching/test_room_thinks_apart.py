@@ -15,8 +15,10 @@ from sqlmodel import select
 
 from tests.factories import memories, resident
 from tests.town.features.coaching.test_session import ALICE, DANA, KEY, practice_town, speak
+from tests.town.features.consent.support import traces
 from town.features.coaching.feedback import feedback
 from town.features.coaching.session import BUSY
+from town.features.consent.forget import forget
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.store.db import Store
@@ -216,3 +218,17 @@ async def test_two_messages_before_any_tick_meet_the_first_ones_record(store: St
     assert kept.session is not None and len(kept.session.turns) == 2
     assert [t.answer for t in kept.session.turns] == ["We used a queue.", ""]
     assert len(kept.answers) == 1 and _pending_changes(store) == []
+
+
+async def test_a_candidate_forgotten_before_the_next_tick_leaves_no_pending_trace(
+    store: Store,
+) -> None:
+    engine = await practice_town(store)
+    user, phrase = "u-prober-8841", "my walrus named Gustavo keeps the ledger"
+    await speak(engine, "Hi Dana, I'm here for the mock interview.", who="Prober", user=user)
+    await speak(engine, f"We used a queue, and {phrase}.", who="Prober", user=user)
+    assert traces(store, [user, phrase]) and _pending_changes(store)
+    await forget(engine, "web", user)
+    assert traces(store, ["Prober", user, phrase]) == []
+    await engine.tick()  # the redacted change is taken in
+    assert traces(store, ["Prober", user, phrase]) == [] and _pending_changes(store) == []
