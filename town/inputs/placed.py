@@ -1,25 +1,28 @@
 """Words at a place with a handler of its own (an interview room): thought about as a tick
 thinks, with nothing held while the handler's LLM call runs.
 
-1. One short read: the town, its residents and what the handler reads of them (a ``Tick`` over
-   a snapshot, as ``Engine.tick`` reads one), the visitor's row. The read ends.
+1. One short read: the town, its residents (with the changes still pending on top) and what the
+   handler reads of them (a ``Tick`` over a snapshot, as ``Engine.tick`` reads one), the
+   visitor's row. The read ends.
 2. The handler answers (``Store.thinking``: any SQL now raises), holding no lock, connection or
    transaction; what it records waits in the session with ids made in Python.
-3. One short write under the engine's lock: the residents the handler changed, the others'
-   hearing of the words (pending inputs, taken in at their next tick), the visitor's row, the
-   audit row, the chat line and the outbox events.
+3. One short write under the engine's lock, raising no revision: what the handler changed of
+   the residents and the others' hearing of the words (pending inputs, taken in at their next
+   tick), the visitor's row, the audit row, the chat line and the outbox events.
 
-A tick that committed while the handler thought is kept: the resident's row is read again and
-only what the handler changed goes on top (its candidate's record, its busy reaction, its
-action), as ``set`` writes an object's row over a tick. The write raises the town's revision, so
-a tick still thinking, which read the row before, rolls back rather than write over it
-(``Engine.as_input``). Two messages of one candidate answered at once: the later write keeps its
-record of the candidate (both answers are memories and chat lines).
+What the handler changed of a resident (its state's record of the candidate, its busy reaction,
+its action and emoji) is not written on the resident's row: it goes as a pending change
+(``town/tick/pending.py``, kind ``changed``), put on the row by the next tick that reads it, and
+the town's revision is left alone, so a tick thinking meanwhile commits and never thinks again.
+The handler's snapshot is the row with the changes still pending on top, in order, so a
+candidate's next words, before any tick took the last ones in, meet the record they left. Two
+messages of one candidate answered at once: the later change keeps its record of the candidate
+(both answers are memories and chat lines).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from uuid import uuid4
 
@@ -33,7 +36,8 @@ from town.inputs.visit import Visit
 from town.outbox import audit, chatlog
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import PendingInput
-from town.tick.engine import OBSERVED, Engine
+from town.tick.engine import Engine
+from town.tick.pending import CHANGED, OBSERVED, Change, changes_on_top
 from town.tick.state import ResidentState
 from town.tick.turn import Tick
 from town.world.places import World
@@ -53,7 +57,10 @@ class _Read:
     who: str
     role: str
     new_visitor: bool
-    emojis: dict[str, str]  # each resident's emoji as read (``Tick.start`` has the rest)
+    # each resident as read (the row with the changes pending on top): its state and emoji
+    # (``Tick.start`` has its action)
+    was: dict[str, ResidentState] = field(default_factory=dict)
+    emojis: dict[str, str] = field(default_factory=dict)
 
 
 async def say_to_place(engine: Engine, area: str, visit: Visit) -> PlaceAnswer:
@@ -70,7 +77,7 @@ async def say_to_place(engine: Engine, area: str, visit: Visit) -> PlaceAnswer:
 
     def write(session: Session, read: _Read, said: PlaceAnswer) -> None:
         town_id, tick, answer = engine.town_id, read.tick, said.answer
-        _write_on_top(session, read)
+        _write_changes(session, town_id, read)
         words = quoted(read.who, read.role, visit.words)
         for name in said.heard_by:
             if answer is None or name != answer.resident:
@@ -80,7 +87,7 @@ async def say_to_place(engine: Engine, area: str, visit: Visit) -> PlaceAnswer:
         _record(session, town_id, area, tick.now, read.who, visit)
         write_outbox(session, town_id, f"say:{uuid4().hex}", tick.events)
 
-    return await think_apart(engine, read, think, write)
+    return await think_apart(engine, read, think, write, changes_town=False)
 
 
 def _present(read: _Read, area: str) -> list[str]:
@@ -89,39 +96,35 @@ def _present(read: _Read, area: str) -> list[str]:
 
 
 def _read(engine: Engine, session: Session, visit: Visit) -> _Read:
-    """The snapshot: a tick at the town's clock, and the visitor as known or as new."""
+    """The snapshot: a tick at the town's clock over the residents with their pending changes on
+    top, and the visitor as known or as new."""
     tick = engine.new_tick(session, engine.town(session).clock)
+    changes_on_top(tick, engine.town_id)
     residents = tick.residents
-    known = known_visitor(session, engine.town_id, visit.platform, visit.user_id)
+    was = {name: tick.state(row).model_copy(deep=True) for name, row in residents.items()}
     emojis = {name: row.emoji for name, row in residents.items()}
+    known = known_visitor(session, engine.town_id, visit.platform, visit.user_id)
     if known is not None and not visit.role:  # a visitor who joined keeps name and role
         who = visitor_name(known.display_name, residents)
-        return _Read(tick, who, known.role, False, emojis)
-    return _Read(tick, marked(visit.name, residents), visit.role, True, emojis)
+        return _Read(tick, who, known.role, False, was, emojis)
+    return _Read(tick, marked(visit.name, residents), visit.role, True, was, emojis)
 
 
-def _write_on_top(session: Session, read: _Read) -> None:
-    """The residents the handler changed, as committed now with its changes on top."""
+def _write_changes(session: Session, town_id: int, read: _Read) -> None:
+    """What the handler changed of each resident, as a pending change; the residents' rows are
+    left as committed (the snapshot's, changed in memory, are put out of the session)."""
     tick = read.tick
-    for name, thought in tick.states.items():
-        row = tick.residents[name]
-        action, emoji = row.action, row.emoji
-        was = ResidentState.of(row)  # (the row's state as read: the handler changed its copy)
-        session.refresh(row)  # what a tick committed meanwhile
-        if on_top(ResidentState.of(row), was, thought).save(row):
-            session.add(row)
-        if action != tick.start[name][1]:
-            row.action = action
-        if emoji != read.emojis[name]:
-            row.emoji = emoji
-
-
-def on_top(now: ResidentState, was: ResidentState, thought: ResidentState) -> ResidentState:
-    """``now`` with what changed from ``was`` to ``thought`` put over it: whole fields, and
-    candidate by candidate in ``coaching``."""
-    changed = {k: v for k, v in thought if getattr(was, k) != v and k != "coaching"}
-    coaching = {k: c for k, c in thought.coaching.items() if was.coaching.get(k) != c}
-    return now.model_copy(update={**changed, "coaching": {**now.coaching, **coaching}})
+    for name, row in tick.residents.items():
+        change = Change.between(
+            read.was[name],
+            tick.state(row),
+            action=row.action if row.action != tick.start[name][1] else None,
+            emoji=row.emoji if row.emoji != read.emojis[name] else None,
+        )
+        session.expunge(row)
+        if change:
+            text = change.model_dump_json()
+            session.add(PendingInput(town_id=town_id, resident=name, kind=CHANGED, text=text))
 
 
 def _record(

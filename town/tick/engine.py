@@ -3,7 +3,8 @@
 1. Snapshot, one short read: the clock moves on by ``minutes_per_tick`` (in the tick's hands);
    the residents, the world, today's plan items, the conversations going on and the memory
    arrays are read; what visitors said since the last tick reaches the inboxes of the residents
-   there (``town/tick/heard.py``), and so do the inputs waiting for this tick (an inner voice).
+   there (``town/tick/heard.py``), and so do the inputs waiting for this tick (an inner voice,
+   an interview room's change to its interviewer: ``town/tick/pending.py``).
    The read ends: no connection is held from here to the write.
 2. Thinking (``Store.thinking``: any SQL now raises): every awake resident perceives its area
    from the snapshot, then one concurrent gather of every unit of work, each at most one LLM
@@ -37,7 +38,6 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import delete
 from sqlmodel import Session, col, select, update
 
 from town.llm.depth import chained
@@ -47,16 +47,16 @@ from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
 from town.store.ids import blocks
-from town.store.models import Conversation, PendingInput, PlanItem, Resident, Town
+from town.store.models import Conversation, PlanItem, Resident, Town
 from town.tick import dialogue, heard, reflection
 from town.tick.mind import think
+from town.tick.pending import take_pending
 from town.tick.perceive import Observation, perceive
 from town.tick.turn import Tick
 from town.world.persona import MOVED_AWAY, ResidentSpec, TownSpec
 from town.world.places import World
 
 REFLECT_THRESHOLD = 35  # summed importance; see ARCHITECTURE.md on why not the paper's 150
-OBSERVED = "observed"  # a pending input the resident perceives, as words in its inbox
 INPUT_ATTEMPTS = 3  # an input another process overtook runs again, up to this many times in all
 # A tick's phases (``Engine.phase``), in order; COMMITTED is told once its write has committed
 READING, THINKING, WRITING, COMMITTED = "reading", "thinking", "writing", "committed"
@@ -331,31 +331,6 @@ class Engine:
             state.since_reflection = 0
             state.reflect_questions = await reflection.ask(tick.brain, stream, tick.session, name)
             stream.warm(state.reflect_questions)  # asked next tick: embedded meanwhile
-
-
-def take_pending(tick: Tick, town_id: int) -> None:
-    """Inputs waiting for this tick (an inner voice, something observed) into the residents'
-    states; deleted at its commit. One written after this read waits for the next tick."""
-    waiting = tick.session.exec(
-        select(PendingInput).where(PendingInput.town_id == town_id).order_by(col(PendingInput.id))
-    ).all()
-    taken = [row.id for row in waiting if row.id is not None]
-    for row in waiting:
-        resident = tick.residents.get(row.resident)
-        if resident is None:
-            continue
-        state = tick.state(resident)
-        if row.kind == "whisper":
-            state.inbox.append(f"Inner voice: {row.text}")
-            state.directive = row.text
-        elif row.kind == OBSERVED:  # (a member's reaction to what the resident said)
-            state.inbox.append(row.text)
-    if taken:
-
-        def delete_taken(session: Session) -> None:
-            session.execute(delete(PendingInput).where(col(PendingInput.id).in_(taken)))
-
-        tick.writes.append(delete_taken)
 
 
 def _wall() -> datetime:

@@ -17,6 +17,7 @@ from town.memory.stream import NewMemory
 from town.store.models import Resident
 from town.text import clean_text
 from town.tick.engine import Engine
+from town.tick.pending import changes_on_top
 from town.tick.turn import Tick
 
 FEEDBACK_ANSWERS = 12  # the latest answers the feedback looks at
@@ -55,6 +56,7 @@ async def feedback(
 
     def read(session: Session) -> tuple[Tick, Resident]:
         tick = engine.new_tick(session, engine.town(session).clock)
+        changes_on_top(tick, engine.town_id)  # (the record as the room left it)
         row = tick.residents.get(found.resident)
         if row is None:
             raise UnknownResident(f"{found.resident} does not live in this town")
@@ -63,9 +65,12 @@ async def feedback(
     async def think(read: tuple[Tick, Resident]) -> str:
         return await _points(*read, found, key)
 
-    def write(_session: Session, _read: tuple[Tick, Resident], _points: str) -> None:
+    def write(session: Session, snapshot: tuple[Tick, Resident], _points: str) -> None:
         """Nothing more: the memory of the feedback waits in the session (a memory row only:
-        the town's revision is left alone)."""
+        the town's revision is left alone; the snapshot's rows, with the pending changes put
+        on them in memory, are put out of the session unwritten)."""
+        for row in snapshot[0].residents.values():
+            session.expunge(row)
 
     return await think_apart(engine, read, think, write, changes_town=False)
 

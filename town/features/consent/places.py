@@ -24,6 +24,7 @@ from town.store.models import (
     Conversation,
     Memory,
     OutboxEvent,
+    PendingInput,
     PlanItem,
     Reaction,
     Resident,
@@ -346,6 +347,8 @@ REGISTRY: list[Place] = [
     AuditRows(),
     Memories(),
     Redacted("residents", Resident, ("summary", "action", "state"), _town_rows(Resident)),
+    # (words heard and an interview room's changes, waiting for the next tick)
+    Redacted("pending inputs", PendingInput, ("text",), _town_rows(PendingInput)),
     Redacted("plans", PlanItem, ("description",), _residents_rows(PlanItem)),
     Redacted("conversations", Conversation, ("participants", "turns"), _town_rows(Conversation)),
     Redacted("outbox", OutboxEvent, ("payload",), _town_rows(OutboxEvent)),

@@ -23,7 +23,8 @@ from town.inputs.unit import input_unit
 from town.outbox import audit
 from town.store.models import Delivery, OutboxEvent, PendingInput, Reaction
 from town.text import clean_text
-from town.tick.engine import OBSERVED, Engine
+from town.tick.engine import Engine
+from town.tick.pending import OBSERVED
 
 REACT = "react"  # the audit row of a reaction (direction "in")
 MAX_EMOJI = 80

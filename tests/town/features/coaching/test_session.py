@@ -25,6 +25,7 @@ from town.llm.port import ScriptedBrain
 from town.store.db import Store
 from town.store.models import Memory, Town
 from town.tick.engine import Engine
+from town.tick.pending import state_with_changes
 from town.tick.state import Candidate, ResidentState
 from town.world.load import load_town
 
@@ -80,7 +81,14 @@ async def speak(engine: Engine, words: str, who: str = ALICE, user: str = "u1") 
 
 
 def record(store: Store, key: str = KEY) -> Candidate:
-    return ResidentState.of(resident(store, DANA)).coaching[key]
+    return dana_state(store).coaching[key]
+
+
+def dana_state(store: Store) -> ResidentState:
+    """Dana's state as a reader sees it: her row with the room's changes still pending on top
+    (taken in at the next tick)."""
+    with store.session() as s_:
+        return state_with_changes(s_, resident(store, DANA))
 
 
 def question(store: Store, question_id: str) -> str:
@@ -166,7 +174,7 @@ async def test_one_question_at_a_time_a_follow_up_on_a_thin_answer_and_a_closing
     assert len(plans) == 1 and "focus on system design" in plans[0].text
     assert done.start_from == done.answers[0].memory
     # while interviewing Dana was busy; the closing frees her for her day plan
-    assert ResidentState.of(resident(store, DANA)).reaction_until == engine_clock(store)
+    assert dana_state(store).reaction_until == engine_clock(store)
 
 
 def engine_clock(store: Store) -> str:
@@ -332,7 +340,7 @@ async def test_one_candidate_at_a_time(store: Store) -> None:
     await speak(engine, "Hi!")
     busy = await speak(engine, "Hello, is this the backend interview?", who="Bo Chen", user="u2")
     assert re.match(r"I'm in a session with Alice Moreau until 09:\d\d, Bo\.", busy), busy
-    assert "web:u2" not in ResidentState.of(resident(store, DANA)).coaching
+    assert "web:u2" not in dana_state(store).coaching
 
 
 async def test_feedback_needs_an_interviewer(store: Store) -> None:
