@@ -25,6 +25,7 @@ from town.outbox.events import TownEvent, write_outbox
 from town.store.models import PendingInput
 from town.text import clean_text
 from town.tick.engine import Engine
+from town.tick.pending import WHISPER
 from town.world.places import World
 
 MIN_TICK_SECONDS, MAX_TICK_SECONDS = 0.05, 3600.0
@@ -40,9 +41,7 @@ async def whisper(
         raise ValueError("whisper what? the text is empty")
     async with input_unit(engine, changes_town=False) as unit:
         row = unit.resident(resident)
-        pending = PendingInput(
-            town_id=engine.town_id, resident=row.name, kind="whisper", text=words
-        )
+        pending = PendingInput(town_id=engine.town_id, resident=row.name, kind=WHISPER, text=words)
         unit.session.add(pending)
         who = audit.identity(by, platform, user_id)
         area = World.area_of(row.location)
