@@ -1,6 +1,12 @@
 """One resident's turn in a tick (section 4.3): wake or sleep, react to what is new, or follow
 the plan. LLM calls are spent only where something is new: a resident with nothing new follows
 its plan, and a plan chunk is decomposed only when it is due.
+
+Waking up costs two calls (the summary description, then the day plan at the next tick), and
+many residents wake at nearly the same hour. Against a server that answers a few calls a tick
+(a one-slot local one), a tick wakes only as many as it can think for
+(:func:`town.llm.urgency.wake_ups_per_tick`, in the residents' order); the others sleep on a
+tick or more and wake at the next ones, so the town's clock keeps its pace.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any
 
 from town.llm.schemas import SummarizeInput
 from town.llm.tasks import SUMMARIZE
+from town.llm.urgency import wake_ups_per_tick
 from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent
 from town.store.models import Resident
@@ -34,7 +41,7 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
     state = tick.state(resident)
     spec = tick.specs[resident.name]
     if not state.awake:
-        if _time_to_wake(tick.now, spec, state):
+        if _time_to_wake(tick.now, spec, state) and _may_wake(tick):
             await _wake(tick, resident, spec, state)
         else:
             warm_before_waking(tick.stream(resident), resident, spec, state, tick.now)
@@ -79,6 +86,15 @@ def warm_before_waking(
     soon = now + SUMMARY_WARM_AHEAD
     if _time_to_wake(soon, spec, state) and resident.summary_day != soon.date():
         stream.warm(summary_queries(resident.name))
+
+
+def _may_wake(tick: Tick) -> bool:
+    """Whether one more resident may wake this tick (and is counted if so)."""
+    allowed = wake_ups_per_tick(tick.brain)
+    if allowed is not None and tick.woken >= allowed:
+        return False
+    tick.woken += 1
+    return True
 
 
 def _time_to_wake(now: datetime, spec: ResidentSpec, state: ResidentState) -> bool:

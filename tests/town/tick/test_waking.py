@@ -1,0 +1,53 @@
+"""Waking up at a server's pace: against a server that answers a few calls a tick, a tick wakes
+only as many residents as it can think for; the others sleep on and wake at the next ticks."""
+
+from __future__ import annotations
+
+from tests.factories import CAFE_PAIR, make_engine, resident
+from town.llm.pacing import Pacer
+from town.llm.port import ScriptedBrain
+from town.llm.urgency import wake_ups_per_tick
+from town.store.db import Store
+from town.tick.state import ResidentState
+
+
+class PacedBrain(ScriptedBrain):
+    """A scripted brain that keeps a tick's pace against a server measured as one a gateway's
+    pacer measures it: the fields ``wake_ups_per_tick`` reads."""
+
+    def __init__(self, pace_s: float | None, latency_s: float) -> None:
+        super().__init__()
+        self.pace_s = pace_s
+        self.pacer = Pacer(1, 60)
+        self.pacer.limit = 1.0
+        self.pacer.answered(latency_s)
+
+
+def awake(store: Store) -> list[str]:
+    return [n for n in CAFE_PAIR if ResidentState.of(resident(store, n)).awake]
+
+
+async def test_a_slow_server_wakes_one_resident_a_tick_and_the_other_at_the_next(
+    store: Store,
+) -> None:
+    brain = PacedBrain(pace_s=10.0, latency_s=5.0)  # two calls a tick: one wake-up
+    assert wake_ups_per_tick(brain) == 1
+    engine = await make_engine(store, brain)
+    await engine.tick()  # 07:10: both are due up since 07:00
+    assert awake(store) == [CAFE_PAIR[0]]
+    assert len(brain.calls("summarize")) == 1
+    await engine.tick()
+    assert awake(store) == list(CAFE_PAIR)
+    assert len(brain.calls("summarize")) == 2 and len(brain.calls("plan_day")) == 1
+
+
+async def test_a_quick_server_or_waiting_for_the_model_wakes_everyone_due(store: Store) -> None:
+    assert wake_ups_per_tick(PacedBrain(pace_s=10.0, latency_s=0.5)) == 6  # 30% of 20 calls
+    assert wake_ups_per_tick(PacedBrain(pace_s=None, latency_s=5.0)) is None  # ticks stretch
+    assert wake_ups_per_tick(ScriptedBrain()) is None  # the offline brain keeps any pace
+    fresh = PacedBrain(pace_s=10.0, latency_s=1.0)
+    fresh.pacer = Pacer(1, 60)
+    assert wake_ups_per_tick(fresh) == 1  # nothing measured yet: one, which measures
+    engine = await make_engine(store, PacedBrain(pace_s=None, latency_s=5.0))
+    await engine.tick()
+    assert awake(store) == list(CAFE_PAIR)
