@@ -87,11 +87,13 @@ class Pacer:
         return turns * statistics.median(self._recent)
 
     def calls_in(self, seconds: float) -> float | None:
-        """About how many calls the server answers in ``seconds`` at the latency and limit
-        measured (None: nothing measured yet)."""
+        """About how many calls the server answers in ``seconds`` at the latency measured and
+        the capacity shown so far: calls sent beside others (a call sent alone shows one slot,
+        and the limit grows ahead of what was shown). None: nothing measured yet."""
         if not self._recent:
             return None
-        return seconds * int(self.limit) / max(statistics.median(self._recent), 1e-3)
+        shown = min(self.limit, statistics.median(self._capacity)) if self._capacity else 1.0
+        return seconds * max(1.0, shown) / max(statistics.median(self._recent), 1e-3)
 
     @contextlib.asynccontextmanager
     async def slot(self, urgency: int = 0, patience: float | None = None) -> AsyncIterator[int]:

@@ -162,3 +162,21 @@ async def test_a_call_out_of_patience_leaves_the_queue_unsent() -> None:
     release.set()
     await asyncio.gather(first, later)
     assert pacer.waiting == 0 and pacer.in_flight == 0
+
+
+def test_the_calls_a_server_answers_in_a_while_count_only_the_slots_it_has_shown() -> None:
+    pacer = Pacer(8, 60)
+    assert pacer.calls_in(10) is None  # nothing measured
+    pacer.answered(1.0)  # sent alone: one slot shown, though the limit grows ahead of it
+    pacer.answered(1.0)
+    assert pacer.limit > 2 and pacer.calls_in(10) == 10
+    for _ in range(4):
+        pacer.answered(1.0, 4)  # four at once, none slowed
+    assert (pacer.calls_in(10) or 0) >= 40  # four or more at once
+    one = Pacer(8, 60)
+    for sent_with in (1, 2, 3):
+        one.answered(1.0 * sent_with, sent_with)  # a one-slot server
+    assert one.limit == 1
+    for _ in range(5):
+        one.answered(1.0)  # one at a time from now on
+    assert one.calls_in(10) == 10
