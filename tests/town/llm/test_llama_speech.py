@@ -1,13 +1,11 @@
 """Against a real one-call-at-a-time server: llama-cpp-python's with SmolLM2-135M on loopback
 (tests/llama_server.py). A visitor's reply goes ahead of the town's queued calls, and what the
-small model says reaches the town as clean speech. Order is checked, and a reply's time only
-against the same reply's in the same run."""
+small model says reaches the town as clean speech. Order is checked, never wall time."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -58,19 +56,12 @@ async def test_replies_to_visitors_are_clean_speech(gateway: LLMGateway) -> None
     assert answers["model"] > 0  # plain text works on the real server (the rest fell back)
 
 
-async def test_a_visitor_s_reply_goes_ahead_of_the_town_s_queued_calls(llama_url: str) -> None:
-    """Within three times the server's single-call latency: the visitor's call goes ahead of
-    every call queued on our side, so it waits for the one call on the wire at most, and an
-    importance rating takes less than twice what a reply does. Both are measured here, by the
-    server, in this run (the same reply, asked at temperature 0, alone and then with the town's
-    calls queued); what a busy machine slows, it slows for both."""
-    client = open_client(llama_url, "not-needed", 300.0, 0)
-    gateway = LLMGateway(client, model="smollm2-135m", concurrency=3, temperature=0.0)
-    words = to_visitor("Hi Isabella, is the cafe open?")
+async def test_a_visitor_s_reply_goes_ahead_of_the_town_s_queued_calls(
+    gateway: LLMGateway,
+) -> None:
     await gateway.run(EMOJI, sample(EMOJI))  # the model warmed up, one call's time measured
     await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(3)))
     assert gateway.pacer.limit == 1  # one call at a time, learnt from the latencies
-    alone = await timed(visitor_reply(gateway, words))
     done: list[str] = []
 
     async def rate(n: int) -> None:
@@ -79,22 +70,8 @@ async def test_a_visitor_s_reply_goes_ahead_of_the_town_s_queued_calls(llama_url
 
     town = [asyncio.create_task(rate(n)) for n in range(4)]
     await settled(lambda: gateway.pacer.waiting == 3)
-    busy = await timed(visitor_reply(gateway, words))
+    with urgency.person_waiting(urgency.VISITOR):
+        await gateway.run(UTTER, to_visitor("Hi Isabella, is the cafe open?"))
     done.append("visitor")
     await asyncio.gather(*town)
-    await client.close()
     assert done.index("visitor") <= 1  # behind the one call on the wire at most
-    assert busy <= 3 * alone, f"{busy:.1f} s with the town's calls, {alone:.1f} s alone"
-
-
-async def visitor_reply(gateway: LLMGateway, words: s.UtterInput) -> None:
-    with urgency.person_waiting(urgency.VISITOR):
-        await gateway.run(UTTER, words)
-    assert gateway.report.as_json()["fallbacks_by_task"] == {}  # every answer by the model
-
-
-async def timed(call: Awaitable[None]) -> float:
-    """Seconds the call took (only ever compared with another call's in the same run)."""
-    began = time.monotonic()
-    await call
-    return time.monotonic() - began
