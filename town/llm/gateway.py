@@ -131,7 +131,7 @@ class LLMGateway:
                 reason = error.reason
                 if reason == why.BUDGET:
                     self._note_budget_spent(str(error))
-                else:
+                elif reason != why.PACE:  # (counted by task, as those sent offline at once)
                     log.log(
                         logging.INFO if error.quiet else logging.WARNING,
                         "LLM gave no usable %s answer (%s); the offline brain answers",
