@@ -49,9 +49,10 @@ BY_TASK = MappingProxyType(
     }
 )
 """The town's tasks by urgency; any other task (a feature's, an experiment's) is talk."""
-WAKE_SHARE = 0.3
-"""The share of a tick's calls that residents waking may take: each costs a summary call in the
-tick it wakes and a day plan in the next, so about 60% of the server's time in all at most."""
+BEGUN_SHARE = 0.3
+"""The share of a tick's calls that long thoughts begun in it may take: a resident waking (a
+summary in the tick it wakes, a day plan in the next) or reflecting (questions, then insights
+at the next tick), two calls each, so about 60% of the server's time in all at most."""
 
 
 @dataclass
@@ -113,15 +114,15 @@ def _paced(brain: object) -> object | None:
     return None
 
 
-def wake_ups_per_tick(brain: object) -> int | None:
-    """How many residents may wake in one tick so that the town keeps its pace (None: any
-    number, for an offline brain or one set to always wait for the model): ``WAKE_SHARE`` of
-    the calls the server answers in a tick's interval, at the latency measured; one before
-    anything is measured."""
+def begun_per_tick(brain: object) -> int | None:
+    """How many long thoughts (a wake-up, a reflection) may begin in one tick so that the town
+    keeps its pace (None: any number, for an offline brain or one set to always wait for the
+    model): ``BEGUN_SHARE`` of the calls the server answers in a tick's interval, at the
+    latency measured; one before anything is measured."""
     gateway = _paced(brain)
     pace_s = getattr(gateway, "pace_s", None)
     pacer = getattr(gateway, "pacer", None)
     if pace_s is None or pacer is None:
         return None
     calls = pacer.calls_in(pace_s)
-    return 1 if calls is None else max(1, math.floor(WAKE_SHARE * calls))
+    return 1 if calls is None else max(1, math.floor(BEGUN_SHARE * calls))

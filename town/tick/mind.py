@@ -3,10 +3,11 @@ the plan. LLM calls are spent only where something is new: a resident with nothi
 its plan, and a plan chunk is decomposed only when it is due.
 
 Waking up costs two calls (the summary description, then the day plan at the next tick), and
-many residents wake at nearly the same hour. Against a server that answers a few calls a tick
-(a one-slot local one), a tick wakes only as many as it can think for
-(:func:`town.llm.urgency.wake_ups_per_tick`, in the residents' order); the others sleep on a
-tick or more and wake at the next ones, so the town's clock keeps its pace.
+many residents wake at nearly the same hour; so does a reflection (questions, then insights),
+and several residents pass the threshold together. Against a server that answers a few calls a
+tick (a one-slot local one), a tick begins only as many of these as it can think for
+(:func:`town.llm.urgency.begun_per_tick`; wake-ups first, in the residents' order): the
+others sleep on, or reflect, a tick or more later, so the town's clock keeps its pace.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from town.llm.schemas import SummarizeInput
 from town.llm.tasks import SUMMARIZE
-from town.llm.urgency import wake_ups_per_tick
+from town.llm.urgency import begun_per_tick
 from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent
 from town.store.models import Resident
@@ -41,7 +42,7 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
     state = tick.state(resident)
     spec = tick.specs[resident.name]
     if not state.awake:
-        if _time_to_wake(tick.now, spec, state) and _may_wake(tick):
+        if _time_to_wake(tick.now, spec, state) and may_begin(tick):
             await _wake(tick, resident, spec, state)
         else:
             warm_before_waking(tick.stream(resident), resident, spec, state, tick.now)
@@ -88,12 +89,13 @@ def warm_before_waking(
         stream.warm(summary_queries(resident.name))
 
 
-def _may_wake(tick: Tick) -> bool:
-    """Whether one more resident may wake this tick (and is counted if so)."""
-    allowed = wake_ups_per_tick(tick.brain)
-    if allowed is not None and tick.woken >= allowed:
+def may_begin(tick: Tick) -> bool:
+    """Whether one more long thought (a wake-up, a reflection) may begin this tick (and is
+    counted if so)."""
+    allowed = begun_per_tick(tick.brain)
+    if allowed is not None and tick.begun >= allowed:
         return False
-    tick.woken += 1
+    tick.begun += 1
     return True
 
 
