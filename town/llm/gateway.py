@@ -23,7 +23,7 @@ from town.llm import report as why
 from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
-from town.llm.pacing import Pacer
+from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.port import Brain
 from town.llm.replies import Reply, problem_of, read_reply
 from town.llm.report import AnswerReport
@@ -56,7 +56,8 @@ them) before the offline brain answers; the server then rests for a timeout's le
 meanwhile are answered offline at once), so a hung server never stalls the town."""
 PACE_SHARES = {"rate_importance": 0.2, "decompose": 0.5}
 """The tasks answered offline when the model cannot keep the town's pace: each once a call of it
-would wait longer than this share of the tick's interval."""
+would wait longer than this share of the tick's interval, or has waited that long in the queue
+(more urgent calls, a visitor's reply, went ahead of it meanwhile)."""
 _REPAIR = (
     "Your previous reply could not be used: {problem}. Reply again with only the corrected JSON "
     "object, matching the requested shape."
@@ -133,7 +134,7 @@ class LLMGateway:
                 reason = error.reason
                 if reason == why.BUDGET:
                     self._note_budget_spent(str(error))
-                else:
+                elif reason != why.PACE:  # (counted by task, as those sent offline at once)
                     log.log(
                         logging.INFO if error.quiet else logging.WARNING,
                         "LLM gave no usable %s answer (%s); the offline brain answers",
@@ -290,6 +291,8 @@ class LLMGateway:
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
                 raise Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
+            except WaitedTooLong as error:  # never sent: the town goes on without it
+                raise Unusable(f"behind the town's pace ({error})", why.PACE, quiet=True) from None
             finally:
                 self._holds.release(worst)
                 spent = Hold(
@@ -333,8 +336,10 @@ class LLMGateway:
     ) -> Reply:
         """The completion, read; the client's errors for a status it did not retry away."""
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
-        spend.calls += 1
-        async with self.pacer.slot(urgency.of(name)) as sent_with:
+        share = PACE_SHARES.get(name)
+        patience = None if self.pace_s is None or share is None else share * self.pace_s
+        async with self.pacer.slot(urgency.sending(name), patience) as sent_with:
+            spend.calls += 1
             began = time.monotonic()
             raw = await self._client.chat.completions.with_raw_response.create(
                 model=self.model,

@@ -11,6 +11,10 @@ calls served at once when it was slowed (a one-slot server: one service time mor
 ahead), and at least ``n`` when it was not. The limit follows the median of these figures,
 starts at two, grows by one slot an answer until a call is slowed (then by about one slot a
 round of answers) while the server keeps up, and halves on a time-out.
+
+A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
+the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
+rating that would wait behind visitors' replies for longer than the town's tick can spare.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ START = 2
 """Calls in flight before anything is measured: a one-slot server's queue, which nothing can
 reorder, then holds one call at most ahead of a visitor's; a server that keeps up gets about one
 more slot a round of answers."""
+
+
+class WaitedTooLong(Exception):
+    """A call waited for a slot longer than its patience, and left the queue unsent."""
 
 
 class Pacer:
@@ -78,22 +86,35 @@ class Pacer:
         turns = math.floor(ahead / max(1, int(self.limit)))
         return turns * statistics.median(self._recent)
 
+    def calls_in(self, seconds: float) -> float | None:
+        """About how many calls the server answers in ``seconds`` at the latency measured and
+        the capacity shown so far: calls sent beside others (a call sent alone shows one slot,
+        and the limit grows ahead of what was shown). None: nothing measured yet."""
+        if not self._recent:
+            return None
+        shown = min(self.limit, statistics.median(self._capacity)) if self._capacity else 1.0
+        return seconds * max(1.0, shown) / max(statistics.median(self._recent), 1e-3)
+
     @contextlib.asynccontextmanager
-    async def slot(self, urgency: int = 0) -> AsyncIterator[int]:
+    async def slot(self, urgency: int = 0, patience: float | None = None) -> AsyncIterator[int]:
         """Hold one of the ``limit`` slots while a call is on the wire; the more urgent calls
         (lower numbers) go first, calls alike in order of arrival. Yields the calls in flight
-        with this one (for :meth:`answered`)."""
+        with this one (for :meth:`answered`). Raises :class:`WaitedTooLong` when the call
+        waited ``patience`` seconds without a slot (None: as long as it takes)."""
         ticket = (urgency, next(self._tickets))
         async with self._changed:
             heapq.heappush(self._waiting, ticket)
             try:
-                await self._changed.wait_for(
-                    lambda: self._waiting[0] == ticket and self.in_flight < int(self.limit)
-                )
-            except BaseException:  # cancelled while waiting: the queue goes on without it
+                async with asyncio.timeout(patience):
+                    await self._changed.wait_for(
+                        lambda: self._waiting[0] == ticket and self.in_flight < int(self.limit)
+                    )
+            except BaseException as error:  # cancelled or out of patience: the queue goes on
                 self._waiting.remove(ticket)
                 heapq.heapify(self._waiting)
                 self._changed.notify_all()
+                if isinstance(error, TimeoutError):
+                    raise WaitedTooLong(f"no slot in {patience:g} s") from None
                 raise
             heapq.heappop(self._waiting)
             self.in_flight += 1

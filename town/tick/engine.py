@@ -49,7 +49,7 @@ from town.store.db import Store
 from town.store.ids import blocks
 from town.store.models import Conversation, PlanItem, Resident, Town
 from town.tick import dialogue, heard, reflection
-from town.tick.mind import think
+from town.tick.mind import may_begin, think
 from town.tick.pending import take_pending
 from town.tick.perceive import Observation, perceive
 from town.tick.turn import Tick
@@ -327,7 +327,7 @@ class Engine:
             )
             state.reflect_insights = [i.model_dump() for i in found]
             stream.warm_memories(reflection.as_memories(found))  # stored next tick
-        elif state.awake and state.since_reflection >= self.reflect_threshold:
+        elif state.awake and state.since_reflection >= self.reflect_threshold and may_begin(tick):
             state.since_reflection = 0
             state.reflect_questions = await reflection.ask(tick.brain, stream, tick.session, name)
             stream.warm(state.reflect_questions)  # asked next tick: embedded meanwhile

@@ -1,6 +1,13 @@
 """One resident's turn in a tick (section 4.3): wake or sleep, react to what is new, or follow
 the plan. LLM calls are spent only where something is new: a resident with nothing new follows
 its plan, and a plan chunk is decomposed only when it is due.
+
+Waking up costs two calls (the summary description, then the day plan at the next tick), and
+many residents wake at nearly the same hour; so does a reflection (questions, then insights),
+and several residents pass the threshold together. Against a server that answers a few calls a
+tick (a one-slot local one), a tick begins only as many of these as it can think for
+(:func:`town.llm.urgency.begun_per_tick`; wake-ups first, in the residents' order): the
+others sleep on, or reflect, a tick or more later, so the town's clock keeps its pace.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from typing import Any
 
 from town.llm.schemas import SummarizeInput
 from town.llm.tasks import SUMMARIZE
+from town.llm.urgency import begun_per_tick
 from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent
 from town.store.models import Resident
@@ -34,7 +42,7 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
     state = tick.state(resident)
     spec = tick.specs[resident.name]
     if not state.awake:
-        if _time_to_wake(tick.now, spec, state):
+        if _time_to_wake(tick.now, spec, state) and may_begin(tick):
             await _wake(tick, resident, spec, state)
         else:
             warm_before_waking(tick.stream(resident), resident, spec, state, tick.now)
@@ -79,6 +87,16 @@ def warm_before_waking(
     soon = now + SUMMARY_WARM_AHEAD
     if _time_to_wake(soon, spec, state) and resident.summary_day != soon.date():
         stream.warm(summary_queries(resident.name))
+
+
+def may_begin(tick: Tick) -> bool:
+    """Whether one more long thought (a wake-up, a reflection) may begin this tick (and is
+    counted if so)."""
+    allowed = begun_per_tick(tick.brain)
+    if allowed is not None and tick.begun >= allowed:
+        return False
+    tick.begun += 1
+    return True
 
 
 def _time_to_wake(now: datetime, spec: ResidentSpec, state: ResidentState) -> bool:

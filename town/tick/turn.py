@@ -45,6 +45,7 @@ class Tick:
     conversations: dict[int, Conversation] = field(default_factory=dict)
     # what the tick writes at its commit besides the rows in its session
     writes: list[Callable[[Session], None]] = field(default_factory=list)
+    begun: int = 0  # wake-ups and reflections begun this tick (see town/tick/mind.py)
     _present: dict[str, list[tuple[str, str, bool]]] | None = field(default=None, repr=False)
 
     def state(self, resident: Resident) -> ResidentState:

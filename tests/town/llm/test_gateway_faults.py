@@ -289,3 +289,20 @@ async def test_behind_its_pace_the_town_rates_importance_offline_first(
         answers = gateway.report.as_json()
         assert answers["fallbacks_by_task"] == {"rate_importance": {"pace": 1}}
         assert answers["answers_by_task"]["rate_importance"] == {"model": 2, "fallback": 1}
+
+
+async def test_a_rating_that_waited_past_its_share_of_the_tick_leaves_for_the_offline_brain(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running() as url:
+        gateway, tally, _ = rig_factory(url, concurrency=1, pace_s=0.05)
+        gateway.pacer.limit = 1.0
+        async with gateway.pacer.slot():  # a visitor's reply on the wire all along
+            rated = await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))
+            assert gateway.pacer.waiting == 0
+        assert rated.scores and tally.total.calls == 0  # never sent
+        answers = gateway.report.as_json()
+        assert answers["fallbacks_by_task"] == {"rate_importance": {"pace": 1}}
+        gateway.pace_s = None  # always wait for the model: it waits its turn
+        assert (await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))).scores
+        assert tally.total.calls == 1

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from tests.helpers import settled
-from town.llm.pacing import LATENCY_FACTOR, TIMEOUT_CEILING_S, Pacer
+from town.llm.pacing import LATENCY_FACTOR, TIMEOUT_CEILING_S, Pacer, WaitedTooLong
 
 
 def test_a_time_out_halves_the_calls_in_flight_and_answers_grow_them_back() -> None:
@@ -143,3 +143,40 @@ def test_the_wait_expected_counts_the_calls_ahead() -> None:
     pacer._waiting = [(0, 1), (3, 2), (4, 3)]
     assert pacer.expected_wait_s(0) == 4.0  # the one in flight and the visitor's
     assert pacer.expected_wait_s(4) == 8.0
+
+
+async def test_a_call_out_of_patience_leaves_the_queue_unsent() -> None:
+    pacer = Pacer(1, 60)
+    release = asyncio.Event()
+
+    async def call(urgency: int, patience: float | None = None) -> None:
+        async with pacer.slot(urgency, patience):
+            await release.wait()
+
+    first = asyncio.create_task(call(0))
+    await settled(lambda: pacer.in_flight == 1)
+    later = asyncio.create_task(call(4))  # waits as long as it takes
+    with pytest.raises(WaitedTooLong):
+        await call(4, patience=0.01)  # the slot is held until released: it never gets one
+    assert pacer.waiting == 1
+    release.set()
+    await asyncio.gather(first, later)
+    assert pacer.waiting == 0 and pacer.in_flight == 0
+
+
+def test_the_calls_a_server_answers_in_a_while_count_only_the_slots_it_has_shown() -> None:
+    pacer = Pacer(8, 60)
+    assert pacer.calls_in(10) is None  # nothing measured
+    pacer.answered(1.0)  # sent alone: one slot shown, though the limit grows ahead of it
+    pacer.answered(1.0)
+    assert pacer.limit > 2 and pacer.calls_in(10) == 10
+    for _ in range(4):
+        pacer.answered(1.0, 4)  # four at once, none slowed
+    assert (pacer.calls_in(10) or 0) >= 40  # four or more at once
+    one = Pacer(8, 60)
+    for sent_with in (1, 2, 3):
+        one.answered(1.0 * sent_with, sent_with)  # a one-slot server
+    assert one.limit == 1
+    for _ in range(5):
+        one.answered(1.0)  # one at a time from now on
+    assert one.calls_in(10) == 10

@@ -30,6 +30,22 @@ async def test_a_person_waiting_makes_every_call_made_for_them_urgent() -> None:
     assert urgency.of("utter") == urgency.TALK
 
 
+async def test_only_the_first_call_for_a_visitor_s_words_goes_first() -> None:
+    async def second_answer() -> int:
+        return urgency.sending("utter")
+
+    with urgency.person_waiting(urgency.VISITOR):
+        assert urgency.sending("utter") == urgency.VISITOR  # the first reply
+        assert await asyncio.create_task(second_answer()) == urgency.VISITOR_AGAIN
+        assert urgency.of("utter") == urgency.VISITOR  # (what is asked, nothing sent)
+    with urgency.person_waiting(urgency.VISITOR):  # the next words: first again
+        assert urgency.sending("utter") == urgency.VISITOR
+    assert urgency.VISITOR < urgency.VISITOR_AGAIN < urgency.PERSON
+    with urgency.person_waiting():  # a command's calls are all alike
+        assert [urgency.sending("interview") for _ in range(2)] == [urgency.PERSON] * 2
+    assert urgency.sending("plan_day") == urgency.PLANNING
+
+
 def test_the_pace_to_keep_reaches_the_gateway_through_any_wrapper() -> None:
     gateway = SimpleNamespace(pace_s=None)
     wrapped = SimpleNamespace(inner=SimpleNamespace(inner=gateway))
