@@ -338,7 +338,9 @@ class LLMGateway:
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
         share = PACE_SHARES.get(name)
         patience = None if self.pace_s is None or share is None else share * self.pace_s
-        async with self.pacer.slot(urgency.sending(name), patience) as sent_with:
+        urgent = urgency.sending(name)  # a visitor's first reply goes beside the limit
+        at_once = urgent == urgency.VISITOR
+        async with self.pacer.slot(urgent, patience, at_once=at_once) as sent_with:
             spend.calls += 1
             began = time.monotonic()
             raw = await self._client.chat.completions.with_raw_response.create(

@@ -12,6 +12,12 @@ ahead), and at least ``n`` when it was not. The limit follows the median of thes
 starts at two, grows by one slot an answer until a call is slowed (then by about one slot a
 round of answers) while the server keeps up, and halves on a time-out.
 
+A call sent ``at_once`` (a visitor's first reply) never waits here behind the limit, only
+behind the configured ceiling: on a server that answers one call at a time it
+waits in the server's queue behind the calls already on the wire, as long as it would have
+waited here (nothing of the town goes after the limit is reached, so nothing overtakes it); on a
+server with more room than the limit has learnt yet, it is answered at once.
+
 A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
 the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
 rating that would wait behind visitors' replies for longer than the town's tick can spare.
@@ -96,19 +102,20 @@ class Pacer:
         return seconds * max(1.0, shown) / max(statistics.median(self._recent), 1e-3)
 
     @contextlib.asynccontextmanager
-    async def slot(self, urgency: int = 0, patience: float | None = None) -> AsyncIterator[int]:
+    async def slot(
+        self, urgency: int = 0, patience: float | None = None, *, at_once: bool = False
+    ) -> AsyncIterator[int]:
         """Hold one of the ``limit`` slots while a call is on the wire; the more urgent calls
         (lower numbers) go first, calls alike in order of arrival. Yields the calls in flight
         with this one (for :meth:`answered`). Raises :class:`WaitedTooLong` when the call
-        waited ``patience`` seconds without a slot (None: as long as it takes)."""
+        waited ``patience`` seconds without a slot (None: as long as it takes). A call ``at_once``
+        goes as soon as it is first in line, beside the limit, within the ceiling."""
         ticket = (urgency, next(self._tickets))
         async with self._changed:
             heapq.heappush(self._waiting, ticket)
             try:
                 async with asyncio.timeout(patience):
-                    await self._changed.wait_for(
-                        lambda: self._waiting[0] == ticket and self.in_flight < int(self.limit)
-                    )
+                    await self._changed.wait_for(lambda: self._may_go(ticket, at_once))
             except BaseException as error:  # cancelled or out of patience: the queue goes on
                 self._waiting.remove(ticket)
                 heapq.heapify(self._waiting)
@@ -126,6 +133,12 @@ class Pacer:
             async with self._changed:
                 self.in_flight -= 1
                 self._changed.notify_all()
+
+    def _may_go(self, ticket: tuple[int, int], at_once: bool) -> bool:
+        """The call is first in line and there is room for it: under the limit, or (at once)
+        under the ceiling."""
+        room = self.ceiling if at_once else int(self.limit)
+        return self._waiting[0] == ticket and self.in_flight < room
 
     def answered(self, latency_s: float, sent_with: int = 1) -> None:
         """A call came back (any status but a time-out) after ``latency_s`` on the wire, sent

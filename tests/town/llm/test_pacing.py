@@ -180,3 +180,27 @@ def test_the_calls_a_server_answers_in_a_while_count_only_the_slots_it_has_shown
     for _ in range(5):
         one.answered(1.0)  # one at a time from now on
     assert one.calls_in(10) == 10
+
+
+async def test_a_call_at_once_goes_beside_the_limit_but_never_past_the_ceiling() -> None:
+    pacer = Pacer(3, 60)
+    pacer.limit = 1.0  # (learnt: one call at a time)
+    release = asyncio.Event()
+    sent: list[str] = []
+
+    async def call(name: str, urgency: int, at_once: bool = False) -> None:
+        async with pacer.slot(urgency, at_once=at_once):
+            sent.append(name)
+            await release.wait()
+
+    town = asyncio.create_task(call("planning", 4))
+    await settled(lambda: sent == ["planning"])
+    later = asyncio.create_task(call("rating", 5))
+    visitors = [asyncio.create_task(call(f"visitor {n}", 0, at_once=True)) for n in range(3)]
+    await settled(lambda: len(sent) == 3)
+    # two visitors went beside the limit, up to the ceiling; the town's next call and the
+    # third visitor wait (the visitor first, when a slot frees)
+    assert sent == ["planning", "visitor 0", "visitor 1"] and pacer.in_flight == 3
+    release.set()
+    await asyncio.gather(town, later, *visitors)
+    assert sent[3:] == ["visitor 2", "rating"] and pacer.in_flight == 0
