@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx2
 import openai
 
+from town.llm.formats import names_format
+
 
 async def _out_of_quota_is_final(response: httpx2.Response) -> None:
     """An account with no quota left gets a 429 like a rate limit, which the client would retry
@@ -17,6 +19,17 @@ async def _out_of_quota_is_final(response: httpx2.Response) -> None:
     except (ValueError, AttributeError):
         return
     if isinstance(error, dict) and error.get("code") == "insufficient_quota":
+        response.headers["x-should-retry"] = "false"
+
+
+async def _rejected_format_is_final(response: httpx2.Response) -> None:
+    """A server that takes no ``json_schema`` format (llama-cpp-python's) answers it with a 500
+    naming the format, which the client would retry in vain, seconds of backoff each time,
+    before the gateway moves on to the next format: mark it final too."""
+    if response.status_code != 500:
+        return
+    await response.aread()
+    if names_format(response.text):
         response.headers["x-should-retry"] = "false"
 
 
@@ -35,8 +48,8 @@ def open_client(
     """An ``openai.AsyncOpenAI`` for ``base_url`` (None: the OpenAI API): each attempt times out
     after ``timeout`` seconds, and the client retries 408/409/429/5xx, timeouts and lost
     connections ``max_retries`` times with backoff (honouring ``retry-after``), but never an
-    exhausted quota. Close it with ``await client.close()``."""
-    hooks = {"response": [_out_of_quota_is_final]}
+    exhausted quota or a rejected response format. Close it with ``await client.close()``."""
+    hooks = {"response": [_out_of_quota_is_final, _rejected_format_is_final]}
     return openai.AsyncOpenAI(
         base_url=base_url,
         api_key=api_key,

@@ -46,8 +46,12 @@ def rejects_format(error: openai.APIStatusError) -> bool:
     """Whether an error answers the response format rather than the request as a whole."""
     if error.status_code not in _REJECTING_STATUS:
         return False
-    text = f"{error.message} {getattr(error, 'param', '')} {error.body}".lower()
-    return any(word in text for word in _FORMAT_WORDS)
+    return names_format(f"{error.message} {getattr(error, 'param', '')} {error.body}")
+
+
+def names_format(text: str) -> bool:
+    """Whether an error's text names the response format (or the grammar made of it)."""
+    return any(word in text.lower() for word in _FORMAT_WORDS)
 
 
 def said(error: openai.APIStatusError, limit: int = 160) -> str:
