@@ -14,7 +14,7 @@ from bot.cli.common import err, guarded, out, settings_and_logging, settings_wit
 from bot.runtime.settings import Settings
 from bot.runtime.towns import open_town
 from town.authoring.changes import Changes
-from town.authoring.drafting import Draft, OfflineStandIn, Tally, draft_town
+from town.authoring.drafting import Draft, OfflineStandIn, draft_town
 from town.authoring.living import UpdateRefused, apply_update
 from town.authoring.scaffold import new_town, next_steps, refuse_existing, write_files
 from town.authoring.summary import summary_lines
@@ -22,6 +22,7 @@ from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import Brain
+from town.llm.usage import UsageTally
 from town.tick.engine import until_unchanged
 from town.world.load import load_town
 from town.world.persona import PersonaError, TownSpec
@@ -75,7 +76,7 @@ def check(folder: Annotated[Path, typer.Argument(help="The town's folder.")]) ->
 
 
 def _draft_brain(
-    settings: Settings, fallback: OfflineStandIn, tally: Tally | None = None
+    settings: Settings, fallback: OfflineStandIn, tally: UsageTally | None = None
 ) -> tuple[Brain, str]:
     """The configured LLM behind the gateway (its fallback noted, its calls tallied), or the
     offline brain."""
@@ -109,7 +110,7 @@ def draft(
     resident, the scenario); the loader's problems go back to their pieces for at most two
     repair rounds. Written only if `town check` would pass."""
 
-    tally = Tally()
+    tally = UsageTally()
 
     def go() -> tuple[Draft, bool]:
         refuse_existing(folder)
@@ -141,9 +142,9 @@ def draft(
         raise typer.Exit(2)
     guarded(lambda: write_files(folder, made.files))
     asked = (
-        f"; {tally.calls} LLM calls, {tally.prompt_tokens:,} prompt and "
-        f"{tally.completion_tokens:,} completion tokens"
-        if tally.calls
+        f"; {tally.total.calls} LLM calls, {tally.total.prompt_tokens:,} prompt and "
+        f"{tally.total.completion_tokens:,} completion tokens"
+        if tally.total.calls
         else ""
     )
     out.print(f"wrote {folder} ({made.calls} pieces, {rounds}{asked})", markup=False)

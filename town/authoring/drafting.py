@@ -60,29 +60,6 @@ class OfflineStandIn:
 
 
 @dataclass
-class Tally:
-    """The gateway's usage recorder while drafting: the server's calls and tokens in all (a
-    piece may take two calls: the gateway asks once more when a reply does not validate)."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def record(
-        self,
-        task: str,
-        resident: str | None,
-        calls: int,
-        prompt_tokens: int,
-        completion_tokens: int,
-        fallback: bool,
-    ) -> None:
-        self.calls += calls
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
-
-
-@dataclass
 class Draft:
     """A drafted town: its files' text, and the spec if the loader passed it (else its
     problems), after ``rounds`` repair rounds of ``calls`` piece calls; ``filled`` names the
