@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from sqlmodel import Session, select
 
+from town.inputs.joining import known_visitor
 from town.inputs.naming import visitor_name
 from town.inputs.unit import area_named
 from town.inputs.visit import Visit
 from town.outbox import audit
 from town.outbox.switches import CLOSED, switches
-from town.store.models import MutedMember
+from town.store.models import ForgetOrder, MutedMember
 from town.tick.engine import Engine
 from town.world.places import World
 
@@ -32,6 +33,25 @@ def _row(session: Session, town_id: int, platform: str, user_id: str) -> MutedMe
             MutedMember.platform_user_id == user_id[:100],
         )
     ).first()
+
+
+def still_heard(session: Session, town_id: int, platform: str, user_id: str) -> bool:
+    """Whether an answer composed for the member may still be stored: not forgotten (their
+    visitor row is gone once a forget has run, and a forget under way has an open order) and
+    not muted since their words were heard."""
+    forgetting = session.exec(
+        select(ForgetOrder.id).where(
+            ForgetOrder.town_id == town_id,
+            ForgetOrder.platform == platform,
+            ForgetOrder.platform_user_id == user_id[:100],
+            ForgetOrder.done_at == None,  # noqa: E711 (SQL's IS NULL)
+        )
+    ).first()
+    return (
+        forgetting is None
+        and known_visitor(session, town_id, platform, user_id) is not None
+        and not is_muted(session, town_id, platform, user_id)
+    )
 
 
 def set_muted(engine: Engine, platform: str, user_id: str, muted: bool) -> bool:

@@ -118,7 +118,10 @@ async def say(
         done = await asyncio.gather(*answers)
     finally:
         await words  # (its failure, a lost lease say, is the caller's)
-    for (reply, outbox_id), length in done:
+    for answered, length in done:
+        if answered is None:  # forgotten or muted while it was composed
+            continue
+        reply, outbox_id = answered
         heard.result.replies.append(reply)
         heard.result.outbox_ids.append(outbox_id)
         heard.result.chain = max(heard.result.chain, length)
@@ -186,12 +189,15 @@ async def _answer(
     typing: Typing | None,
     post: Post | None,
     words: asyncio.Future[None],
-) -> tuple[TownEvent, int]:
+) -> tuple[TownEvent, int] | None:
     """One resident's answer: composed outside any lock, stored once the words are, then
-    ``post``ed; with the id of its outbox row."""
+    ``post``ed; with the id of its outbox row. None: the visitor was forgotten or muted while
+    it was composed, and nothing is stored or posted."""
     event = await _compose(engine, heard, resident, typing)
     await asyncio.shield(words)
     outbox_id = await asyncio.to_thread(_store_answer, engine, heard, event)
+    if outbox_id is None:
+        return None
     if post is not None:
         await post([outbox_id])
     return event, outbox_id
@@ -268,10 +274,13 @@ def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
         engine.after_commit()
 
 
-def _store_answer(engine: Engine, heard: _Heard, event: TownEvent) -> int:
+def _store_answer(engine: Engine, heard: _Heard, event: TownEvent) -> int | None:
     """The write of one resident's answer: its outbox event and its chat line. Returns the
-    outbox row's id."""
+    outbox row's id; None, writing nothing, when the visitor is no longer to be answered."""
+    visit = heard.visit
     with engine.unit(changes_town=False) as session:
+        if not consent.still_heard(session, engine.town_id, visit.platform, visit.user_id):
+            return None
         (row,) = write_outbox(session, engine.town_id, f"say:{uuid4().hex}", [event])
         chatlog.add_line(
             session,

@@ -3,7 +3,9 @@ lines go; the audit log keeps "forgotten visitor" rows; residents no longer know
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import col, select
@@ -19,12 +21,15 @@ from tests.town.features.consent.support import (
 )
 from town.features.consent import forget as forgetting
 from town.features.consent.forget import UnknownMember, find_members, finish_pending, forget
+from town.inputs.consent import set_muted
 from town.inputs.query import interview
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
+from town.llm.port import ScriptedBrain
+from town.llm.tasks import Task
 from town.outbox.events import TownEvent
 from town.store.db import Store
-from town.store.models import AuditEntry, ForgetOrder, Memory, Visitor
+from town.store.models import AuditEntry, ForgetOrder, Memory, OutboxEvent, Visitor
 from town.tick.engine import Engine
 
 HOBBS = "Hobbs Cafe"
@@ -157,3 +162,44 @@ async def test_ids_with_like_wildcards_forget_only_their_member(store: Store) ->
     await forget(engine, "web", "v_1")
     assert traces(store, ["unicorns drink"]) == []
     assert traces(store, ["volcanoes bake"])  # another member, whose id the wildcard fits
+
+
+class _HeldAnswer(ScriptedBrain):
+    """A scripted brain whose visitor answers wait at ``gate`` (``composing`` is set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.composing = asyncio.Event(), asyncio.Event()
+
+    async def run(self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None) -> Any:
+        if task.name == "utter":
+            self.composing.set()
+            await self.gate.wait()
+        return await super().run(task, inputs, resident=resident)
+
+
+@pytest.mark.parametrize("how", ["forget", "mute"])
+async def test_an_answer_composed_while_its_member_is_forgotten_or_muted_is_dropped(
+    store: Store, how: str
+) -> None:
+    brain = _HeldAnswer()
+    engine = await make_engine(store, brain)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
+    visit = Visit(HOBBS, "Prober", f"Isabella, {PHRASE}!", platform="discord", user_id=USER)
+    stored, loop = asyncio.Event(), asyncio.get_running_loop()
+    engine.after_commit = lambda: loop.call_soon_threadsafe(stored.set)  # the visitor's words
+    saying = asyncio.create_task(say(engine, visit))
+    await asyncio.wait_for(asyncio.gather(brain.composing.wait(), stored.wait()), 30)
+    assert traces(store, [USER])
+    if how == "forget":
+        await forget(engine, "discord", USER, reason="ban")
+    else:
+        set_muted(engine, "discord", USER, True)
+    brain.gate.set()
+    result = await saying
+    assert result.replies == [] and result.outbox_ids == []
+    with store.session() as s:
+        answers = [e for e in s.exec(select(OutboxEvent)) if e.kind == "said"]
+    assert answers == []
+    if how == "forget":
+        assert traces(store, NEEDLES) == []
