@@ -297,6 +297,15 @@ async def models(request: web.Request) -> web.StreamResponse:
     )
 
 
+async def props(request: web.Request) -> web.StreamResponse:
+    """What llama.cpp's server says of itself at ``GET /props``; the fake says its slots the
+    same way. With no slots (a hosted API) there is no such route: 404, as OpenAI answers."""
+    state = request.app[STATE]
+    if state.slots <= 0:
+        return _error(404, "Not found", "invalid_request_error")
+    return _json({"total_slots": state.slots, "model_alias": state.model, "build_info": "fake"})
+
+
 async def queue_faults(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     body = await _body(request)
@@ -361,6 +370,7 @@ def make_app(
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/embeddings", embeddings)
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/props", props)
     app.router.add_post("/v1/moderations", moderations)
     app.router.add_post("/_fake/faults", queue_faults)
     app.router.add_get("/_fake/stats", stats)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats, urgency
+from town.llm import advice, formats, slots, urgency
 from town.llm import report as why
 from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
@@ -336,11 +336,13 @@ class LLMGateway:
     ) -> Reply:
         """The completion, read; the client's errors for a status it did not retry away."""
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
+        await slots.ask_once(self.pacer, self._client)
         share = PACE_SHARES.get(name)
         patience = None if self.pace_s is None or share is None else share * self.pace_s
         urgent = urgency.sending(name)  # a visitor's first reply goes beside the limit
         at_once = urgent == urgency.VISITOR
-        async with self.pacer.slot(urgent, patience, at_once=at_once) as sent_with:
+        person = urgent <= urgency.PERSON
+        async with self.pacer.slot(urgent, patience, at_once=at_once, person=person) as sent_with:
             spend.calls += 1
             began = time.monotonic()
             raw = await self._client.chat.completions.with_raw_response.create(

@@ -10,13 +10,15 @@ takes ``L`` seconds, against ``s`` for the quickest recent answer, shows about `
 calls served at once when it was slowed (a one-slot server: one service time more per call
 ahead), and at least ``n`` when it was not. The limit follows the median of these figures,
 starts at two, grows by one slot an answer until a call is slowed (then by about one slot a
-round of answers) while the server keeps up, and halves on a time-out.
+round of answers) while the server keeps up, and halves on a time-out. A server that says how
+many calls it answers at once (llama.cpp's, :mod:`town.llm.slots`) is taken at its word.
 
 A call sent ``at_once`` (a visitor's first reply) never waits here behind the limit, only
 behind the configured ceiling: on a server that answers one call at a time it
 waits in the server's queue behind the calls already on the wire, as long as it would have
 waited here (nothing of the town goes after the limit is reached, so nothing overtakes it); on a
-server with more room than the limit has learnt yet, it is answered at once.
+server with more room than the limit has learnt yet, it is answered at once. While people are
+about, the town's calls leave one slot of two or more free for theirs (``PEOPLE_ABOUT_S``).
 
 A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
 the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
@@ -42,6 +44,10 @@ SLOWED = 1.5
 """A call sent beside others that takes this many times the quickest recent answer was slowed
 by them: the server did not answer them all at once."""
 CAPACITY_SAMPLES = 12
+PEOPLE_ABOUT_S = 120.0
+"""For this long after a call for a person (a visitor's reply, an interview), the town's calls
+leave a slot free for the next one, on a server with two or more: a person's call then waits
+for no town call to end."""
 START = 2
 """Calls in flight before anything is measured: a one-slot server's queue, which nothing can
 reorder, then holds one call at most ahead of a visitor's; a server that keeps up gets about one
@@ -63,10 +69,13 @@ class Pacer:
         self.base_timeout_s = base_timeout_s
         self.in_flight = 0
         self.timeouts = 0
+        self.asked = False  # the server was asked its slots (town.llm.slots)
+        self.known = False  # it said: the limit is its slots, not learnt
         self._clock = clock
         self._recent: deque[float] = deque(maxlen=20)
         self._capacity: deque[float] = deque(maxlen=CAPACITY_SAMPLES)
         self._backoff = 1.0  # doubled by each time-out in a row
+        self._person_at: float | None = None  # when a call for a person was last made
         self._slowed = False  # a call was slowed by others (or timed out): the limit is near
         self._changed = asyncio.Condition()
         self._waiting: list[tuple[int, int]] = []  # (urgency, ticket), a heap
@@ -98,24 +107,37 @@ class Pacer:
         and the limit grows ahead of what was shown). None: nothing measured yet."""
         if not self._recent:
             return None
-        shown = min(self.limit, statistics.median(self._capacity)) if self._capacity else 1.0
+        if self.known:
+            shown = self.limit
+        else:
+            shown = min(self.limit, statistics.median(self._capacity)) if self._capacity else 1.0
         return seconds * max(1.0, shown) / max(statistics.median(self._recent), 1e-3)
 
     @contextlib.asynccontextmanager
     async def slot(
-        self, urgency: int = 0, patience: float | None = None, *, at_once: bool = False
+        self,
+        urgency: int = 0,
+        patience: float | None = None,
+        *,
+        at_once: bool = False,
+        person: bool = False,
     ) -> AsyncIterator[int]:
         """Hold one of the ``limit`` slots while a call is on the wire; the more urgent calls
         (lower numbers) go first, calls alike in order of arrival. Yields the calls in flight
         with this one (for :meth:`answered`). Raises :class:`WaitedTooLong` when the call
         waited ``patience`` seconds without a slot (None: as long as it takes). A call ``at_once``
-        goes as soon as it is first in line, beside the limit, within the ceiling."""
+        goes as soon as it is first in line, beside the limit, within the ceiling. While people are
+        about (a ``person``'s call, one waiting for its answer, was made in the last
+        ``PEOPLE_ABOUT_S``), the town's calls leave one slot of two or more free for them."""
         ticket = (urgency, next(self._tickets))
+        if person:
+            self._person_at = self._clock()
+        spare = not person and self._people_about()
         async with self._changed:
             heapq.heappush(self._waiting, ticket)
             try:
                 async with asyncio.timeout(patience):
-                    await self._changed.wait_for(lambda: self._may_go(ticket, at_once))
+                    await self._changed.wait_for(lambda: self._may_go(ticket, at_once, spare))
             except BaseException as error:  # cancelled or out of patience: the queue goes on
                 self._waiting.remove(ticket)
                 heapq.heapify(self._waiting)
@@ -134,17 +156,32 @@ class Pacer:
                 self.in_flight -= 1
                 self._changed.notify_all()
 
-    def _may_go(self, ticket: tuple[int, int], at_once: bool) -> bool:
+    def _people_about(self) -> bool:
+        return self._person_at is not None and self._clock() - self._person_at < PEOPLE_ABOUT_S
+
+    def _may_go(self, ticket: tuple[int, int], at_once: bool, spare: bool) -> bool:
         """The call is first in line and there is room for it: under the limit, or (at once)
-        under the ceiling."""
+        under the ceiling; one slot fewer when it must spare one."""
         room = self.ceiling if at_once else int(self.limit)
+        if spare and room >= 2:
+            room -= 1
         return self._waiting[0] == ticket and self.in_flight < room
+
+    def told(self, slots: int) -> None:
+        """The server said it answers ``slots`` calls at once: the limit is that (within the
+        ceiling) from now on, not learnt."""
+        self.ceiling = min(self.ceiling, max(1, slots))
+        self.limit = float(self.ceiling)
+        self.known = True
 
     def answered(self, latency_s: float, sent_with: int = 1) -> None:
         """A call came back (any status but a time-out) after ``latency_s`` on the wire, sent
         with ``sent_with`` calls in flight, itself included."""
         self._recent.append(latency_s)
         self._backoff = 1.0
+        if self.known:  # back to the server's slots, a slot an answer, after a time-out
+            self.limit = min(float(self.ceiling), self.limit + 1)
+            return
         quickest = min(self._recent)
         if sent_with >= 2 and quickest > 0:
             if latency_s > SLOWED * quickest:

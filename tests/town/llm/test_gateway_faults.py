@@ -251,7 +251,7 @@ async def test_against_a_one_slot_server_a_visitor_s_reply_goes_ahead_of_the_tow
         gateway, _, _ = rig_factory(url, concurrency=8)
         await gateway.run(EMOJI, sample(EMOJI))  # connected, and one call's time measured
         await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(8)))
-        assert gateway.pacer.limit == 1  # learned from the burst: one call at a time
+        assert gateway.pacer.limit == 1  # one call at a time, as the server's /props says
         done: list[str] = []
 
         async def think(name: str, task: Any, urgent: bool = False) -> None:
@@ -269,6 +269,22 @@ async def test_against_a_one_slot_server_a_visitor_s_reply_goes_ahead_of_the_tow
         assert done.index("visitor") <= 1  # behind the call on the wire at most
         stats = await admin(url, "/_fake/stats")
         assert stats["max_in_flight"] <= 8
+
+
+@pytest.mark.parametrize("slots", [0, 3])
+async def test_a_server_that_says_its_slots_is_sent_that_many_calls_at_once(
+    rig_factory: Callable[..., Rig], slots: int
+) -> None:
+    async with running(latency_ms=50, slots=slots) as url:
+        gateway, _, _ = rig_factory(url, concurrency=8)
+        await gateway.run(EMOJI, sample(EMOJI))
+        assert gateway.pacer.known == bool(slots)  # (a hosted API, with no /props, says nothing)
+        await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(12)))
+        stats = await admin(url, "/_fake/stats")
+        if slots:
+            assert gateway.pacer.limit == slots and stats["max_in_flight"] == slots
+        else:
+            assert not gateway.pacer.known and stats["requests"] == 13
 
 
 async def test_behind_its_pace_the_town_rates_importance_offline_first(

@@ -8,7 +8,13 @@ import math
 import pytest
 
 from tests.helpers import settled
-from town.llm.pacing import LATENCY_FACTOR, TIMEOUT_CEILING_S, Pacer, WaitedTooLong
+from town.llm.pacing import (
+    LATENCY_FACTOR,
+    PEOPLE_ABOUT_S,
+    TIMEOUT_CEILING_S,
+    Pacer,
+    WaitedTooLong,
+)
 
 
 def test_a_time_out_halves_the_calls_in_flight_and_answers_grow_them_back() -> None:
@@ -204,3 +210,57 @@ async def test_a_call_at_once_goes_beside_the_limit_but_never_past_the_ceiling()
     release.set()
     await asyncio.gather(town, later, *visitors)
     assert sent[3:] == ["visitor 2", "rating"] and pacer.in_flight == 0
+
+
+def test_a_server_that_says_its_slots_is_taken_at_its_word() -> None:
+    pacer = Pacer(8, 60)
+    pacer.told(3)
+    assert pacer.known and pacer.limit == 3
+    pacer.answered(1.0, sent_with=3)
+    pacer.answered(3.0, sent_with=3)  # slowed (a long reply): nothing is learnt from it
+    assert pacer.limit == 3
+    assert pacer.calls_in(10) == pytest.approx(10 * 3 / 2.0)  # 3 slots, 2 s at the median
+    pacer.timed_out()
+    assert pacer.limit == 1.5
+    pacer.answered(1.0)
+    pacer.answered(1.0)
+    assert pacer.limit == 3  # back to its slots, never past them
+    small = Pacer(2, 60)
+    small.told(4)
+    assert small.limit == 2  # nor past the configured concurrency
+
+
+async def test_while_people_are_about_the_town_leaves_them_a_slot() -> None:
+    now = [0.0]
+    pacer = Pacer(8, 60, clock=lambda: now[0])
+    pacer.told(3)
+    release = asyncio.Event()
+    sent: list[str] = []
+
+    async def call(name: str, urgency: int, person: bool = False) -> None:
+        async with pacer.slot(urgency, person=person):
+            sent.append(name)
+            await release.wait()
+
+    first = [asyncio.create_task(call(f"plan {n}", 4)) for n in range(3)]
+    await settled(lambda: len(sent) == 3)  # nobody about: the town takes every slot
+    release.set()
+    await asyncio.gather(*first)
+    release.clear()
+    sent.clear()
+    visitor = asyncio.create_task(call("visitor", 0, person=True))
+    await settled(lambda: sent == ["visitor"])
+    town = [asyncio.create_task(call(f"rating {n}", 5)) for n in range(3)]
+    await settled(lambda: len(sent) == 2)  # one rating; one slot stays free
+    assert pacer.in_flight == 2 and pacer.waiting == 2
+    again = asyncio.create_task(call("visitor again", 0, person=True))
+    await settled(lambda: "visitor again" in sent)  # went at once, in the slot left free
+    release.set()
+    await asyncio.gather(visitor, again, *town)
+    release.clear()
+    sent.clear()
+    now[0] = PEOPLE_ABOUT_S + 1  # nobody about for a while: every slot again
+    later = [asyncio.create_task(call(f"plan {n}", 4)) for n in range(3)]
+    await settled(lambda: len(sent) == 3)
+    release.set()
+    await asyncio.gather(*later)
