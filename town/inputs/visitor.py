@@ -24,6 +24,7 @@ from town.inputs.naming import visitor_name
 from town.inputs.placed import say_to_place
 from town.inputs.unit import area_named
 from town.inputs.visit import EmptyWords, Visit, words_of
+from town.llm import urgency
 from town.llm.depth import chained
 from town.outbox import audit, chatlog
 from town.outbox.events import TownEvent, write_outbox
@@ -84,7 +85,7 @@ async def say(
 
     1. Heard (reads only): who answers, by rule (``town.inputs.chat``): the residents
        addressed (``visit.replying_to``: the resident whose message the words reply to on the
-       platform), else one or two present and awake.
+       platform), else one or two present and awake; one only while the LLM server is busy.
     2. One short write, beside the thinking: the visitor, its words as a chat line
        (``town.outbox.chatlog``: what every resident present takes in at the next tick, rated
        and reacted to in its batch; asleep ones on waking: ``town.tick.heard``), the audit
@@ -172,6 +173,8 @@ def _hear(engine: Engine, visit: Visit, rate: VisitorRateLimit | None) -> _Heard
             )
             for r in chat.responders(words, present, heard.thread, visit.replying_to)
         ]
+        if urgency.server_busy(engine.brain):  # a busy server: one answer, and sooner
+            heard.answering = heard.answering[:1]
         since = clock - timedelta(minutes=NOTICE_AGAIN_MIN)
         if not heard.answering and not chatlog.told_since(
             session, engine.town_id, area, heard.thread_key, since

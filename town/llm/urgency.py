@@ -114,6 +114,16 @@ def _paced(brain: object) -> object | None:
     return None
 
 
+def server_busy(brain: object) -> bool:
+    """Whether the LLM server behind ``brain`` (through any wrapper) has every slot taken or
+    calls waiting for one on our side (False for an offline brain): a second resident's answer
+    to words already answered would only add to the wait of the next visitor's."""
+    pacer = getattr(_paced(brain), "pacer", None)
+    if pacer is None:
+        return False
+    return bool(pacer.waiting > 0 or pacer.in_flight >= int(pacer.limit))
+
+
 def begun_per_tick(brain: object) -> int | None:
     """How many long thoughts (a wake-up, a reflection) may begin in one tick so that the town
     keeps its pace (None: any number, for an offline brain or one set to always wait for the

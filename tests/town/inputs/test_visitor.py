@@ -13,6 +13,7 @@ from town.inputs.admin import whisper
 from town.inputs.visit import Visit
 from town.inputs.visitor import join, say
 from town.llm.depth import ChainCountingBrain
+from town.llm.pacing import Pacer
 from town.llm.port import ScriptedBrain
 from town.llm.tasks import Task
 from town.store.db import Store
@@ -63,6 +64,23 @@ async def test_a_greeting_gets_one_answer_and_a_greeting_to_everyone_two(store: 
     assert len(one.replies) == 1 and one.chain == 1
     assert sorted(r.resident for r in everyone.replies) == sorted(CAFE_PAIR)
     assert everyone.chain == 1  # side by side, not one after another
+
+
+async def test_while_the_server_is_busy_a_greeting_to_everyone_gets_one_answer(
+    store: Store,
+) -> None:
+    class Paced(ScriptedBrain):
+        """A brain with an LLM server's pacer, as the gateway has."""
+
+        pace_s = None
+        pacer = Pacer(1, 60)
+
+    brain = Paced()
+    engine, _ = await cafe(store, brain)
+    async with brain.pacer.slot():  # the town's call on the wire of a one-slot server
+        busy = await say(engine, Visit(HOBBS, "Cy", "hello everyone!"))
+    free = await say(engine, Visit(HOBBS, "Di", "hello everyone!"))
+    assert len(busy.replies) == 1 and len(free.replies) == 2
 
 
 async def test_a_follow_up_is_answered_in_the_thread_by_the_same_resident(store: Store) -> None:
