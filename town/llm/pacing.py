@@ -132,12 +132,11 @@ class Pacer:
         ticket = (urgency, next(self._tickets))
         if person:
             self._person_at = self._clock()
-        spare = not person and self._people_about()
         async with self._changed:
             heapq.heappush(self._waiting, ticket)
             try:
                 async with asyncio.timeout(patience):
-                    await self._changed.wait_for(lambda: self._may_go(ticket, at_once, spare))
+                    await self._changed.wait_for(lambda: self._may_go(ticket, at_once, person))
             except BaseException as error:  # cancelled or out of patience: the queue goes on
                 self._waiting.remove(ticket)
                 heapq.heapify(self._waiting)
@@ -156,14 +155,12 @@ class Pacer:
                 self.in_flight -= 1
                 self._changed.notify_all()
 
-    def _people_about(self) -> bool:
-        return self._person_at is not None and self._clock() - self._person_at < PEOPLE_ABOUT_S
-
-    def _may_go(self, ticket: tuple[int, int], at_once: bool, spare: bool) -> bool:
+    def _may_go(self, ticket: tuple[int, int], at_once: bool, person: bool) -> bool:
         """The call is first in line and there is room for it: under the limit, or (at once)
-        under the ceiling; one slot fewer when it must spare one."""
+        under the ceiling; for the town's call, one slot fewer while people are about."""
         room = self.ceiling if at_once else int(self.limit)
-        if spare and room >= 2:
+        about = self._person_at is not None and self._clock() - self._person_at < PEOPLE_ABOUT_S
+        if not person and about and room >= 2:
             room -= 1
         return self._waiting[0] == ticket and self.in_flight < room
 
