@@ -19,6 +19,9 @@ from town.llm.tasks import EMOJI, RATE_IMPORTANCE, UTTER
 
 pytest_plugins = ["tests.servers", "tests.llama_server"]
 
+LEARNING_BURSTS = 6
+"""Bursts of three calls the pacer may need to learn one slot: on a busy machine a reply's time
+varies, and the first of a burst, never slowed, counts as room for one more."""
 VISITOR_LINES = (
     "Hi Isabella, how is your day going?",
     "Hello everyone!",
@@ -60,8 +63,11 @@ async def test_a_visitor_s_reply_goes_ahead_of_the_town_s_queued_calls(
     gateway: LLMGateway,
 ) -> None:
     await gateway.run(EMOJI, sample(EMOJI))  # the model warmed up, one call's time measured
-    await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(3)))
-    assert gateway.pacer.limit == 1  # one call at a time, learnt from the latencies
+    for _ in range(LEARNING_BURSTS):  # one call at a time, learnt from the latencies
+        await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(3)))
+        if gateway.pacer.limit == 1:
+            break
+    assert gateway.pacer.limit == 1
     done: list[str] = []
 
     async def rate(n: int) -> None:
