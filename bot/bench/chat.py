@@ -17,9 +17,9 @@ that finished within their interval. Beside them a page reads the town as a brow
 a resident's card, a channel's history, ``look``) while ticks think: ``view_p95_ms``; and
 ``longest_write_ms`` (a tick's one write), ``rethought_calls`` (LLM calls of ticks that failed,
 and so are made again); ``slots`` (the calls the fake server answers at once,
-``--slots``, 1 by default as a local server's), ``clock_behind_pct`` (how late ticks started,
-after one outlasted its interval, against the time run) and ``fallbacks_by_task`` (answers the
-offline brain gave, by task and reason: ``pace`` for those given so the town keeps its pace).
+``--slots``, 1 by default as a local server's), ``clock_behind_pct`` (the share of the ticks due
+that a late tick skipped) and ``fallbacks_by_task`` (answers the offline brain gave, by task and
+reason: ``pace`` for those given so the town keeps its pace).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class ChatBench:
     longest_write_ms: float = 0.0
     rethought_calls: int = 0
     slots: int = 1
-    lost: float = 0.0  # intervals: how late ticks started after a tick outlasted its own
+    skipped: int = 0  # ticks due while a tick still ran
     answers: dict[str, Any] = field(default_factory=dict)
 
     def _waits(self, addressed: bool) -> list[float]:
@@ -136,7 +136,7 @@ class ChatBench:
             "longest_write_ms": round(self.longest_write_ms, 1),
             "rethought_calls": self.rethought_calls,
             "slots": self.slots,
-            "clock_behind_pct": behind_pct(len(self.ticks), self.lost),
+            "clock_behind_pct": behind_pct(len(self.ticks), self.skipped),
             "fallbacks_by_task": self.answers.get("fallbacks_by_task", {}),
         }
 
@@ -237,7 +237,7 @@ async def _ticks(
             bench.longest_write_ms = max(bench.longest_write_ms, report.write_ms)
         runtime.wake.set()
         await pace.next()
-        bench.lost = pace.lost
+        bench.skipped = pace.skipped
 
 
 async def _history(history: History, area: str) -> None:

@@ -21,9 +21,8 @@ and embedding the seed memories) is not counted.
   N game minutes, sent while a tick thinks, and ``admin_longest_ms``, the longest of them.
 - ``slots``: the calls the fake server answers at once (``--slots``, 1 by default as a local
   server's; 0: no limit); with ``--tick-seconds`` the ticks are paced as a live town's (a tick
-  every that many seconds, the gateway keeping the pace) and ``clock_behind_pct`` says how far
-  the clock fell behind: the time ticks started late, after a tick outlasted its interval,
-  against the time run;
+  every that many seconds, the gateway keeping the pace) and ``clock_behind_pct`` says what share
+  of the runs due were skipped because a tick outlasted its interval;
 - ``cached_prompt_share``: the share of prompt tokens the server's prefix cache held, where the
   server reports ``usage.prompt_tokens_details.cached_tokens`` (None where it does not).
 """
@@ -90,7 +89,7 @@ class TownBench:
     writes: Writes = field(default_factory=lambda: Writes())
     slots: int = 1
     tick_seconds: float = 0.0
-    lost: float = 0.0  # intervals: how late ticks started after a tick outlasted its own
+    skipped: int = 0  # runs due while a tick still ran (paced ticks only)
 
     def as_json(self) -> dict[str, Any]:
         per = self.residents * self.days
@@ -119,7 +118,7 @@ class TownBench:
             **self.writes.as_json(),
             "slots": self.slots,
             "tick_seconds": self.tick_seconds,
-            "clock_behind_pct": behind_pct(self.ticks, self.lost),
+            "clock_behind_pct": behind_pct(self.ticks, self.skipped),
             **self.answers,
         }
 
@@ -371,5 +370,5 @@ async def run_town_bench(
         writes,
         slots if proc is not None else 0,
         tick_seconds,
-        pace.lost,
+        pace.skipped,
     )

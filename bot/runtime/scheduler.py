@@ -8,20 +8,19 @@ the job afresh from there, its next tick one interval after the last. Wake-up pl
 nightly summary ride the ticks (``town/tick/mind.py``). The jobs run on UTC, so a daylight-saving
 change moves no tick.
 
-- **No overlap, no pile-up; late ticks stretch.** ``max_instances=1``: while a tick runs, a run
-  that falls due is never started beside it; it runs as soon as that tick ends, in the same job
-  run (said once a minute), and the ticks after keep to the interval's grid; ``coalesce=True``:
-  a backlog is one run.
+- **No overlap, no pile-up.** ``max_instances=1``: while a tick runs, a run that falls due is
+  skipped (and said once a minute), never started beside it; ``coalesce=True``: a backlog is
+  one run.
 - **Pause, resume and speed** are stored on the row (``admin.set_paused``, ``set_speed``). A
   command run in this process is followed at once (``follow``); one from elsewhere (a shell,
   another process) within ``WATCH_SECONDS``: a paused town's job has no next run time, a new
   interval reschedules it.
-- **The clock's pace, kept honestly.** A run that starts late because the last tick still ran
-  is game time the clock falls behind its pace: ``clock_behind_pct`` says how late the recent
-  runs started, against the time they took (``status``, the web page's header). With
-  ``llm_pace = "keep"`` (the default) the town's LLM gateway is told the tick's interval, so the
-  least valuable calls (importance ratings, then decomposition) go to the offline brain before
-  ticks stretch; ``"wait"`` always waits for the model.
+- **The clock's pace, kept honestly.** A run skipped because the last tick still ran is game
+  time the clock falls behind its pace: ``clock_behind_pct`` says what share of the recent runs
+  were skipped (``status``, the web page's header). With ``llm_pace = "keep"`` (the default) the
+  town's LLM gateway is told the tick's interval, so the least valuable calls (importance
+  ratings, then decomposition) go to the offline brain before ticks stretch; ``"wait"`` always
+  waits for the model.
 - **Missed time** (``missed_time.py``): the wall time since the town's last tick is made up
   when it starts, as ``settings.missed_time`` says.
 - **A wall clock that jumps.** APScheduler times its jobs by the wall clock, so the watch, an
@@ -64,7 +63,7 @@ CLOCK_SLACK_S = 2.0  # wall and monotonic clocks may drift this far apart before
 GRACE_S = 30  # a tick this late (beyond its interval: a busy loop) still runs; later, missed
 STOP_WAIT_S = 10.0  # how long leaving waits for a running tick to roll back
 LATE_LOG_S = 60.0  # a town whose ticks outlast their interval is said so once a minute
-PACE_WINDOW = 60  # the recent runs whose lateness says how far the clock is behind
+PACE_WINDOW = 60  # the recent runs (done or skipped) that say how far the clock is behind
 
 
 def job_id(town_id: int) -> str:
@@ -79,19 +78,16 @@ class LiveTown:
     stopped: asyncio.Future[None]  # fails with what a tick raised: the town's run must end
     running: asyncio.Task[Any] | None = None
     ticks: int = 0  # tick jobs run
-    late: int = 0  # runs that fell due while the last tick still ran
+    late: int = 0  # runs skipped because the last tick still ran
     late_said: float | None = None  # (monotonic) when that was last logged
-    owed_at: float | None = None  # (monotonic) when the run that waits for the tick fell due
-    interval_s: float = 1.0
     made_up: MadeUp = field(default_factory=MadeUp)
-    runs: deque[float] = field(default_factory=lambda: deque(maxlen=PACE_WINDOW))  # how late
+    runs: deque[bool] = field(default_factory=lambda: deque(maxlen=PACE_WINDOW))  # False: skipped
 
     @property
     def clock_behind_pct(self) -> float:
-        """How far the town's clock is behind its pace (0 when it keeps it): how late the recent
-        runs started, in intervals, against those runs and that lateness."""
-        lost = sum(self.runs)
-        return 100 * lost / (len(self.runs) + lost) if self.runs else 0.0
+        """The share of the recent runs skipped because a tick outlasted its interval: how far
+        the town's clock is behind its pace (0 when it keeps it)."""
+        return 100 * self.runs.count(False) / len(self.runs) if self.runs else 0.0
 
 
 class Timekeeper:
@@ -193,7 +189,6 @@ class Timekeeper:
 
     def _set_job(self, live: LiveTown, pace: Pace) -> None:
         """Made if missing, made again for a new interval, paused or resumed with the town."""
-        live.interval_s = pace.tick_seconds
         keeping = self.settings.llm_pace == "keep" and not pace.paused
         keep_pace(live.ticking.engine.brain, pace.tick_seconds if keeping else None)
         jid = job_id(live.ticking.town_id)
@@ -223,58 +218,35 @@ class Timekeeper:
     # -- running ticks --------------------------------------------------------------------------
 
     async def _tick(self, live: LiveTown) -> None:
-        """The tick job; a run that fell due meanwhile follows at once (the ticks stretch)."""
+        """The tick job."""
         live.running = asyncio.current_task()
+        live.ticks += 1
+        live.runs.append(True)
         try:
-            while True:
-                late_s = 0.0 if live.owed_at is None else self._monotonic() - live.owed_at
-                live.owed_at = None
-                live.ticks += 1
-                live.runs.append(late_s / max(live.interval_s, 1e-6))
-                try:
-                    await live.ticking.tick()
-                except asyncio.CancelledError:
-                    # the town is leaving this process: its transaction rolled back
-                    log.info(
-                        "%s: a running tick was stopped and rolled back", live.ticking.town_name
-                    )
-                    return
-                except Exception as exc:  # the town's own verdict: its run must end (a lost lease)
-                    if not live.stopped.done():
-                        live.stopped.set_exception(exc)
-                    return
-                if live.owed_at is None or not self._ticking(live):
-                    live.owed_at = None
-                    return
+            await live.ticking.tick()
+        except asyncio.CancelledError:
+            # the town is leaving this process: its transaction rolled back, nothing to report
+            log.info("%s: a running tick was stopped and rolled back", live.ticking.town_name)
+        except Exception as exc:  # the town's own verdict: its run must end (a lost lease)
+            if not live.stopped.done():
+                live.stopped.set_exception(exc)
         finally:
             live.running = None
 
-    def _ticking(self, live: LiveTown) -> bool:
-        """Whether the town is still timed here, and not paused."""
-        job = self.scheduler.get_job(job_id(live.ticking.town_id))
-        return (
-            self.towns.get(live.ticking.town_id) is live
-            and job is not None
-            and job.next_run_time is not None
-        )
-
     def _on_late(self, event: JobSubmissionEvent) -> None:
-        """A run fell due while the town's last tick still ran: it follows that tick at once
-        (``_tick``), said once a minute."""
+        """A run fell due while the town's last tick still ran: skipped, said once a minute."""
         live = next(
             (t for t in self.towns.values() if job_id(t.ticking.town_id) == event.job_id), None
         )
         if live is None:
             return
         live.late += 1
+        live.runs.append(False)
         now = self._monotonic()
-        if live.owed_at is None:  # (later ones due meanwhile are the same run, later still)
-            live.owed_at = now
         if live.late_said is None or now - live.late_said >= LATE_LOG_S:
             live.late_said = now
             log.warning(
-                "%s: a tick outlasts its interval; the next starts when it ends (%d run%s late "
-                "so far)",
+                "%s: a tick outlasts its interval; the next waits for it (%d run%s skipped so far)",
                 live.ticking.town_name,
                 live.late,
                 "" if live.late == 1 else "s",

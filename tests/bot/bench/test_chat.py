@@ -6,7 +6,7 @@ from bot.bench.chat import ChatBench, Message
 
 
 def test_the_figures_are_what_the_visitors_felt() -> None:
-    bench = ChatBench(tick_seconds=10, replies_in_digests=0, replies_held=2, slots=1, lost=1.0)
+    bench = ChatBench(tick_seconds=10, replies_in_digests=0, replies_held=2, slots=1, skipped=1)
     bench.answers = {"fallbacks_by_task": {"rate_importance": {"pace": 3}}}
     bench.messages = [
         Message("addressed", 0.0, 1.0, chain=1, awake_there=True),
@@ -33,7 +33,7 @@ def test_the_figures_are_what_the_visitors_felt() -> None:
     assert (got["longest_chain_addressed"], got["longest_chain_other"]) == (1, 2)
     assert got["unanswered_greetings"] == 1 and got["ticks_on_time_pct"] == 75.0
     assert got["replies_held_behind_narration"] == 2
-    assert got["slots"] == 1 and got["clock_behind_pct"] == 20.0  # one interval lost to 4 run
+    assert got["slots"] == 1 and got["clock_behind_pct"] == 20.0  # 1 of 5 runs due skipped
     assert got["fallbacks_by_task"] == {"rate_importance": {"pace": 3}}
 
 

@@ -62,7 +62,7 @@ async def test_admin_commands_meet_thinking_ticks_and_nothing_is_thought_again(
     assert figures["longest_write_ms"] > 0
 
 
-async def test_a_tick_that_outlasts_its_interval_is_followed_at_once_by_the_next() -> None:
+async def test_paced_ticks_skip_the_runs_due_while_a_tick_outlasts_its_interval() -> None:
     now = [0.0]
 
     async def sleep(seconds: float) -> None:
@@ -70,11 +70,9 @@ async def test_a_tick_that_outlasts_its_interval_is_followed_at_once_by_the_next
 
     pace = Pace(10.0, lambda: now[0], sleep)
     starts = []
-    for took in (5.0, 25.0, 3.0, 4.0):
+    for took in (5.0, 25.0, 3.0):
         starts.append(now[0])
         now[0] += took  # the tick
         await pace.next()
-    # due at 20, the third tick starts at 35, 15 s late (the run due at 30 is the same one),
-    # and the fourth keeps to the grid, at 40
-    assert starts == [0.0, 10.0, 35.0, 40.0]
-    assert pace.lost == 1.5 and behind_pct(4, pace.lost) == 27.3
+    assert starts == [0.0, 10.0, 40.0]  # the runs due at 20 and 30 were skipped
+    assert pace.skipped == 2 and behind_pct(3, pace.skipped) == 40.0
