@@ -306,34 +306,6 @@ async def props(request: web.Request) -> web.StreamResponse:
     return _json({"total_slots": state.slots, "model_alias": state.model, "build_info": "fake"})
 
 
-async def queue_faults(request: web.Request) -> web.StreamResponse:
-    state = request.app[STATE]
-    body = await _body(request)
-    queue = body.get("queue") if body else None
-    if not isinstance(queue, list) or not all(f in wire.FAULTS for f in queue):
-        return _error(
-            400,
-            f"Give {{'queue': [...]}} with faults among {list(wire.FAULTS)}.",
-            "invalid_request_error",
-        )
-    state.queue.extend(str(f) for f in queue)
-    return _json({"queued": list(state.queue)})
-
-
-async def stats(request: web.Request) -> web.StreamResponse:
-    return _json(request.app[STATE].stats())
-
-
-async def reset(request: web.Request) -> web.StreamResponse:
-    state = request.app[STATE]
-    state.queue.clear()
-    state.by_task.clear()
-    state.by_fault.clear()
-    state.last.clear()
-    state.requests = state.embeddings = state.max_in_flight = state.max_serving = 0
-    return _json({"reset": True})
-
-
 async def _wake_hung(app: web.Application) -> None:
     app[STATE].stop.set()
 
@@ -372,9 +344,9 @@ def make_app(
     app.router.add_get("/v1/models", models)
     app.router.add_get("/props", props)
     app.router.add_post("/v1/moderations", moderations)
-    app.router.add_post("/_fake/faults", queue_faults)
-    app.router.add_get("/_fake/stats", stats)
-    app.router.add_post("/_fake/reset", reset)
+    from standins.llm import admin  # (it reads this module's state)
+
+    admin.add_routes(app.router)
     app.on_shutdown.append(_wake_hung)
     return app
 
