@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from standins.llm import wire
-from standins.llm.server import STATE, _body, _error, _json
+from standins.llm.state import STATE, _body, _error, _json
 
 
 async def queue_faults(request: web.Request) -> web.StreamResponse:

@@ -10,7 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from standins.llm.server import STATE, make_app
+from standins.llm.server import make_app
+from standins.llm.state import STATE
 from town.llm.offline.brain import OfflineBrain
 from town.llm.port import I, R
 from town.llm.schemas import UtterResult
