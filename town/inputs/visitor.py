@@ -8,6 +8,7 @@ mass ping (``town.outbox.chatlog.unpinged``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -90,7 +91,9 @@ async def say(
        (``town.outbox.chatlog``: what every resident present takes in at the next tick, rated
        and reacted to in its batch; asleep ones on waking: ``town.tick.heard``), the audit
        row, and where nobody is awake or nobody is, the notice that says so (once).
-    3. Each answer is one LLM call (``typing`` is told when a resident starts composing),
+    3. Each answer is one LLM call (``typing`` is told when a resident starts composing; to
+       words addressed to nobody, the offline brain's line if the server cannot take the call
+       within about a call's time: ``town.llm.urgency.to_everyone``),
        then one short write of its own (its chat line and outbox event), then ``post``ed at
        once (the platforms; ``SayResult.outbox_ids`` lists the rows), without waiting for the
        other resident's answer.
@@ -217,10 +220,13 @@ async def _compose(
     with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
         stream = engine.streams(resident.id)
         recalled = await chat.recall(stream, session, resident, visitor, words, heard.clock)
-    # (the session is closed: nothing is held while the resident thinks)
-    text = await chat.answer(
-        engine.brain, resident, visitor, words, heard.thread, heard.clock, recalled
-    )
+    # (the session is closed: nothing is held while the resident thinks); words to everyone
+    # wait for the model no longer than about a call's time, then the offline brain answers
+    everyone = urgency.to_everyone() if not heard.addressee else contextlib.nullcontext()
+    with everyone:
+        text = await chat.answer(
+            engine.brain, resident, visitor, words, heard.thread, heard.clock, recalled
+        )
     data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji}
     return TownEvent("said", area, heard.clock, resident.name, text, data)
 

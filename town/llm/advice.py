@@ -49,3 +49,10 @@ def context_full(status: int, message: str) -> str:
         f"{said}): start it with a larger one (llama.cpp: -c 4096, llama-cpp-python: "
         "--n_ctx 4096)"
     )
+
+
+def overrun(completion: int, max_tokens: int) -> str:
+    return (
+        f"the LLM server ignores max_tokens (a reply of {completion} tokens against a cap of "
+        f"{max_tokens}): replies are cut at the cap and counted as the cap"
+    )

@@ -55,9 +55,8 @@ TIMEOUT_ROUNDS = 2
 them) before the offline brain answers; the server then rests for a timeout's length (calls
 meanwhile are answered offline at once), so a hung server never stalls the town."""
 PACE_SHARES = {"rate_importance": 0.2, "decompose": 0.5}
-"""The tasks answered offline when the model cannot keep the town's pace: each once a call of it
-would wait longer than this share of the tick's interval, or has waited that long in the queue
-(more urgent calls, a visitor's reply, went ahead of it meanwhile)."""
+"""Tasks answered offline once a call would wait, or has waited, past this share of the tick's
+interval (more urgent calls, a visitor's reply, go ahead): the town keeps its pace."""
 _REPAIR = (
     "Your previous reply could not be used: {problem}. Reply again with only the corrected JSON "
     "object, matching the requested shape."
@@ -163,13 +162,20 @@ class LLMGateway:
         return result
 
     def _behind(self, task: str) -> bool:
-        """Whether this call goes to the offline brain so the town keeps its pace: when the
-        calls queued ahead would make it wait past a share of the tick's interval (importance
-        ratings first, then decomposition; other tasks always wait for the model)."""
+        """Whether the calls ahead would make this one wait past its :meth:`patience`."""
+        patience = self.patience(task)
+        return patience is not None and self.pacer.expected_wait_s(urgency.of(task)) > patience
+
+    def patience(self, task: str) -> float | None:
+        """How long a call of ``task`` made now may wait for the server before the offline brain
+        answers it, the town keeping its pace (None: as long as it takes): a share of the tick
+        for ``PACE_SHARES``' tasks, a call's usual time for a reply to words to everyone."""
+        if self.pace_s is None:
+            return None
+        if urgency.for_everyone():
+            return self.pacer.typical_s
         share = PACE_SHARES.get(task)
-        if self.pace_s is None or share is None:
-            return False
-        return self.pacer.expected_wait_s(urgency.of(task)) > share * self.pace_s
+        return None if share is None else share * self.pace_s
 
     def _usable(self) -> bool:
         if self._budget.exhausted():
@@ -337,8 +343,7 @@ class LLMGateway:
         """The completion, read; the client's errors for a status it did not retry away."""
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
         await slots.ask_once(self.pacer, self._client)
-        share = PACE_SHARES.get(name)
-        patience = None if self.pace_s is None or share is None else share * self.pace_s
+        patience = self.patience(name)
         urgent = urgency.sending(name)  # a visitor's first reply goes beside the limit
         at_once = urgent == urgency.VISITOR
         person = urgent <= urgency.PERSON
@@ -364,12 +369,7 @@ class LLMGateway:
     def _say_overrun(self, completion: int, max_tokens: int) -> None:
         if not self._said_overrun:
             self._said_overrun = True
-            log.warning(
-                "the LLM server ignores max_tokens (a reply of %d tokens against a cap of %d): "
-                "replies are cut at the cap and counted as the cap",
-                completion,
-                max_tokens,
-            )
+            log.warning("%s", advice.overrun(completion, max_tokens))
 
     def _downgrade(self, kind: str, because: str) -> None:
         if FORMATS[self._format] == kind:  # not already done by a call beside this one

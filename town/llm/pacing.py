@@ -92,26 +92,30 @@ class Pacer:
         """Calls waiting on our side for a slot."""
         return len(self._waiting)
 
+    @property
+    def typical_s(self) -> float | None:
+        """A call's usual time on the wire: the median of recent answers (None: none yet)."""
+        return statistics.median(self._recent) if self._recent else None
+
     def expected_wait_s(self, urgency: int) -> float:
         """About how long a call of ``urgency`` sent now would wait here for a slot: the calls
         ahead of it (as urgent or more) and those in flight, served ``limit`` at a time."""
-        if not self._recent:
+        if (typical := self.typical_s) is None:
             return 0.0
         ahead = sum(1 for u, _ in self._waiting if u <= urgency) + self.in_flight
-        turns = math.floor(ahead / max(1, int(self.limit)))
-        return turns * statistics.median(self._recent)
+        return math.floor(ahead / max(1, int(self.limit))) * typical
 
     def calls_in(self, seconds: float) -> float | None:
         """About how many calls the server answers in ``seconds`` at the latency measured and
         the capacity shown so far: calls sent beside others (a call sent alone shows one slot,
         and the limit grows ahead of what was shown). None: nothing measured yet."""
-        if not self._recent:
+        if (typical := self.typical_s) is None:
             return None
         if self.known:
             shown = self.limit
         else:
             shown = min(self.limit, statistics.median(self._capacity)) if self._capacity else 1.0
-        return seconds * max(1.0, shown) / max(statistics.median(self._recent), 1e-3)
+        return seconds * max(1.0, shown) / max(typical, 1e-3)
 
     @contextlib.asynccontextmanager
     async def slot(

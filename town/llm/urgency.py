@@ -7,6 +7,11 @@ urgency flows from the task's name and from whom the call is for: code answering
 inside :func:`person_waiting` (the visitor path, the commands), so callers pass nothing, and
 every call made inside it, in the tasks it starts too, is urgent.
 
+Words to everyone (no resident addressed) may be answered without the model: while people keep
+the server busy, such a reply waits at most about one call's time for it (see
+:func:`to_everyone`), then the offline brain answers, so the visitors who addressed a resident
+get the model's time.
+
 Why a second answer waits: on a one-slot server a visitor's reply waits for the calls ahead of
 it, and when visitors keep the server busy those are mostly other visitors' replies; a second
 resident's answer to words already answered goes behind every visitor's first reply.
@@ -65,6 +70,7 @@ class _Waiting:
 
 
 _WAITING: ContextVar[_Waiting | None] = ContextVar("person_waiting", default=None)
+_TO_EVERYONE: ContextVar[bool] = ContextVar("to_everyone", default=False)
 
 
 @contextlib.contextmanager
@@ -76,6 +82,23 @@ def person_waiting(urgency: int = PERSON) -> Iterator[None]:
         yield
     finally:
         _WAITING.reset(token)
+
+
+@contextlib.contextmanager
+def to_everyone() -> Iterator[None]:
+    """Calls made inside answer a visitor's words to everyone, addressed to no resident: on a
+    server with calls ahead of them that would take longer than about one call's time, the
+    offline brain answers instead (a town that keeps its pace; ``LLMGateway.patience``)."""
+    token = _TO_EVERYONE.set(True)
+    try:
+        yield
+    finally:
+        _TO_EVERYONE.reset(token)
+
+
+def for_everyone() -> bool:
+    """Whether a call made here and now answers words to everyone (:func:`to_everyone`)."""
+    return _TO_EVERYONE.get()
 
 
 def of(task: str) -> int:

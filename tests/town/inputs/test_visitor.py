@@ -12,6 +12,7 @@ from tests.factories import CAFE_PAIR, at_cafe, make_engine, memories, resident,
 from town.inputs.admin import whisper
 from town.inputs.visit import Visit
 from town.inputs.visitor import join, say
+from town.llm import urgency
 from town.llm.depth import ChainCountingBrain
 from town.llm.pacing import Pacer
 from town.llm.port import ScriptedBrain
@@ -81,6 +82,31 @@ async def test_while_the_server_is_busy_a_greeting_to_everyone_gets_one_answer(
         busy = await say(engine, Visit(HOBBS, "Cy", "hello everyone!"))
     free = await say(engine, Visit(HOBBS, "Di", "hello everyone!"))
     assert len(busy.replies) == 1 and len(free.replies) == 2
+
+
+async def test_only_words_addressed_to_nobody_are_answered_as_to_everyone(store: Store) -> None:
+    class Noting(ScriptedBrain):
+        """Notes, call by call, whether it answered words to everyone (the gateway's patience)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.everyone: list[bool] = []
+
+        async def run(
+            self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None
+        ) -> Any:
+            self.everyone.append(urgency.for_everyone())
+            return await super().run(task, inputs, resident=resident)
+
+    brain = Noting()
+    engine, _ = await cafe(store, brain)
+    named = CAFE_PAIR[0].split()[0]
+    brain.everyone.clear()
+    await say(engine, Visit(HOBBS, "Cy", f"Hi {named}, how are you?"))
+    assert brain.everyone == [False]
+    brain.everyone.clear()
+    await say(engine, Visit(HOBBS, "Di", "hello everyone!"))
+    assert brain.everyone == [True, True] and not urgency.for_everyone()
 
 
 async def test_a_follow_up_is_answered_in_the_thread_by_the_same_resident(store: Store) -> None:

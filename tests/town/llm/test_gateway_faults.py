@@ -322,3 +322,26 @@ async def test_a_rating_that_waited_past_its_share_of_the_tick_leaves_for_the_of
         gateway.pace_s = None  # always wait for the model: it waits its turn
         assert (await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))).scores
         assert tally.total.calls == 1
+
+
+async def test_a_reply_to_words_to_everyone_waits_about_one_call_then_the_offline_brain_answers(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running() as url:
+        gateway, tally, _ = rig_factory(url, concurrency=1, pace_s=4.0)
+        gateway.pacer.told(1)
+        gateway.pacer.answered(1.0)  # a call takes 1 s
+        gateway.pacer._waiting = [(urgency.VISITOR, -1)]  # another visitor's reply goes first
+        gateway.pacer.in_flight = 1  # behind a call on the wire: 2 s before a slot
+        with urgency.person_waiting(urgency.VISITOR):
+            assert not gateway._behind("utter")  # addressed: it waits its turn
+            with urgency.to_everyone():
+                assert gateway._behind("utter")
+                assert (await gateway.run(UTTER, sample(UTTER))).text
+                gateway.pacer._waiting = []  # one call ahead: about a call's time, it waits
+                assert not gateway._behind("utter")
+                gateway.pacer._waiting = [(urgency.VISITOR, -1)]
+                gateway.pace_s = None  # always wait for the model: people too
+                assert not gateway._behind("utter")
+        assert tally.total.calls == 0
+        assert gateway.report.as_json()["fallbacks_by_task"] == {"utter": {"pace": 1}}
