@@ -18,8 +18,9 @@ a resident's card, a channel's history, ``look``) while ticks think: ``view_p95_
 ``longest_write_ms`` (a tick's one write), ``rethought_calls`` (LLM calls of ticks that failed,
 and so are made again); ``slots`` (the calls the fake server answers at once,
 ``--slots``, 1 by default as a local server's), ``clock_behind_pct`` (the share of the ticks due
-that a late tick skipped) and ``fallbacks_by_task`` (answers the offline brain gave, by task and
-reason: ``pace`` for those given so the town keeps its pace).
+that a late tick skipped), ``fallbacks_by_task`` (answers the offline brain gave, by task and
+reason: ``pace`` for those given so the town keeps its pace) and ``cut_calls`` (the town's calls
+cut short on the wire so that a visitor's went first, then sent again).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class ChatBench:
     rethought_calls: int = 0
     slots: int = 1
     skipped: int = 0  # ticks due while a tick still ran
+    cut_calls: int = 0  # the town's calls cut short for a visitor's (and sent again)
     answers: dict[str, Any] = field(default_factory=dict)
 
     def _waits(self, addressed: bool) -> list[float]:
@@ -138,6 +140,7 @@ class ChatBench:
             "slots": self.slots,
             "clock_behind_pct": behind_pct(len(self.ticks), self.skipped),
             "fallbacks_by_task": self.answers.get("fallbacks_by_task", {}),
+            "cut_calls": self.cut_calls,
         }
 
 
@@ -335,6 +338,7 @@ async def run_chat_bench(
             bench.replies_in_digests = _replies_in_digests(services, founded.id)
             bench.replies_held = pump.stats.held
             bench.answers = gateway.report.as_json()
+            bench.cut_calls = gateway.pacer.cuts
             await client.close()
             services.close()
             ChromaIndex.release_all()

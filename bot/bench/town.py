@@ -15,6 +15,7 @@ and embedding the seed memories) is not counted.
   this: the loop thinks for every resident in turn, and one tick's calls go out one after another);
 - ``fallback_share``: answers by the offline fallback over all answers, ``fallbacks_by_task`` (by
   reason) and ``answers_by_task``; ``response_format``: the mode the server settled on;
+  ``cut_calls``: the town's calls cut short for a person's (an admin command's) and sent again;
 - ``longest_write_ms``: the longest write transaction of a tick (its one write, after thinking);
   ``rethought_calls``: LLM calls made by ticks that another writer made roll back (and so made
   again); with ``--admin-every-min N``, an admin command (a whisper or a ``set``, in turn) every
@@ -365,7 +366,7 @@ async def run_town_bench(
         total,
         loop_cpu,
         settings.llm_model if proc is None else "fake",
-        gateway.report.as_json(),
+        {**gateway.report.as_json(), "cut_calls": gateway.pacer.cuts},
         gateway.response_format_kind,
         writes,
         slots if proc is not None else 0,

@@ -4,7 +4,10 @@ A server with ``slots`` answers at most that many completions at once, each taki
 once it has a slot, the rest waiting first come, first served, as llama.cpp's server does (its
 ``-np``); with 0 slots every call is answered at once after the latency (a hosted API). With
 ``overrun_tokens`` every reply runs past ``max_tokens`` to that many tokens, as a server that
-ignores the cap does (the ``overrun`` fault does it to one reply).
+ignores the cap does (the ``overrun`` fault does it to one reply). A request with ``stream``
+is answered as server-sent events, the chunks spread over the latency (with the usage last when
+``stream_options.include_usage`` asks); a client that closes the connection mid-stream frees its
+slot at once, as llama.cpp's server stops writing.
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``; and for
 tests ``POST /_fake/faults`` (``{"queue": ["429", "hang", ...]}``), ``GET /_fake/stats`` and
@@ -133,7 +136,8 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
     spoken = wire.speech_inputs(body) if task is None else None
     state.by_task[task.name if task else spoken[0].name if spoken else "unknown"] += 1
     content, refused = _answer(state, task, body)
-    if state.latency_s > 0:
+    streamed = body.get("stream") is True
+    if state.latency_s > 0 and not streamed:  # (a stream's chunks are spread over it)
         await sleep_until(began + state.latency_s)
     fault = state.next_fault()
     if fault == "hang":
@@ -164,7 +168,35 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
     reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body), cached)
     if fault == "empty_choices":
         reply["choices"] = []
+    if fault == "interrupted":
+        state.by_fault[fault] += 1
+    if streamed:
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+        chunks = wire.stream_chunks(reply, usage=usage, interrupted=fault == "interrupted")
+        return await _stream(state, request, chunks, began)
     return _json(reply)
+
+
+async def _stream(
+    state: FakeState, request: web.Request, chunks: list[dict[str, Any]], began: float
+) -> web.StreamResponse:
+    """The reply as server-sent events, its chunks spread over the latency, then ``[DONE]``.
+    A client that leaves mid-stream frees its slot at once (the handler is cancelled), as
+    llama.cpp's server stops a stream whose connection is closed."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    try:
+        for n, chunk in enumerate(chunks, 1):
+            if state.latency_s > 0:
+                await sleep_until(began + state.latency_s * n / len(chunks))
+            await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    except (asyncio.CancelledError, ConnectionError):
+        state.cut += 1  # the client left before the end
+        raise
+    return response
 
 
 def _answer(

@@ -43,6 +43,7 @@ class FakeState:
     max_in_flight: int = 0
     serving_now: int = 0  # requests holding a slot (all of them with no slots)
     max_serving: int = 0
+    cut: int = 0  # streams whose client left before the end
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     serving: asyncio.Semaphore | None = None  # the slots (None: unlimited)
 
@@ -67,6 +68,7 @@ class FakeState:
             "max_in_flight": self.max_in_flight,
             "slots": self.slots,
             "max_serving": self.max_serving,
+            "cut": self.cut,
             "queued": list(self.queue),
             "last_requests": list(self.last),
         }

@@ -43,9 +43,12 @@ FAULTS = (
     "401",
     "404",
     "overrun",
+    "interrupted",
     *CONTENT_FAULTS,
 )
-"""Every fault kind that can be queued through ``POST /_fake/faults``."""
+"""Every fault kind that can be queued through ``POST /_fake/faults`` ("interrupted": a
+streamed reply ends halfway with no finish reason, as llama-cpp-python's server ends a stream
+when another request comes in)."""
 HUGE = 50_000
 OVERRUN_TOKENS = 12_513
 """The length of a reply with the ``overrun`` fault, whatever its ``max_tokens`` said."""
@@ -216,6 +219,36 @@ def completion_body(
             "prompt_tokens_details": {"cached_tokens": min(cached, prompt)},
         },
     }
+
+
+STREAM_PIECES = 8
+"""The pieces a streamed reply's content comes in, spread over the latency (a server's tokens)."""
+
+
+def stream_chunks(
+    reply: dict[str, Any], *, usage: bool, interrupted: bool = False
+) -> list[dict[str, Any]]:
+    """A completion (:func:`completion_body`) as the chunks of a stream: the role, the content
+    in ``STREAM_PIECES`` pieces, the finish reason, and the usage in a last chunk of no choices
+    when ``stream_options.include_usage`` asks for it. ``interrupted``: the first half only."""
+    head = {k: reply.get(k) for k in ("id", "created", "model", "system_fingerprint")}
+    head["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return {**head, "choices": choices if reply["choices"] else []}
+
+    content = (reply["choices"][0]["message"].get("content") if reply["choices"] else "") or ""
+    size = max(1, -(-len(content) // STREAM_PIECES))
+    pieces = [content[n : n + size] for n in range(0, len(content), size)]
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in pieces]
+    if interrupted:
+        return chunks[: 1 + len(pieces) // 2]
+    chunks.append(chunk({}, "stop"))
+    if usage and "usage" in reply:
+        chunks.append({**head, "choices": [], "usage": reply["usage"]})
+    return chunks
 
 
 def _map(value: Any, fault: str) -> Any:

@@ -12,23 +12,24 @@ and counts usage.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any, TypeVar
 
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats, slots, urgency
+from town.llm import advice, formats, slots, streamed, urgency
 from town.llm import report as why
 from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
 from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.port import Brain
-from town.llm.replies import Reply, problem_of, read_reply
+from town.llm.replies import Reply, parsed, problem_of
 from town.llm.report import AnswerReport
 from town.llm.shapes import max_tokens_for
-from town.llm.spend import ExplainedBudget, Spend, Unusable
+from town.llm.spend import OVERRUN, ExplainedBudget, Spend, Unusable
 from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import (
     Budget,
@@ -98,9 +99,7 @@ class LLMGateway:
         self._disabled: str | None = None
         self._budget_noted = False
         self._rest_until = 0.0  # monotonic time until which a hung server is left alone
-        self._said_timeouts = False
-        self._said_context = False
-        self._said_overrun = False
+        self._said: set[str] = set()  # the warnings said (each once)
 
     @property
     def mode(self) -> str:
@@ -254,7 +253,7 @@ class LLMGateway:
             max_tokens = self._max_tokens
         else:
             max_tokens = task.max_tokens if isinstance(task, SpeechTask) else max_tokens_for(schema)
-        timeouts = 0
+        timeouts = cuts = 0
         while True:
             kind = formats.SPEECH if speaking else FORMATS[self._format]
             wire = formats.wire(messages, kind, schema)
@@ -272,7 +271,7 @@ class LLMGateway:
                 reply = await self._send(task.name, schema, wire, kind, max_tokens, spend)
                 content, overrun = spend.count(reply, messages, max_tokens)
                 if overrun is not None:
-                    self._say_overrun(overrun, max_tokens)
+                    self._warn_once("overrun", advice.overrun(overrun, max_tokens))
                 return content
             except openai.APIStatusError as error:
                 if kind in FORMATS[:-1] and formats.rejects_format(error):
@@ -292,11 +291,20 @@ class LLMGateway:
                     )
                     continue
                 self._rest_until = time.monotonic() + self.pacer.timeout_s
-                self._say_timeouts()
+                limit, timeout_s = int(self.pacer.limit), self.pacer.timeout_s
+                self._warn_once("timeouts", advice.timeouts(limit, timeout_s))
                 raise Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
                 raise Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
+            except streamed.Interrupted as cut:  # sent again, unless cut too often
+                spend.count_cut(chars, cut.received)
+                if cut.by_server:
+                    self.pacer.interrupted()
+                if (cuts := cuts + 1) < streamed.CUT_ROUNDS:
+                    continue
+                reason = why.INTERRUPTED if cut.by_server else why.PACE
+                raise Unusable(f"{cut} {cuts} times", reason, quiet=not cut.by_server) from None
             except WaitedTooLong as error:  # never sent: the town goes on without it
                 raise Unusable(f"behind the town's pace ({error})", why.PACE, quiet=True) from None
             finally:
@@ -319,10 +327,7 @@ class LLMGateway:
         if isinstance(error, openai.RateLimitError) and error.code == "insufficient_quota":
             return Unusable("the account has no quota left (429)", "HTTP 429")
         if advice.CONTEXT_FULL.search(error.message):
-            quiet = self._said_context
-            if not quiet:
-                self._said_context = True
-                log.warning("%s", advice.context_full(status, error.message))
+            quiet = not self._warn_once("context", advice.context_full(status, error.message))
             return Unusable(
                 f"the prompt exceeds the context window ({status})", "context full", quiet
             )
@@ -345,31 +350,32 @@ class LLMGateway:
         await slots.ask_once(self.pacer, self._client)
         patience = self.patience(name)
         urgent = urgency.sending(name)  # a visitor's first reply goes beside the limit
-        at_once = urgent == urgency.VISITOR
-        person = urgent <= urgency.PERSON
-        async with self.pacer.slot(urgent, patience, at_once=at_once, person=person) as sent_with:
+        at_once, person = urgent == urgency.VISITOR, urgent <= urgency.PERSON
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire,
+            "response_format": formats.response_format(kind, name, schema),
+            "temperature": self._temperature if self._temperature is not None else openai.omit,
+            "max_tokens": max_tokens,
+            "stop": formats.stop(kind),
+            "timeout": self.pacer.timeout_s,
+        }
+        town = not person  # the town's calls stream, so that a person's call can cut them
+        async with self.pacer.slot(
+            urgent, patience, at_once=at_once, person=person, cuttable=town
+        ) as call:
             spend.calls += 1
             began = time.monotonic()
-            raw = await self._client.chat.completions.with_raw_response.create(
-                model=self.model,
-                messages=wire,
-                response_format=formats.response_format(kind, name, schema),
-                temperature=self._temperature if self._temperature is not None else openai.omit,
-                max_tokens=max_tokens,
-                stop=formats.stop(kind),
-                timeout=self.pacer.timeout_s,
-            )
-            self.pacer.answered(time.monotonic() - began, sent_with)
-        spend.calls += raw.retries_taken
-        try:
-            return read_reply(raw.parse())
-        except ValueError:  # the body is not JSON (or not UTF-8)
-            return Reply("", None, None, "not JSON")
-
-    def _say_overrun(self, completion: int, max_tokens: int) -> None:
-        if not self._said_overrun:
-            self._said_overrun = True
-            log.warning("%s", advice.overrun(completion, max_tokens))
+            if town:
+                cap = 4 * math.ceil(OVERRUN * max_tokens)
+                reading = streamed.read(self._client, cap, **request)
+                reply, retries = await streamed.until_cut(reading, call.cut)
+            else:
+                raw = await self._client.chat.completions.with_raw_response.create(**request)
+                reply, retries = parsed(raw), raw.retries_taken
+            self.pacer.answered(time.monotonic() - began, call.sent_with)
+        spend.calls += retries
+        return reply
 
     def _downgrade(self, kind: str, because: str) -> None:
         if FORMATS[self._format] == kind:  # not already done by a call beside this one
@@ -384,10 +390,13 @@ class LLMGateway:
                 formats.WHY[chosen],
             )
 
-    def _say_timeouts(self) -> None:
-        if not self._said_timeouts:  # once, at the first call that gives up
-            self._said_timeouts = True
-            log.warning("%s", advice.timeouts(int(self.pacer.limit), self.pacer.timeout_s))
+    def _warn_once(self, what: str, warning: str) -> bool:
+        """Log ``warning`` if nothing about ``what`` was said yet; whether it was said now."""
+        if what in self._said:
+            return False
+        self._said.add(what)
+        log.warning("%s", warning)
+        return True
 
     def _disable(self, mode: str, status: int) -> None:
         """Stop asking the model for good, saying once which setting to fix (never the key)."""

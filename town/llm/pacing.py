@@ -20,6 +20,10 @@ waited here (nothing of the town goes after the limit is reached, so nothing ove
 server with more room than the limit has learnt yet, it is answered at once. While people are
 about, the town's calls leave one slot of two or more free for theirs (``PEOPLE_ABOUT_S``).
 
+A town's call may be ``cuttable`` (it streams, :mod:`town.llm.streamed`): a person's call
+that finds every slot the server has taken cuts the least urgent such call on the wire, so it
+waits for no town call to end; the cut call is sent again.
+
 A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
 the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
 rating that would wait behind visitors' replies for longer than the town's tick can spare.
@@ -36,6 +40,7 @@ import statistics
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 
 TIMEOUT_CEILING_S = 600.0
 LATENCY_FACTOR = 3.0
@@ -56,6 +61,17 @@ more slot a round of answers."""
 
 class WaitedTooLong(Exception):
     """A call waited for a slot longer than its patience, and left the queue unsent."""
+
+
+@dataclass(eq=False)
+class OnWire:
+    """A call holding a slot: how many were in flight when it went, itself included (for
+    :meth:`Pacer.answered`), and, for a cuttable call, the cut a person's call may ask for."""
+
+    sent_with: int
+    urgency: int
+    cuttable: bool
+    cut: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Pacer:
@@ -80,6 +96,8 @@ class Pacer:
         self._changed = asyncio.Condition()
         self._waiting: list[tuple[int, int]] = []  # (urgency, ticket), a heap
         self._tickets = itertools.count()
+        self._on_wire: list[OnWire] = []  # in the order they went
+        self.cuts = 0  # town calls cut for a person's call
 
     @property
     def timeout_s(self) -> float:
@@ -125,17 +143,21 @@ class Pacer:
         *,
         at_once: bool = False,
         person: bool = False,
-    ) -> AsyncIterator[int]:
+        cuttable: bool = False,
+    ) -> AsyncIterator[OnWire]:
         """Hold one of the ``limit`` slots while a call is on the wire; the more urgent calls
-        (lower numbers) go first, calls alike in order of arrival. Yields the calls in flight
-        with this one (for :meth:`answered`). Raises :class:`WaitedTooLong` when the call
+        (lower numbers) go first, calls alike in order of arrival. Yields the call on the wire
+        (:class:`OnWire`). Raises :class:`WaitedTooLong` when the call
         waited ``patience`` seconds without a slot (None: as long as it takes). A call ``at_once``
         goes as soon as it is first in line, beside the limit, within the ceiling. While people are
         about (a ``person``'s call, one waiting for its answer, was made in the last
-        ``PEOPLE_ABOUT_S``), the town's calls leave one slot of two or more free for them."""
+        ``PEOPLE_ABOUT_S``), the town's calls leave one slot of two or more free for them, and
+        a person's call that finds every slot taken cuts the least urgent ``cuttable`` call."""
         ticket = (urgency, next(self._tickets))
         if person:
             self._person_at = self._clock()
+            if self.in_flight >= int(self.limit):
+                self._cut_one()
         async with self._changed:
             heapq.heappush(self._waiting, ticket)
             try:
@@ -150,14 +172,32 @@ class Pacer:
                 raise
             heapq.heappop(self._waiting)
             self.in_flight += 1
-            sent_with = self.in_flight
+            call = OnWire(self.in_flight, urgency, cuttable)
+            self._on_wire.append(call)
             self._changed.notify_all()  # the next in line may go too
         try:
-            yield sent_with
+            yield call
         finally:
             async with self._changed:
                 self.in_flight -= 1
+                self._on_wire.remove(call)
                 self._changed.notify_all()
+
+    def _cut_one(self) -> None:
+        """Ask the least urgent cuttable call on the wire (the latest sent, of those alike) to
+        end, if one is there not already asked."""
+        cuttable = [c for c in self._on_wire if c.cuttable and not c.cut.is_set()]
+        if cuttable:
+            max(reversed(cuttable), key=lambda c: c.urgency).cut.set()
+            self.cuts += 1
+
+    def interrupted(self) -> None:
+        """A stream ended with no finish reason: the server cut it for another call that came
+        in (llama-cpp-python's does), so it answers one call at a time."""
+        self._capacity.append(1.0)
+        self._slowed = True
+        if not self.known:
+            self.limit = 1.0
 
     def _may_go(self, ticket: tuple[int, int], at_once: bool, person: bool) -> bool:
         """The call is first in line and there is room for it: under the limit, or (at once)

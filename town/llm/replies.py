@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from openai.types.chat import ChatCompletion
 
@@ -20,6 +21,19 @@ class Reply:
 
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def count(source: object, name: str) -> int | None:
+    """A token count named ``name`` of a usage object (None: it has none, or not a count)."""
+    return _count(getattr(source, name, None))
+
+
+def parsed(raw: Any) -> Reply:
+    """:func:`read_reply` of a raw response (``with_raw_response``) once parsed."""
+    try:
+        return read_reply(raw.parse())
+    except ValueError:  # the body is not JSON (or not UTF-8)
+        return Reply("", None, None, "not JSON")
 
 
 def read_reply(completion: object) -> Reply:

@@ -86,3 +86,8 @@ class Spend:
         self.completion_tokens += completion
         self.cached_tokens += min(reply.cached_tokens, prompt)
         return content, overrun
+
+    def count_cut(self, prompt_chars: int, received: str) -> None:
+        """Count a call cut short, estimated: its prompt and the reply's text received."""
+        self.prompt_tokens += estimate_tokens(prompt_chars)
+        self.completion_tokens += estimate_tokens(len(received))

@@ -20,6 +20,7 @@ from aiohttp import web
 from standins.llm import wire as fake_wire
 from standins.llm.server import running
 from tests.helpers import sample
+from town.llm import urgency
 from town.llm.client import open_client
 from town.llm.gateway import LLMGateway
 from town.llm.offline.brain import OfflineBrain
@@ -305,6 +306,21 @@ def failure(status: int, code: str) -> tuple[int, bytes]:
     return status, json.dumps(fake_wire.error_body("no", "invalid_request_error", code)).encode()
 
 
+def events(body: bytes) -> bytes:
+    """A body as a server streams it: a completion's chunks (with its usage, if it has one),
+    anything else as one event; then ``[DONE]``."""
+    try:
+        completion = json.loads(body)
+    except ValueError:
+        completion = None
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if choices and isinstance(choices[0].get("message"), dict):
+        chunks = [json.dumps(c) for c in fake_wire.stream_chunks(completion, usage=True)]
+    else:
+        chunks = [body.decode("utf-8", "replace")]
+    return "".join(f"data: {chunk}\n\n" for chunk in [*chunks, "[DONE]"]).encode()
+
+
 @asynccontextmanager
 async def stand_in(
     *replies: bytes | tuple[int, bytes], content_type: str = "application/json"
@@ -314,9 +330,12 @@ async def stand_in(
     server = StandIn("")
 
     async def reply(request: web.Request) -> web.Response:
-        server.seen.append((dict(request.headers), await request.json()))
+        asked = await request.json()
+        server.seen.append((dict(request.headers), asked))
         found = replies[min(len(server.seen), len(replies)) - 1]
         status, body = found if isinstance(found, tuple) else (200, found)
+        if status == 200 and asked.get("stream") is True:  # a town's call: as events
+            return web.Response(body=events(body), content_type="text/event-stream")
         return web.Response(status=status, body=body, content_type=content_type)
 
     app = web.Application()
@@ -366,7 +385,15 @@ async def test_the_request_carries_the_key_model_and_only_the_settings_given(
     (plain_headers, plain), (_, tuned) = server.seen
     assert plain_headers["Authorization"] == f"Bearer {API_KEY}"
     assert plain_headers["Content-Type"] == "application/json"
-    assert set(plain) == {"model", "messages", "response_format", "max_tokens"}
+    assert set(plain) == {
+        "model",
+        "messages",
+        "response_format",
+        "max_tokens",
+        "stream",  # a town's call streams, so a person's can cut it
+        "stream_options",
+    }
+    assert plain["stream"] is True and plain["stream_options"] == {"include_usage": True}
     assert plain["model"] == "town-model"
     assert plain["messages"] == [dict(m) for m in EMOJI.render(sample(EMOJI))]
     assert plain["response_format"]["json_schema"]["schema"] == EMOJI.schema_for(sample(EMOJI))
@@ -435,8 +462,8 @@ async def test_a_body_that_is_no_chat_completion_falls_back_with_a_warning(
     body, content_type, problem = NOT_COMPLETIONS[kind]
     async with stand_in(body, content_type=content_type) as server:
         rig = rig_factory(server.url)
-        with caplog.at_level(logging.WARNING, logger="town.llm"):
-            result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")
+        with caplog.at_level(logging.WARNING, logger="town.llm"), urgency.person_waiting():
+            result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")  # (not streamed)
     assert result == OfflineBrain().answer(EMOJI, sample(EMOJI))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
@@ -451,6 +478,22 @@ async def test_a_body_that_is_no_chat_completion_falls_back_with_a_warning(
         0,
         0,
     )
+
+
+@pytest.mark.parametrize("kind", NOT_COMPLETIONS)
+async def test_a_stream_of_events_that_are_no_chunks_falls_back_with_a_warning(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    body = NOT_COMPLETIONS[kind][0]
+    async with stand_in(body) as server:  # a town's call: each body sent as events
+        rig = rig_factory(server.url)
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")
+    assert result == OfflineBrain().answer(EMOJI, sample(EMOJI))
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "LLM gave no usable emoji answer" in warning or "LLM emoji call failed" in warning
+    assert 1 <= len(server.seen) <= 2  # at most one repair; never sent again and again
+    assert all(asked["stream"] is True for _, asked in server.seen)
     assert rig.gateway.mode == "llm"  # a bad body does not switch the gateway off
 
 

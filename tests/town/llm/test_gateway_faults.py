@@ -345,3 +345,49 @@ async def test_a_reply_to_words_to_everyone_waits_about_one_call_then_the_offlin
                 assert not gateway._behind("utter")
         assert tally.total.calls == 0
         assert gateway.report.as_json()["fallbacks_by_task"] == {"utter": {"pace": 1}}
+
+
+async def test_a_visitors_call_cuts_the_town_call_on_a_one_slot_servers_wire(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running(latency_ms=400, slots=1) as url:
+        gateway, tally, _ = rig_factory(url)
+        finished: list[str] = []
+
+        async def ask(who: str, urgent: int | None) -> None:
+            if urgent is None:
+                await gateway.run(EMOJI, sample(EMOJI))  # the town's talk: streamed
+            else:
+                with urgency.person_waiting(urgent):
+                    await gateway.run(EMOJI, sample(EMOJI))
+            finished.append(who)
+
+        town = asyncio.create_task(ask("town", None))
+        while (await admin(url, "/_fake/stats"))["requests"] < 1:  # noqa: ASYNC110 (it streams)
+            await asyncio.sleep(0.01)  # (the server is another party: its word, asked again)
+        await ask("visitor", urgency.VISITOR)
+        await town
+        stats = await admin(url, "/_fake/stats")
+    assert finished == ["visitor", "town"]  # the visitor waited for no town call
+    assert gateway.pacer.cuts == 1 and stats["cut"] == 1
+    assert stats["requests"] == 3  # the town's call was sent again, and answered by the model
+    assert gateway.report.as_json()["fallbacks_by_task"] == {}
+    assert tally.total.calls == 3
+
+
+async def test_a_stream_the_server_ends_early_is_sent_again_then_answered_offline(
+    rig_factory: Callable[..., Rig],
+) -> None:
+    async with running() as url:
+        gateway, _, _ = rig_factory(url)
+        await faults(url, "interrupted")  # as llama-cpp-python does for a call that came in
+        assert (await gateway.run(EMOJI, sample(EMOJI))).emoji
+        assert gateway.pacer.limit == 1  # it answers one call at a time
+        assert gateway.report.as_json()["fallbacks_by_task"] == {}
+        await faults(url, *["interrupted"] * 4)
+        assert (await gateway.run(EMOJI, sample(EMOJI))).emoji == OfflineBrain().answer(
+            EMOJI, sample(EMOJI)
+        ).emoji
+        stats = await admin(url, "/_fake/stats")
+    assert stats["requests"] == 2 + 4 and stats["by_fault"] == {"interrupted": 5}
+    assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"interrupted": 1}}

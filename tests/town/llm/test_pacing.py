@@ -12,6 +12,7 @@ from town.llm.pacing import (
     LATENCY_FACTOR,
     PEOPLE_ABOUT_S,
     TIMEOUT_CEILING_S,
+    OnWire,
     Pacer,
     WaitedTooLong,
 )
@@ -264,3 +265,44 @@ async def test_while_people_are_about_the_town_leaves_them_a_slot() -> None:
     await settled(lambda: len(sent) == 3)
     release.set()
     await asyncio.gather(*later)
+
+
+async def test_a_persons_call_that_finds_every_slot_taken_cuts_the_least_urgent_town_call() -> None:
+    pacer = Pacer(8, 60)
+    pacer.told(2)
+    release = asyncio.Event()
+    wires: dict[str, OnWire] = {}
+
+    async def call(name: str, urgency: int, *, person: bool = False) -> None:
+        async with pacer.slot(urgency, person=person, cuttable=not person) as wire:
+            wires[name] = wire
+            await asyncio.wait(
+                [asyncio.ensure_future(release.wait()), asyncio.ensure_future(wire.cut.wait())],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+
+    town = [asyncio.create_task(call(n, u)) for n, u in (("rating", 5), ("plan", 4))]
+    await settled(lambda: len(wires) == 2)
+    first = asyncio.create_task(call("visitor", 0, person=True))
+    await settled(lambda: "visitor" in wires)  # the rating was cut, the plan goes on
+    assert wires["rating"].cut.is_set() and not wires["plan"].cut.is_set()
+    assert pacer.cuts == 1 and wires["visitor"].sent_with == 2
+    second = asyncio.create_task(call("visitor again", 0, person=True))
+    await settled(lambda: "visitor again" in wires)  # the plan, then; never a person's call
+    assert wires["plan"].cut.is_set() and not wires["visitor"].cut.is_set()
+    third = asyncio.create_task(call("a third", 0, person=True))
+    await settled(lambda: pacer.waiting == 1)
+    assert pacer.cuts == 2  # nothing of the town's left to cut: it waits its turn
+    release.set()
+    await asyncio.gather(*town, first, second, third)
+    assert "a third" in wires
+
+
+def test_a_stream_the_server_ended_for_another_call_shows_it_answers_one_at_a_time() -> None:
+    pacer = Pacer(8, 60)
+    pacer.interrupted()
+    assert pacer.limit == 1
+    told = Pacer(8, 60)
+    told.told(3)
+    told.interrupted()  # (a server that said its slots is taken at its word)
+    assert told.limit == 3

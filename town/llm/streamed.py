@@ -1,0 +1,104 @@
+"""A town's call read as it streams, so that a person's call can cut it short.
+
+A one-slot server (llama.cpp's without ``-np``, llama-cpp-python's) answers one call at a time:
+a visitor's reply sent while the town's planning is being written waits for the whole of it.
+The town's calls therefore stream: when a person's call needs the slot, the pacer cuts the
+least urgent of them (:meth:`town.llm.pacing.Pacer.slot`), the connection is closed, the server
+stops writing it (llama.cpp's and llama-cpp-python's do, at the next token) and answers the
+person's call next; the cut call is sent again. A server may cut a stream itself:
+llama-cpp-python's ends one with no finish reason when another request comes in (its
+``interrupt_requests``); that reply is incomplete, and the call is sent again too.
+
+A stream is also read only up to a cap: a server that ignores ``max_tokens`` is cut off there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+import httpx2
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from town.llm.replies import Reply, count
+
+CUT_ROUNDS = 4
+"""The times one call may be cut short before the offline brain answers it: people kept the
+server busy all along (or the server ends its streams early, whatever comes)."""
+
+
+class Interrupted(Exception):
+    """The call ended before its reply did: cut for a person's call, or by the server."""
+
+    def __init__(self, received: str, *, by_server: bool) -> None:
+        super().__init__("ended by the server" if by_server else "cut for a person's call")
+        self.received = received  # the reply's text so far
+        self.by_server = by_server
+
+
+async def read(client: openai.AsyncOpenAI, cap_chars: int, **request: Any) -> tuple[Reply, int]:
+    """Ask for a streamed completion and read it: the reply (its text stops at ``cap_chars``)
+    and the client's retries. Raises :class:`Interrupted` for a stream that ended with no
+    finish reason, ``openai.APIConnectionError`` for a connection lost or timed out mid-stream
+    (the client's own errors before the stream began are raised as they are)."""
+    raw = await client.chat.completions.with_raw_response.create(
+        **request, stream=True, stream_options={"include_usage": True}
+    )
+    parts: list[str] = []
+    received = 0
+    finished = chose = False
+    usage = None
+    try:
+        async with raw.parse() as stream:
+            async for chunk in stream:
+                if not isinstance(chunk, ChatCompletionChunk):
+                    return Reply("", None, None, "not a JSON object"), raw.retries_taken
+                usage = chunk.usage or usage
+                if not chunk.choices:
+                    continue
+                chose = True
+                choice = chunk.choices[0]
+                text = choice.delta.content if choice.delta else None
+                if isinstance(text, str) and text:
+                    parts.append(text)
+                    received += len(text)
+                finished = finished or choice.finish_reason is not None
+                if received > cap_chars:  # a server past the cap: read no further
+                    finished = True
+                    break
+    except ValueError:  # an event that is not JSON
+        return Reply("", None, None, "not JSON"), raw.retries_taken
+    except httpx2.TimeoutException as error:
+        raise openai.APITimeoutError(request=error.request) from None
+    except httpx2.HTTPError as error:
+        raise openai.APIConnectionError(request=error.request) from None
+    content = "".join(parts)
+    if not chose:
+        return Reply("", count(usage, "prompt_tokens"), None, "no choices"), raw.retries_taken
+    if not finished:
+        raise Interrupted(content, by_server=True)
+    prompt, done = count(usage, "prompt_tokens"), count(usage, "completion_tokens")
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = count(details, "cached_tokens") or 0
+    return Reply(content, prompt, done, cached_tokens=cached), raw.retries_taken
+
+
+async def until_cut(
+    reading: Coroutine[Any, Any, tuple[Reply, int]], cut: asyncio.Event
+) -> tuple[Reply, int]:
+    """``reading``'s result, unless ``cut`` is set first: then the reading is cancelled (its
+    connection closed) and :class:`Interrupted` raised."""
+    read_task = asyncio.ensure_future(reading)
+    cut_task = asyncio.ensure_future(cut.wait())
+    try:
+        await asyncio.wait({read_task, cut_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        cut_task.cancel()
+        if not read_task.done():
+            read_task.cancel()  # (the stream's connection is closed as the reading ends)
+            await asyncio.wait({read_task})
+    if read_task.cancelled():
+        raise Interrupted("", by_server=False)
+    return read_task.result()
