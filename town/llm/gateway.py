@@ -6,13 +6,13 @@ Per thought: render the task's messages, build the task's schema for its inputs,
 model, repair once, and otherwise let the offline brain answer (counted by task and reason in
 :attr:`LLMGateway.report`). The openai client retries; the gateway paces the server
 (:mod:`town.llm.pacing`), reserves each call's worst case against the daily budget before sending,
-and counts usage.
+and counts usage. The town's calls stream, so that a person's call can cut them short
+(:mod:`town.llm.streamed`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import Any, TypeVar
 
@@ -26,10 +26,10 @@ from town.llm.lenient import NoJSON
 from town.llm.offline.brain import OfflineBrain
 from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.port import Brain
-from town.llm.replies import Reply, parsed, problem_of
+from town.llm.replies import Reply, problem_of
 from town.llm.report import AnswerReport
 from town.llm.shapes import max_tokens_for
-from town.llm.spend import OVERRUN, ExplainedBudget, Spend, Unusable
+from town.llm.spend import ExplainedBudget, Spend, Unusable
 from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import (
     Budget,
@@ -360,19 +360,13 @@ class LLMGateway:
             "stop": formats.stop(kind),
             "timeout": self.pacer.timeout_s,
         }
-        town = not person  # the town's calls stream, so that a person's call can cut them
+        cuttable = not person  # the town's calls stream, so that a person's call can cut them
         async with self.pacer.slot(
-            urgent, patience, at_once=at_once, person=person, cuttable=town
+            urgent, patience, at_once=at_once, person=person, cuttable=cuttable
         ) as call:
             spend.calls += 1
             began = time.monotonic()
-            if town:
-                cap = 4 * math.ceil(OVERRUN * max_tokens)
-                reading = streamed.read(self._client, cap, **request)
-                reply, retries = await streamed.until_cut(reading, call.cut)
-            else:
-                raw = await self._client.chat.completions.with_raw_response.create(**request)
-                reply, retries = parsed(raw), raw.retries_taken
+            reply, retries = await streamed.send(self._client, request, call)
             self.pacer.answered(time.monotonic() - began, call.sent_with)
         spend.calls += retries
         return reply

@@ -21,8 +21,9 @@ server with more room than the limit has learnt yet, it is answered at once. Whi
 about, the town's calls leave one slot of two or more free for theirs (``PEOPLE_ABOUT_S``).
 
 A town's call may be ``cuttable`` (it streams, :mod:`town.llm.streamed`): a person's call
-that finds every slot the server has taken cuts the least urgent such call on the wire, so it
-waits for no town call to end; the cut call is sent again.
+that finds every slot the server has taken cuts the least urgent such call on the wire that is
+less than half done (``CUT_BEFORE``), so it waits at most half a call for a town call to end;
+the cut call is sent again.
 
 A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
 the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
@@ -53,6 +54,9 @@ PEOPLE_ABOUT_S = 120.0
 """For this long after a call for a person (a visitor's reply, an interview), the town's calls
 leave a slot free for the next one, on a server with two or more: a person's call then waits
 for no town call to end."""
+CUT_BEFORE = 0.5
+"""A town's call is cut for a person's only while less than this share of a usual call has
+passed since it went: past it, the person waits less than the town would lose."""
 START = 2
 """Calls in flight before anything is measured: a one-slot server's queue, which nothing can
 reorder, then holds one call at most ahead of a visitor's; a server that keeps up gets about one
@@ -71,6 +75,7 @@ class OnWire:
     sent_with: int
     urgency: int
     cuttable: bool
+    began: float  # on the pacer's clock
     cut: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -172,7 +177,7 @@ class Pacer:
                 raise
             heapq.heappop(self._waiting)
             self.in_flight += 1
-            call = OnWire(self.in_flight, urgency, cuttable)
+            call = OnWire(self.in_flight, urgency, cuttable, self._clock())
             self._on_wire.append(call)
             self._changed.notify_all()  # the next in line may go too
         try:
@@ -185,8 +190,16 @@ class Pacer:
 
     def _cut_one(self) -> None:
         """Ask the least urgent cuttable call on the wire (the latest sent, of those alike) to
-        end, if one is there not already asked."""
-        cuttable = [c for c in self._on_wire if c.cuttable and not c.cut.is_set()]
+        end, if one is there not already asked and less than ``CUT_BEFORE`` of a usual call
+        has passed since it went."""
+        now, typical = self._clock(), self.typical_s
+        cuttable = [
+            c
+            for c in self._on_wire
+            if c.cuttable
+            and not c.cut.is_set()
+            and (typical is None or now - c.began < CUT_BEFORE * typical)
+        ]
         if cuttable:
             max(reversed(cuttable), key=lambda c: c.urgency).cut.set()
             self.cuts += 1

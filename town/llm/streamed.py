@@ -15,6 +15,7 @@ A stream is also read only up to a cap: a server that ignores ``max_tokens`` is 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Coroutine
 from typing import Any
 
@@ -22,7 +23,9 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from town.llm.replies import Reply, count
+from town.llm.pacing import OnWire
+from town.llm.replies import Reply, count, parsed
+from town.llm.spend import OVERRUN
 
 CUT_ROUNDS = 4
 """The times one call may be cut short before the offline brain answers it: people kept the
@@ -83,6 +86,19 @@ async def read(client: openai.AsyncOpenAI, cap_chars: int, **request: Any) -> tu
     details = getattr(usage, "prompt_tokens_details", None)
     cached = count(details, "cached_tokens") or 0
     return Reply(content, prompt, done, cached_tokens=cached), raw.retries_taken
+
+
+async def send(
+    client: openai.AsyncOpenAI, request: dict[str, Any], call: OnWire
+) -> tuple[Reply, int]:
+    """One call on the wire, holding its slot: a cuttable (town's) call streamed until the
+    pacer cuts it, read no further than a reply past its cap (``spend.OVERRUN``); any other
+    read whole (the client's stock path). The reply and the client's retries."""
+    if call.cuttable:
+        cap_chars = 4 * math.ceil(OVERRUN * request["max_tokens"])
+        return await until_cut(read(client, cap_chars, **request), call.cut)
+    raw = await client.chat.completions.with_raw_response.create(**request)
+    return parsed(raw), raw.retries_taken
 
 
 async def until_cut(

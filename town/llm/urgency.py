@@ -7,10 +7,9 @@ urgency flows from the task's name and from whom the call is for: code answering
 inside :func:`person_waiting` (the visitor path, the commands), so callers pass nothing, and
 every call made inside it, in the tasks it starts too, is urgent.
 
-Words to everyone (no resident addressed) may be answered without the model: while people keep
-the server busy, such a reply waits at most about one call's time for it (see
-:func:`to_everyone`), then the offline brain answers, so the visitors who addressed a resident
-get the model's time.
+Words to everyone (no resident addressed) wait behind the replies to visitors who addressed a
+resident, and may be answered without the model: such a reply waits for it at most about one
+call's time (see :func:`to_everyone`), then the offline brain answers.
 
 Why a second answer waits: on a one-slot server a visitor's reply waits for the calls ahead of
 it, and when visitors keep the server busy those are mostly other visitors' replies; a second
@@ -30,7 +29,7 @@ VISITOR, VISITOR_AGAIN, PERSON, TALK, PLANNING, BACKGROUND = range(6)
 """Urgencies, most urgent first."""
 NAMES = (
     "a visitor's reply",
-    "a visitor's further answer",
+    "a visitor's further answer, or a reply to words to everyone",
     "a person waiting",
     "talk",
     "planning",
@@ -102,10 +101,11 @@ def for_everyone() -> bool:
 
 
 def of(task: str) -> int:
-    """The urgency of a call of ``task`` made here and now."""
+    """The urgency of a call of ``task`` made here and now (a reply to a visitor's words to
+    everyone: ``VISITOR_AGAIN``, behind every reply to a visitor who addressed a resident)."""
     waiting = _WAITING.get()
     if waiting is not None:
-        return waiting.urgency
+        return VISITOR_AGAIN if waiting.urgency == VISITOR and for_everyone() else waiting.urgency
     return BY_TASK.get(task, TALK)
 
 
@@ -117,7 +117,7 @@ def sending(task: str) -> int:
     if waiting is None or waiting.urgency != VISITOR:
         return of(task)
     waiting.sent += 1
-    return VISITOR if waiting.sent == 1 else VISITOR_AGAIN
+    return VISITOR if waiting.sent == 1 and not for_everyone() else VISITOR_AGAIN
 
 
 def keep_pace(brain: object, tick_seconds: float | None) -> None:

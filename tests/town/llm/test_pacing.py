@@ -306,3 +306,24 @@ def test_a_stream_the_server_ended_for_another_call_shows_it_answers_one_at_a_ti
     told.told(3)
     told.interrupted()  # (a server that said its slots is taken at its word)
     assert told.limit == 3
+
+
+async def test_a_town_call_past_half_its_usual_time_is_left_to_end() -> None:
+    now = [0.0]
+    pacer = Pacer(8, 60, clock=lambda: now[0])
+    pacer.told(1)
+    pacer.answered(2.0)  # a call takes 2 s
+
+    async def person() -> None:
+        async with pacer.slot(0, person=True):
+            pass
+
+    for elapsed, cut in ((1.2, False), (0.8, True)):
+        now[0] = 10.0
+        async with pacer.slot(4, cuttable=True) as town:
+            now[0] += elapsed
+            waiting = asyncio.create_task(person())
+            await settled(lambda: pacer.waiting == 1)
+            assert town.cut.is_set() == cut  # (past half of 2 s: the person waits the rest)
+        await waiting
+    assert pacer.cuts == 1

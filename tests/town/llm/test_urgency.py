@@ -46,6 +46,14 @@ async def test_only_the_first_call_for_a_visitor_s_words_goes_first() -> None:
     assert urgency.sending("plan_day") == urgency.PLANNING
 
 
+def test_a_reply_to_words_to_everyone_goes_behind_the_replies_to_those_who_addressed_one() -> None:
+    with urgency.person_waiting(urgency.VISITOR), urgency.to_everyone():
+        assert urgency.of("utter") == urgency.VISITOR_AGAIN
+        assert [urgency.sending("utter") for _ in range(2)] == [urgency.VISITOR_AGAIN] * 2
+    with urgency.person_waiting(), urgency.to_everyone():  # (a command's calls are alike)
+        assert urgency.sending("utter") == urgency.PERSON
+
+
 def test_the_pace_to_keep_reaches_the_gateway_through_any_wrapper() -> None:
     gateway = SimpleNamespace(pace_s=None)
     wrapped = SimpleNamespace(inner=SimpleNamespace(inner=gateway))
