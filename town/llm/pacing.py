@@ -21,9 +21,9 @@ server with more room than the limit has learnt yet, it is answered at once. Whi
 about, the town's calls leave one slot of two or more free for theirs (``PEOPLE_ABOUT_S``).
 
 A town's call may be ``cuttable`` (it streams, :mod:`town.llm.streamed`): a person's call
-that finds every slot the server has taken cuts the least urgent such call on the wire that is
-less than half done (``CUT_BEFORE``), so it waits at most half a call for a town call to end;
-the cut call is sent again.
+that finds every slot the server has taken cuts the least urgent such call on the wire, unless it
+is near its end (past half a usual call's time, ``CUT_BEFORE``, and not past the whole of it), so
+it waits at most half a call for a town call to end; the cut call is sent again.
 
 A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
 the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
@@ -55,8 +55,9 @@ PEOPLE_ABOUT_S = 120.0
 leave a slot free for the next one, on a server with two or more: a person's call then waits
 for no town call to end."""
 CUT_BEFORE = 0.5
-"""A town's call is cut for a person's only while less than this share of a usual call has
-passed since it went: past it, the person waits less than the town would lose."""
+"""A town's call is left to end, not cut for a person's, once this share of a usual call's time
+has passed since it went (until the whole of it): the person then waits less than the town would
+lose."""
 START = 2
 """Calls in flight before anything is measured: a one-slot server's queue, which nothing can
 reorder, then holds one call at most ahead of a visitor's; a server that keeps up gets about one
@@ -190,15 +191,15 @@ class Pacer:
 
     def _cut_one(self) -> None:
         """Ask the least urgent cuttable call on the wire (the latest sent, of those alike) to
-        end, if one is there not already asked and less than ``CUT_BEFORE`` of a usual call
-        has passed since it went."""
+        end, if one is there not already asked and not near its end: between ``CUT_BEFORE`` of
+        a usual call's time and the whole of it (past it, a long one, its end not in sight)."""
         now, typical = self._clock(), self.typical_s
         cuttable = [
             c
             for c in self._on_wire
             if c.cuttable
             and not c.cut.is_set()
-            and (typical is None or now - c.began < CUT_BEFORE * typical)
+            and (typical is None or not CUT_BEFORE * typical <= now - c.began <= typical)
         ]
         if cuttable:
             max(reversed(cuttable), key=lambda c: c.urgency).cut.set()
@@ -244,7 +245,8 @@ class Pacer:
             else:  # the server kept up with all of them: room for more, maybe
                 self._capacity.append(max(float(sent_with), self.limit) + 1)
         capacity = statistics.median(self._capacity) if self._capacity else math.inf
-        if capacity >= self.limit + 0.5:  # one more slot an answer until a call was slowed
+        full = sent_with >= int(self.limit)  # (only a limit in use shows there is room past it)
+        if capacity >= self.limit + 0.5 and full:  # a slot an answer until a call was slowed
             grow = 1.0 / self.limit if self._slowed else 1.0
             self.limit = min(float(self.ceiling), self.limit + grow)
         elif capacity < self.limit - 0.5:
