@@ -207,11 +207,11 @@ class Pacer:
 
     def interrupted(self) -> None:
         """A stream ended with no finish reason: the server cut it for another call that came
-        in (llama-cpp-python's does), so it answers one call at a time."""
-        self._capacity.append(1.0)
-        self._slowed = True
+        in (llama-cpp-python's does). It answers one call at a time: taken as its word, as if
+        it had said so (:meth:`told`), for latencies would not show it (the call cut is quick
+        to end, the other quick to begin)."""
         if not self.known:
-            self.limit = 1.0
+            self.told(1)
 
     def _may_go(self, ticket: tuple[int, int], at_once: bool, person: bool) -> bool:
         """The call is first in line and there is room for it: under the limit, or (at once)
