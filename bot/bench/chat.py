@@ -20,7 +20,11 @@ and so are made again); ``slots`` (the calls the fake server answers at once,
 ``--slots``, 1 by default as a local server's), ``clock_behind_pct`` (the share of the ticks due
 that a late tick skipped), ``fallbacks_by_task`` (answers the offline brain gave, by task and
 reason: ``pace`` for those given so the town keeps its pace) and ``cut_calls`` (the town's calls
-cut short on the wire so that a visitor's went first, then sent again).
+cut short on the wire so that a visitor's went first, then sent again), ``call_p50_s`` (the
+median time of the server's last twenty answers, to read the first replies against).
+
+``llm="configured"`` runs it against the LLM the settings name instead (a local llama.cpp or
+llama-cpp-python server, say): ``slots`` is then 0 and the latency the server's own.
 """
 
 from __future__ import annotations
@@ -43,7 +47,14 @@ from adapters.core.ports import Outgoing
 from adapters.web.feed import Feed
 from adapters.web.history import History
 from bot.bench.pace import Pace, behind_pct
-from bot.bench.town import bench_gateway, found_bench_town, start_fake_llm
+from bot.bench.town import (
+    LLM_CHOICES,
+    NO_LLM,
+    bench_gateway,
+    configured_client,
+    found_bench_town,
+    start_fake_llm,
+)
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
@@ -92,6 +103,8 @@ class ChatBench:
     slots: int = 1
     skipped: int = 0  # ticks due while a tick still ran
     cut_calls: int = 0  # the town's calls cut short for a visitor's (and sent again)
+    call_p50_s: float | None = None  # the median of the server's last answers
+    llm: str = "fake"
     answers: dict[str, Any] = field(default_factory=dict)
 
     def _waits(self, addressed: bool) -> list[float]:
@@ -141,6 +154,8 @@ class ChatBench:
             "clock_behind_pct": behind_pct(len(self.ticks), self.skipped),
             "fallbacks_by_task": self.answers.get("fallbacks_by_task", {}),
             "cut_calls": self.cut_calls,
+            "call_p50_s": None if self.call_p50_s is None else round(self.call_p50_s, 2),
+            "llm": self.llm,
         }
 
 
@@ -295,10 +310,15 @@ async def run_chat_bench(
     concurrency: int = 64,
     *,
     slots: int = 1,
+    llm: str = "fake",
 ) -> ChatBench:
+    if llm not in LLM_CHOICES:
+        raise ValueError(f"--llm must be one of {', '.join(LLM_CHOICES)}")
+    if llm == "configured" and not settings.uses_llm:
+        raise ValueError(NO_LLM)
     spec = load_town("smallville")
-    bench = ChatBench(tick_seconds=tick_seconds, slots=slots)
-    proc, url = start_fake_llm(latency_ms, slots)
+    bench = ChatBench(tick_seconds=tick_seconds, slots=slots if llm == "fake" else 0, llm=llm)
+    proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms, slots)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
             founded = await found_bench_town(settings, spec, Path(tmp))
@@ -307,9 +327,13 @@ async def run_chat_bench(
             for _ in range(MORNING_TICKS):
                 await morning.tick()
             flush_queues(services.executor)
-            client = open_client(url, "bench", max(30.0, latency_ms / 100))
             tally, ticking = UsageTally(), asyncio.Event()
-            gateway = bench_gateway(client, tally, concurrency)
+            if proc is None:
+                client = configured_client(settings)
+                gateway = bench_gateway(client, tally, settings.llm_concurrency, settings.llm_model)
+            else:
+                client = open_client(url, "bench", max(30.0, latency_ms / 100))
+                gateway = bench_gateway(client, tally, concurrency)
             if local.llm_pace == "keep":
                 gateway.pace_s = tick_seconds
             engine = Engine(
@@ -339,10 +363,12 @@ async def run_chat_bench(
             bench.replies_held = pump.stats.held
             bench.answers = gateway.report.as_json()
             bench.cut_calls = gateway.pacer.cuts
+            bench.call_p50_s = gateway.pacer.typical_s
             await client.close()
             services.close()
             ChromaIndex.release_all()
     finally:
-        proc.terminate()
-        proc.wait(10)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
     return bench

@@ -231,7 +231,7 @@ NO_LLM = (
 )
 
 
-def _configured_client(settings: Settings) -> openai.AsyncOpenAI:
+def configured_client(settings: Settings) -> openai.AsyncOpenAI:
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
     return open_client(
         settings.llm_base_url, key, settings.llm_timeout_s, settings.llm_max_attempts - 1
@@ -315,7 +315,7 @@ async def run_town_bench(
             flush_queues(services.executor)  # founding's vectors too are not counted
             tally = UsageTally()
             if proc is None:
-                client = _configured_client(settings)
+                client = configured_client(settings)
                 gateway = bench_gateway(client, tally, settings.llm_concurrency, settings.llm_model)
             else:
                 client = open_client(url, "bench", max(30.0, latency_ms / 100))

@@ -30,6 +30,9 @@ Slots = Annotated[
         "served (1: llama.cpp's or llama-cpp-python's default; 0: no limit, a hosted API).",
     ),
 ]
+LlmChoice = Annotated[
+    str, typer.Option(help="fake: the fake LLM server; configured: the LLM the settings name.")
+]
 
 
 @bench_app.command("town")
@@ -38,10 +41,7 @@ def bench_town(
     hours: Annotated[float, typer.Option(min=0.5, help="Game hours to run.")] = 24.0,
     latency_ms: FakeLatencyMs = 1000.0,
     concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight.")] = 64,
-    llm: Annotated[
-        str,
-        typer.Option(help="fake: the fake LLM server; configured: the LLM the settings name."),
-    ] = "fake",
+    llm: LlmChoice = "fake",
     admin_every_min: Annotated[
         int,
         typer.Option(
@@ -135,18 +135,19 @@ def bench_chat(
         float, typer.Option(min=0.5, help="Real seconds between the town's ticks.")
     ] = 10.0,
     slots: Slots = 1,
+    llm: LlmChoice = "fake",
     as_json: JsonFlag = False,
 ) -> None:
     """What a visitor feels: seconds to the first reply, LLM chains, unanswered greetings,
     replies in digests, replies held behind narration and ticks on time, with Smallville live
-    against the fake LLM server."""
+    against the fake LLM server or the configured LLM."""
     from bot.bench.chat import run_chat_bench
 
     def run() -> None:
         settings = settings_and_logging()
         result = asyncio.run(
             run_chat_bench(
-                settings, latency_ms, visitors, places, minutes, tick_seconds, slots=slots
+                settings, latency_ms, visitors, places, minutes, tick_seconds, slots=slots, llm=llm
             )
         ).as_json()
         if as_json:

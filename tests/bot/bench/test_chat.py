@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from bot.bench.chat import ChatBench, Message
+import pytest
+
+from bot.bench.chat import ChatBench, Message, run_chat_bench
+from bot.runtime.settings import load_settings
 
 
 def test_the_figures_are_what_the_visitors_felt() -> None:
@@ -44,3 +47,21 @@ def test_views_and_writes_are_reported() -> None:
     got = bench.as_json()
     assert got["views"] == 5 and got["view_p50_ms"] == 30.0 and got["view_p95_ms"] == 48.0
     assert got["longest_write_ms"] == 42.2 and got["rethought_calls"] == 0
+
+
+async def test_the_configured_llm_needs_settings_and_a_known_choice() -> None:
+    with pytest.raises(ValueError, match="BOTTOWN_LLM_BASE_URL"):
+        await run_chat_bench(load_settings(embedder="hash"), minutes=0.1, llm="configured")
+    with pytest.raises(ValueError, match="--llm must be one of fake, configured"):
+        await run_chat_bench(load_settings(embedder="hash"), minutes=0.1, llm="real")
+
+
+async def test_visitors_are_answered_by_the_configured_llm(fake_llm: str) -> None:
+    settings = load_settings(llm_base_url=fake_llm, llm_model="bottown-fake", embedder="hash")
+    bench = await run_chat_bench(
+        settings, visitors=2, places=1, minutes=0.1, tick_seconds=2, llm="configured"
+    )
+    figures = bench.as_json()
+    assert figures["llm"] == "configured" and figures["slots"] == 0
+    assert figures["messages"] >= 1 and figures["first_reply_p50_s_addressed"] is not None
+    assert figures["call_p50_s"] is not None  # the server's own time, to read replies against
