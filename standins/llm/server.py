@@ -168,7 +168,7 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
     reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body), cached)
     if fault == "empty_choices":
         reply["choices"] = []
-    if fault == "interrupted":
+    if fault == "interrupted" and streamed:  # (a reply sent whole cannot be)
         state.by_fault[fault] += 1
     if streamed:
         options = body.get("stream_options")

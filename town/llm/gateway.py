@@ -268,7 +268,8 @@ class LLMGateway:
                 self._budget_noted = False
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
-                reply = await self._send(task.name, schema, wire, kind, max_tokens, spend)
+                cuttable = cuts < streamed.CUT_ROUNDS  # (then it is sent whole, left to end)
+                reply = await self._send(task.name, schema, wire, kind, max_tokens, spend, cuttable)
                 content, overrun = spend.count(reply, messages, max_tokens)
                 if overrun is not None:
                     self._warn_once("overrun", advice.overrun(overrun, max_tokens))
@@ -297,14 +298,12 @@ class LLMGateway:
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
                 raise Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
-            except streamed.Interrupted as cut:  # sent again, unless cut too often
+            except streamed.Interrupted as cut:  # sent again
                 spend.count_cut(chars, cut.received)
                 if cut.by_server:
                     self.pacer.interrupted()
-                if (cuts := cuts + 1) < streamed.CUT_ROUNDS:
-                    continue
-                reason = why.INTERRUPTED if cut.by_server else why.PACE
-                raise Unusable(f"{cut} {cuts} times", reason, quiet=not cut.by_server) from None
+                cuts += 1
+                continue
             except WaitedTooLong as error:  # never sent: the town goes on without it
                 raise Unusable(f"behind the town's pace ({error})", why.PACE, quiet=True) from None
             finally:
@@ -344,8 +343,10 @@ class LLMGateway:
         kind: str,
         max_tokens: int,
         spend: Spend,
+        cuttable: bool,
     ) -> Reply:
-        """The completion, read; the client's errors for a status it did not retry away."""
+        """The completion, read (a town's call streamed, ``cuttable``: see
+        :mod:`town.llm.streamed`); the client's errors for a status it did not retry away."""
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
         await slots.ask_once(self.pacer, self._client)
         patience = self.patience(name)
@@ -360,7 +361,7 @@ class LLMGateway:
             "stop": formats.stop(kind),
             "timeout": self.pacer.timeout_s,
         }
-        cuttable = not person  # the town's calls stream, so that a person's call can cut them
+        cuttable = cuttable and not person  # a town's call streams: a person's may cut it
         async with self.pacer.slot(
             urgent, patience, at_once=at_once, person=person, cuttable=cuttable
         ) as call:

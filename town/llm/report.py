@@ -13,9 +13,8 @@ WARN_AFTER = 20
 """Answers in a day before the log warns about the share (a first fallback is not 100%)."""
 
 BUDGET, TIMEOUT, UNPARSEABLE, NO_REPLY = "budget", "timeout", "unparseable", "no reply"
-PACE, INTERRUPTED = "pace", "interrupted"
-"""Reasons for a fallback (``pace``: answered offline so the town keeps its pace;
-``interrupted``: the server ended the call's stream early again and again; others:
+PACE = "pace"
+"""Reasons for a fallback (``pace``: answered offline so the town keeps its pace; others:
 ``HTTP <status>``, ``API key rejected``, ``model missing``, ``error``)."""
 
 

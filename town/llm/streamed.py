@@ -7,7 +7,8 @@ least urgent of them (:meth:`town.llm.pacing.Pacer.slot`), the connection is clo
 stops writing it (llama.cpp's and llama-cpp-python's do, at the next token) and answers the
 person's call next; the cut call is sent again. A server may cut a stream itself:
 llama-cpp-python's ends one with no finish reason when another request comes in (its
-``interrupt_requests``); that reply is incomplete, and the call is sent again too.
+``interrupt_requests``); that reply is incomplete, and the call is sent again too. A call cut
+``CUT_ROUNDS`` times is sent whole, not streamed, and left to end.
 
 A stream is also read only up to a cap: a server that ignores ``max_tokens`` is cut off there.
 """
@@ -27,9 +28,9 @@ from town.llm.pacing import OnWire
 from town.llm.replies import Reply, count, parsed
 from town.llm.spend import OVERRUN
 
-CUT_ROUNDS = 4
-"""The times one call may be cut short before the offline brain answers it: people kept the
-server busy all along (or the server ends its streams early, whatever comes)."""
+CUT_ROUNDS = 3
+"""The times one call may be cut short (by the pacer or the server); then it is sent whole and
+left to end, so that no thought of the town is lost to people's calls, only put off."""
 
 
 class Interrupted(Exception):
