@@ -47,21 +47,13 @@ from adapters.core.ports import Outgoing
 from adapters.web.feed import Feed
 from adapters.web.history import History
 from bot.bench.pace import Pace, behind_pct
-from bot.bench.town import (
-    LLM_CHOICES,
-    NO_LLM,
-    bench_gateway,
-    configured_client,
-    found_bench_town,
-    start_fake_llm,
-)
+from bot.bench.town import bench_llm, check_llm, found_bench_town, start_fake_llm
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
 from bot.runtime.wiring import Services
 from town.inputs import visitor
 from town.llm import urgency
-from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.offline.brain import OfflineBrain
 from town.llm.usage import UsageTally
@@ -312,10 +304,7 @@ async def run_chat_bench(
     slots: int = 1,
     llm: str = "fake",
 ) -> ChatBench:
-    if llm not in LLM_CHOICES:
-        raise ValueError(f"--llm must be one of {', '.join(LLM_CHOICES)}")
-    if llm == "configured" and not settings.uses_llm:
-        raise ValueError(NO_LLM)
+    check_llm(settings, llm)
     spec = load_town("smallville")
     bench = ChatBench(tick_seconds=tick_seconds, slots=slots if llm == "fake" else 0, llm=llm)
     proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms, slots)
@@ -328,12 +317,8 @@ async def run_chat_bench(
                 await morning.tick()
             flush_queues(services.executor)
             tally, ticking = UsageTally(), asyncio.Event()
-            if proc is None:
-                client = configured_client(settings)
-                gateway = bench_gateway(client, tally, settings.llm_concurrency, settings.llm_model)
-            else:
-                client = open_client(url, "bench", max(30.0, latency_ms / 100))
-                gateway = bench_gateway(client, tally, concurrency)
+            fake_url = None if proc is None else url
+            client, gateway = bench_llm(settings, fake_url, tally, concurrency, latency_ms)
             if local.llm_pace == "keep":
                 gateway.pace_s = tick_seconds
             engine = Engine(

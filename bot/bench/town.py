@@ -231,11 +231,27 @@ NO_LLM = (
 )
 
 
-def configured_client(settings: Settings) -> openai.AsyncOpenAI:
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    return open_client(
-        settings.llm_base_url, key, settings.llm_timeout_s, settings.llm_max_attempts - 1
-    )
+def check_llm(settings: Settings, llm: str) -> None:
+    """A bench's ``--llm`` choice, checked: ValueError saying what to set or choose."""
+    if llm not in LLM_CHOICES:
+        raise ValueError(f"--llm must be one of {', '.join(LLM_CHOICES)}")
+    if llm == "configured" and not settings.uses_llm:
+        raise ValueError(NO_LLM)
+
+
+def bench_llm(
+    settings: Settings, fake_url: str | None, tally: UsageTally, concurrency: int, latency_ms: float
+) -> tuple[openai.AsyncOpenAI, LLMGateway]:
+    """The client and gateway a bench thinks through: the fake server at ``fake_url``, or the
+    LLM the settings name (None), with its own concurrency and timeouts."""
+    if fake_url is None:
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+        client = open_client(
+            settings.llm_base_url, key, settings.llm_timeout_s, settings.llm_max_attempts - 1
+        )
+        return client, bench_gateway(client, tally, settings.llm_concurrency, settings.llm_model)
+    client = open_client(fake_url, "bench", max(30.0, latency_ms / 100))
+    return client, bench_gateway(client, tally, concurrency)
 
 
 @dataclass
@@ -302,10 +318,7 @@ async def run_town_bench(
     spec = load_town("smallville")
     if not 1 <= residents <= len(spec.residents):
         raise ValueError(f"--residents must be 1 to {len(spec.residents)} for smallville")
-    if llm not in LLM_CHOICES:
-        raise ValueError(f"--llm must be one of {', '.join(LLM_CHOICES)}")
-    if llm == "configured" and not settings.uses_llm:
-        raise ValueError(NO_LLM)
+    check_llm(settings, llm)
     spec = spec.model_copy(update={"residents": spec.residents[:residents]})
     proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms, slots)
     try:
@@ -314,12 +327,8 @@ async def run_town_bench(
             services = bench.services
             flush_queues(services.executor)  # founding's vectors too are not counted
             tally = UsageTally()
-            if proc is None:
-                client = configured_client(settings)
-                gateway = bench_gateway(client, tally, settings.llm_concurrency, settings.llm_model)
-            else:
-                client = open_client(url, "bench", max(30.0, latency_ms / 100))
-                gateway = bench_gateway(client, tally, concurrency)
+            fake_url = None if proc is None else url
+            client, gateway = bench_llm(settings, fake_url, tally, concurrency, latency_ms)
             if tick_seconds > 0 and settings.llm_pace == "keep":
                 gateway.pace_s = tick_seconds
             engine = Engine(
