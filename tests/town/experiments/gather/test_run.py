@@ -73,6 +73,7 @@ async def test_the_agents_of_a_step_think_concurrently() -> None:
         client = open_client(url, "k", 5)
         ledger = CallLedger()
         gateway = LLMGateway(client, model="m", usage=ledger, concurrency=16)
+        gateway.pacer.told(16)  # (a server with room for all: nothing for the pacer to learn)
         await GatherRun(GatherConfig(agents=6, steps=2), gateway, ledger=ledger).run()
         await client.close()
         stats = await asyncio.to_thread(fake_admin, url, "/_fake/stats")
