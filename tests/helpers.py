@@ -60,3 +60,30 @@ async def settled(condition: Callable[[], bool], *, turns: int = 100_000) -> Non
             return
         await asyncio.sleep(0)
     raise AssertionError("the condition never came about")
+
+
+class Composed:
+    """One model's brain as the town composes it (``town.llm.chain.think_with``), for the
+    gateway's tests: ``run`` goes through the whole chain (report, fallback, gateway); the
+    gateway's own attributes (``mode``, ``pacer``, ``response_format_kind``, ...) read
+    through; ``report`` is the chain's."""
+
+    def __init__(self, client: Any, model: str, **options: Any) -> None:
+        from town.llm.chain import think_with
+
+        self.brain, self.handles = think_with(client, model, **options)
+        self.gateway = self.handles.models[0]
+        self.report = self.handles.report
+        self.name = self.brain.name
+
+    async def run(self, task: Task[Any, Any], inputs: Any, *, resident: str | None = None) -> Any:
+        return await self.brain.run(task, inputs, resident=resident)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.gateway, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "pace_s":  # the gateway's own (as Handles.keep_pace sets it)
+            setattr(self.gateway, name, value)
+        else:
+            super().__setattr__(name, value)

@@ -23,6 +23,15 @@ reason: ``pace`` for those given so the town keeps its pace) and ``cut_calls`` (
 cut short on the wire so that a visitor's went first, then sent again), ``call_p50_s`` (the
 median time of the server's last twenty answers, to read the first replies against).
 
+How far from the best possible: each message's arrival is kept, and the same arrivals served by
+a server with only visitors' first calls, in order, at the server's measured call time
+(``call_p50_s``) and ``slots``, give each message its ideal first reply. ``ideal_p95_s`` is that
+ideal's p95, ``excess_p95_s`` the p95 of each addressed message's wait past its ideal, and
+``excess_p95_calls`` the same in call times: how many town calls a person waited for beyond what
+no schedule could avoid. Visitors write in a burst (each starts within 4 s, then every 6-12 s),
+or with ``arrivals="poisson"`` as members who come and go: ``rate`` messages a minute across all
+visitors, the gaps drawn from an exponential distribution.
+
 ``llm="configured"`` runs it against the LLM the settings name instead (a local llama.cpp or
 llama-cpp-python server, say): ``slots`` is then 0 and the latency the server's own.
 """
@@ -55,7 +64,7 @@ from bot.runtime.wiring import Services
 from town.inputs import visitor
 from town.llm import urgency
 from town.llm.depth import ChainCountingBrain
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
@@ -98,6 +107,30 @@ class ChatBench:
     call_p50_s: float | None = None  # the median of the server's last answers
     llm: str = "fake"
     answers: dict[str, Any] = field(default_factory=dict)
+    arrivals: str = "burst"
+    rate: float = 0.0  # messages a minute across all visitors (arrivals "poisson")
+
+    def gap_s(self, rng: random.Random, visitors: int, first: bool) -> float:
+        """A visitor's wait before its next message."""
+        if self.arrivals == "poisson":
+            return rng.expovariate(self.rate / 60 / visitors)
+        return rng.uniform(0, 4) if first else rng.uniform(6, 12)
+
+    def _excess(self) -> tuple[float | None, float | None, float | None]:
+        """(ideal p95, excess p95 in seconds, in call times) of the addressed messages."""
+        call_s = self.call_p50_s
+        if call_s is None or not self.messages:
+            return None, None, None
+        ordered = sorted(self.messages, key=lambda m: m.sent)
+        ideal = ideal_waits([m.sent for m in ordered], call_s, self.slots)
+        excess = [
+            m.first_reply - m.sent - best
+            for m, best in zip(ordered, ideal, strict=True)
+            if m.kind == "addressed" and m.first_reply is not None
+        ]
+        found = _pct(excess, 95)
+        calls = None if found is None else round(found / max(call_s, 1e-3), 2)
+        return _pct(ideal, 95), found, calls
 
     def _waits(self, addressed: bool) -> list[float]:
         return [
@@ -107,20 +140,19 @@ class ChatBench:
         ]
 
     def as_json(self) -> dict[str, Any]:
-        def pct(values: list[float], q: int) -> float | None:
-            if not values:
-                return None
-            if len(values) == 1:
-                return round(values[0], 2)
-            return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 2)
-
+        pct = _pct
         addressed, other = self._waits(True), self._waits(False)
+        ideal, excess_s, excess_calls = self._excess()
         on_time = sum(1 for took in self.ticks if took <= self.tick_seconds)
         return {
             "first_reply_p50_s_addressed": pct(addressed, 50),
             "first_reply_p95_s_addressed": pct(addressed, 95),
             "first_reply_p50_s_other": pct(other, 50),
             "first_reply_p95_s_other": pct(other, 95),
+            "ideal_p95_s": ideal,
+            "excess_p95_s": excess_s,
+            "excess_p95_calls": excess_calls,
+            "arrivals": self.arrivals if self.arrivals == "burst" else f"poisson {self.rate:g}/min",
             "longest_chain_addressed": max(
                 (m.chain for m in self.messages if m.kind == "addressed"), default=0
             ),
@@ -151,6 +183,14 @@ class ChatBench:
         }
 
 
+def _pct(values: list[float], q: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 2)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 2)
+
+
 @dataclass
 class _Platform:
     """The stand-in platform: takes every post at once, asking Discord's interval between two
@@ -168,6 +208,21 @@ class _Platform:
         return f"b{self.sent}"
 
 
+def ideal_waits(sent: list[float], call_s: float, slots: int) -> list[float]:
+    """Each message's wait for its first reply on a server that answers only visitors' first
+    calls, in order of arrival, ``slots`` at a time (0: no limit), ``call_s`` a call."""
+    if slots <= 0:
+        return [call_s for _ in sent]
+    free = [float("-inf")] * slots  # when each slot is next free
+    waits = []
+    for at in sorted(sent):
+        slot = min(range(slots), key=free.__getitem__)
+        start = max(at, free[slot])
+        free[slot] = start + call_s
+        waits.append(free[slot] - at)
+    return waits
+
+
 def _awake_by_area(engine: Engine) -> dict[str, list[str]]:
     """Who is awake where, read without waiting for a tick."""
     with Session(engine.store.engine) as session:
@@ -179,12 +234,12 @@ def _awake_by_area(engine: Engine) -> dict[str, list[str]]:
 
 
 async def _visitor(
-    runtime: TownRuntime, bench: ChatBench, n: int, places: int, until: float
+    runtime: TownRuntime, bench: ChatBench, n: int, places: int, until: float, visitors: int
 ) -> None:
     """One simulated visitor: a place of its own among the busiest, three kinds of message."""
     engine, rng = runtime.engine, random.Random(n)
     name = f"Visitor {n + 1}"
-    await asyncio.sleep(rng.uniform(0, 4))
+    await asyncio.sleep(bench.gap_s(rng, visitors, first=True))
     turn = 0
     while time.perf_counter() < until:
         awake = _awake_by_area(engine)
@@ -210,7 +265,7 @@ async def _visitor(
         message.chain = result.chain
         bench.messages.append(message)
         turn += 1
-        await asyncio.sleep(rng.uniform(6, 12))
+        await asyncio.sleep(bench.gap_s(rng, visitors, first=False))
 
 
 def _arrival(runtime: TownRuntime, outbox_ids: list[int]) -> float | None:
@@ -303,10 +358,21 @@ async def run_chat_bench(
     *,
     slots: int = 1,
     llm: str = "fake",
+    arrivals: str = "burst",
+    rate: float = 12.0,
+    cut: bool = True,
 ) -> ChatBench:
     check_llm(settings, llm)
+    if arrivals not in ("burst", "poisson") or rate <= 0:
+        raise ValueError("--arrivals is burst or poisson, with a --rate above 0 messages a minute")
     spec = load_town("smallville")
-    bench = ChatBench(tick_seconds=tick_seconds, slots=slots if llm == "fake" else 0, llm=llm)
+    bench = ChatBench(
+        tick_seconds=tick_seconds,
+        slots=slots if llm == "fake" else 0,
+        llm=llm,
+        arrivals=arrivals,
+        rate=rate,
+    )
     proc, url = (None, "") if llm == "configured" else start_fake_llm(latency_ms, slots)
     try:
         with tempfile.TemporaryDirectory(prefix="bottown-bench-") as tmp:
@@ -318,11 +384,18 @@ async def run_chat_bench(
             flush_queues(services.executor)
             tally, ticking = UsageTally(), asyncio.Event()
             fake_url = None if proc is None else url
-            client, gateway = bench_llm(settings, fake_url, tally, concurrency, latency_ms)
+            client, brain, handles = bench_llm(
+                settings, fake_url, tally, concurrency, latency_ms, cut=cut
+            )
             if local.llm_pace == "keep":
-                gateway.pace_s = tick_seconds
+                handles.keep_pace(tick_seconds)
             engine = Engine(
-                services.store, spec, ChainCountingBrain(gateway), services.stream, founded.id
+                services.store,
+                spec,
+                ChainCountingBrain(brain),
+                services.stream,
+                founded.id,
+                llm=handles,
             )
             opened = OpenTown(services, engine, StoredUsage(services.store, founded.id), town)
             runtime = TownRuntime(opened, local)
@@ -338,7 +411,7 @@ async def run_chat_bench(
             await asyncio.gather(
                 _ticks(runtime, bench, until, tally, ticking),
                 _page(runtime, bench, until, ticking),
-                *(_visitor(runtime, bench, n, places, until) for n in range(visitors)),
+                *(_visitor(runtime, bench, n, places, until, visitors) for n in range(visitors)),
             )
             await pump.deliver_pending()
             delivery.cancel()
@@ -346,9 +419,10 @@ async def run_chat_bench(
                 await delivery
             bench.replies_in_digests = _replies_in_digests(services, founded.id)
             bench.replies_held = pump.stats.held
-            bench.answers = gateway.report.as_json()
-            bench.cut_calls = gateway.pacer.cuts
-            bench.call_p50_s = gateway.pacer.typical_s
+            bench.answers = handles.report.as_json()
+            assert handles.pacer is not None
+            bench.cut_calls = handles.pacer.cuts
+            bench.call_p50_s = handles.pacer.typical_s
             await client.close()
             services.close()
             ChromaIndex.release_all()

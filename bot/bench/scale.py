@@ -36,7 +36,7 @@ from uuid import uuid4
 from sqlmodel import select
 
 from bot.bench.scale_towns import copy_run, drop_server, prepared, seed_server, town_spec
-from bot.bench.town import bench_gateway, start_fake_llm
+from bot.bench.town import bench_brain, start_fake_llm
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services, build_embedder
 from town.llm.client import open_client
@@ -222,8 +222,10 @@ async def run_scale_bench(
                     executor=executor,
                 )
                 tally = UsageTally()
-                brain = ChainCountingBrain(bench_gateway(client, tally, concurrency))
-                engine = Engine(store, spec, brain, services.stream, town_id)
+                brain, handles = bench_brain(client, tally, concurrency)
+                engine = Engine(
+                    store, spec, ChainCountingBrain(brain), services.stream, town_id, llm=handles
+                )
                 with store.session() as s:  # load every memory stream before the clock starts
                     for row in engine.residents(s).values():
                         assert row.id is not None

@@ -13,7 +13,7 @@ from sqlmodel import select
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services
 from town.llm.embedders import Embedder
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 from town.memory.vectors import ChromaIndex
 from town.store.db import Store
 from town.store.models import Resident

@@ -50,10 +50,11 @@ from bot.bench.pace import Pace, behind_pct
 from bot.runtime.settings import Settings
 from bot.runtime.wiring import Services
 from town.inputs import admin
+from town.llm.chain import Handles, think_with
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import Brain, OfflineBrain
+from town.llm.slots import default_slots
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
@@ -214,12 +215,18 @@ def start_fake_llm(latency_ms: float, slots: int = 0) -> tuple[subprocess.Popen[
     raise RuntimeError("the fake LLM server did not open its port within 30 s")
 
 
-def bench_gateway(
-    client: openai.AsyncOpenAI, tally: UsageTally, concurrency: int, model: str = "bottown-fake"
-) -> LLMGateway:
-    """The gateway a town bench thinks through, as a deployment's: to the fake server's model (or
-    the configured one), counting usage."""
-    return LLMGateway(client, model=model, usage=tally, concurrency=concurrency)
+def bench_brain(
+    client: openai.AsyncOpenAI,
+    tally: UsageTally,
+    slots: int,
+    model: str = "bottown-fake",
+    *,
+    cut: bool = True,
+) -> tuple[Brain, Handles]:
+    """The brain a town bench thinks through, composed as a deployment's: the gateway to the
+    fake server's model (or the configured one) on a pacer of ``slots`` (until the server says
+    its own), the fallback and the report, counting usage."""
+    return think_with(client, model, slots=slots, usage=tally, cut=cut)
 
 
 LLM_CHOICES = ("fake", "configured")
@@ -240,18 +247,25 @@ def check_llm(settings: Settings, llm: str) -> None:
 
 
 def bench_llm(
-    settings: Settings, fake_url: str | None, tally: UsageTally, concurrency: int, latency_ms: float
-) -> tuple[openai.AsyncOpenAI, LLMGateway]:
-    """The client and gateway a bench thinks through: the fake server at ``fake_url``, or the
-    LLM the settings name (None), with its own concurrency and timeouts."""
+    settings: Settings,
+    fake_url: str | None,
+    tally: UsageTally,
+    concurrency: int,
+    latency_ms: float,
+    *,
+    cut: bool = True,
+) -> tuple[openai.AsyncOpenAI, Brain, Handles]:
+    """The client and brain a bench thinks through: the fake server at ``fake_url``, or the
+    LLM the settings name (None), with its own slots and timeouts."""
     if fake_url is None:
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
         client = open_client(
             settings.llm_base_url, key, settings.llm_timeout_s, settings.llm_max_attempts - 1
         )
-        return client, bench_gateway(client, tally, settings.llm_concurrency, settings.llm_model)
+        slots = settings.llm_slots or default_slots(settings.llm_base_url, settings.llm_concurrency)
+        return client, *bench_brain(client, tally, slots, settings.llm_model, cut=cut)
     client = open_client(fake_url, "bench", max(30.0, latency_ms / 100))
-    return client, bench_gateway(client, tally, concurrency)
+    return client, *bench_brain(client, tally, concurrency, cut=cut)
 
 
 @dataclass
@@ -328,11 +342,16 @@ async def run_town_bench(
             flush_queues(services.executor)  # founding's vectors too are not counted
             tally = UsageTally()
             fake_url = None if proc is None else url
-            client, gateway = bench_llm(settings, fake_url, tally, concurrency, latency_ms)
+            client, brain, handles = bench_llm(settings, fake_url, tally, concurrency, latency_ms)
             if tick_seconds > 0 and settings.llm_pace == "keep":
-                gateway.pace_s = tick_seconds
+                handles.keep_pace(tick_seconds)
             engine = Engine(
-                services.store, spec, ChainCountingBrain(gateway), services.stream, bench.id
+                services.store,
+                spec,
+                ChainCountingBrain(brain),
+                services.stream,
+                bench.id,
+                llm=handles,
             )
             step = bench.town.minutes_per_tick
             total = int(timedelta(hours=hours) / timedelta(minutes=step))
@@ -375,8 +394,8 @@ async def run_town_bench(
         total,
         loop_cpu,
         settings.llm_model if proc is None else "fake",
-        {**gateway.report.as_json(), "cut_calls": gateway.pacer.cuts},
-        gateway.response_format_kind,
+        {**handles.report.as_json(), "cut_calls": handles.pacer.cuts if handles.pacer else 0},
+        handles.models[0].response_format_kind,
         writes,
         slots if proc is not None else 0,
         tick_seconds,

@@ -136,18 +136,45 @@ def bench_chat(
     ] = 10.0,
     slots: Slots = 1,
     llm: LlmChoice = "fake",
+    arrivals: Annotated[
+        str,
+        typer.Option(
+            help="burst: every visitor starts within 4 s, then writes every 6-12 s; poisson: "
+            "members who come and go, --rate messages a minute in all."
+        ),
+    ] = "burst",
+    rate: Annotated[
+        float, typer.Option(min=0.1, help="Messages a minute across all visitors (poisson).")
+    ] = 12.0,
+    cut: Annotated[
+        bool,
+        typer.Option(
+            "--cut/--no-cut", help="A visitor's call may cut a town call short on a full server."
+        ),
+    ] = True,
     as_json: JsonFlag = False,
 ) -> None:
-    """What a visitor feels: seconds to the first reply, LLM chains, unanswered greetings,
-    replies in digests, replies held behind narration and ticks on time, with Smallville live
-    against the fake LLM server or the configured LLM."""
+    """What a visitor feels: seconds to the first reply and how far that is from the best
+    possible (ideal_p95_s, excess_p95_calls), LLM chains, unanswered greetings, replies in
+    digests, replies held behind narration and ticks on time, with Smallville live against the
+    fake LLM server or the configured LLM."""
     from bot.bench.chat import run_chat_bench
 
     def run() -> None:
         settings = settings_and_logging()
         result = asyncio.run(
             run_chat_bench(
-                settings, latency_ms, visitors, places, minutes, tick_seconds, slots=slots, llm=llm
+                settings,
+                latency_ms,
+                visitors,
+                places,
+                minutes,
+                tick_seconds,
+                slots=slots,
+                llm=llm,
+                arrivals=arrivals,
+                rate=rate,
+                cut=cut,
             )
         ).as_json()
         if as_json:

@@ -28,11 +28,11 @@ from town.experiments.gather.field import MOVES, GatherConfig
 from town.experiments.gather.log import CallLedger
 from town.experiments.gather.memories import AgentMemories
 from town.experiments.gather.run import OFFLINE_LABEL, GatherRun
+from town.llm.chain import think_with
 from town.llm.client import Client, open_client
 from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain
+from town.llm.port import Brain, OfflineBrain
+from town.llm.slots import default_slots
 from town.llm.usage import TokenBudget
 from town.memory.minilm import MiniLMEmbedder
 from town.store.db import Store
@@ -100,16 +100,18 @@ def build_thinker(settings: Settings, uses_llm: bool) -> Thinker:
     retries = settings.llm_max_attempts - 1
     client = open_client(settings.llm_base_url, key, settings.llm_timeout_s, retries)
     ledger = CallLedger()
-    gateway = LLMGateway(
+    budget = TokenBudget(settings.daily_token_budget or None, lambda: ledger.total_tokens)
+    slots = settings.llm_slots or default_slots(settings.llm_base_url, settings.llm_concurrency)
+    brain, _handles = think_with(
         client,
-        model=settings.llm_model,
+        settings.llm_model,
+        slots=slots,
         usage=ledger,
-        budget=TokenBudget(settings.daily_token_budget or None, lambda: ledger.total_tokens),
-        concurrency=settings.llm_concurrency,
+        budget=budget,
         temperature=TEMPERATURE,
         max_tokens=MAX_TOKENS,
     )
-    return Thinker(gateway, f"LLM {settings.llm_model}", settings.llm_model, ledger, client)
+    return Thinker(brain, f"LLM {settings.llm_model}", settings.llm_model, ledger, client)
 
 
 def build_vectoriser(choice: str) -> Vectorise:

@@ -106,6 +106,12 @@ def fake_llm(
             min=0, help="Make every reply this many tokens long, ignoring max_tokens (0: off)."
         ),
     ] = 0,
+    ignore_stream: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-stream", help="Answer a streamed request with the whole body, as some do."
+        ),
+    ] = False,
 ) -> None:
     """Serve a fake OpenAI-compatible API answered by the offline brain (for tests and benches)."""
     from standins.llm.server import serve
@@ -126,14 +132,17 @@ def fake_llm(
                 seed=seed,
                 slots=slots,
                 overrun_tokens=overrun_tokens,
+                ignores_stream=ignore_stream,
             )
         )
 
 
 @llm_app.command("check")
 def llm_check() -> None:
-    """Send one small request to the configured LLM and say plainly whether it works."""
+    """Make the town's own calls to the configured LLM and say plainly what the town will
+    get: the share of its thoughts the model answers, the mode, the server's slots."""
     from town.llm.check import Server, check_llm
+    from town.llm.slots import default_slots
 
     def run() -> None:
         settings = settings_and_logging()
@@ -144,7 +153,10 @@ def llm_check() -> None:
             )
             return
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-        server = Server(settings.llm_base_url, key, settings.llm_model, settings.llm_timeout_s)
+        slots = settings.llm_slots or default_slots(settings.llm_base_url, settings.llm_concurrency)
+        server = Server(
+            settings.llm_base_url, key, settings.llm_model, settings.llm_timeout_s, slots
+        )
         ok, message = asyncio.run(check_llm(server))
         (out if ok else err).print(message, highlight=False)
         if not ok:

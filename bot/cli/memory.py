@@ -33,7 +33,7 @@ async def add_memory(
         resident = services.resident(town, resident_name, create=True)
         assert town.id is not None and resident.id is not None
         if importance is None:
-            brain, usage = build_brain(settings, services.store, town.id)
+            brain, _handles, usage = build_brain(settings, services.store, town.id)
             rated = await brain.run(
                 RATE_IMPORTANCE,
                 RateImportanceInput(resident=resident.name, observations=[text]),

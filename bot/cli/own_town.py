@@ -18,11 +18,10 @@ from town.authoring.drafting import Draft, OfflineStandIn, draft_town
 from town.authoring.living import UpdateRefused, apply_update
 from town.authoring.scaffold import new_town, next_steps, refuse_existing, write_files
 from town.authoring.summary import summary_lines
+from town.llm.chain import think_with
 from town.llm.client import open_client
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain
-from town.llm.usage import UsageTally
+from town.llm.port import Brain, OfflineBrain
+from town.llm.usage import TokenBudget, UsageTally
 from town.tick.engine import until_unchanged
 from town.world.load import load_town
 from town.world.persona import PersonaError, TownSpec
@@ -88,10 +87,13 @@ def _draft_brain(
         settings.llm_timeout_s,
         max_retries=settings.llm_max_attempts - 1,
     )
-    gateway = LLMGateway(
-        client, model=settings.llm_model, usage=tally, fallback=fallback, concurrency=1
+    spent = tally if tally is not None else UsageTally()
+    budget = TokenBudget(settings.daily_token_budget or None, lambda: spent.total_tokens)
+    # one piece at a time: each builds on the last
+    brain, _handles = think_with(
+        client, settings.llm_model, usage=spent, budget=budget, offline=fallback
     )
-    return gateway, f"LLM {settings.llm_model}"
+    return brain, f"LLM {settings.llm_model}"
 
 
 @town_app.command("draft")

@@ -26,7 +26,6 @@ from bot.runtime.settings import SettingsError
 from bot.runtime.towns import RunSummary, open_town, target_time
 from bot.runtime.towns import simulate as run_simulation
 from town.inputs import admin, query, visitor
-from town.llm.report import status_lines
 from town.outbox import audit
 from town.store.usage import DailyTokenBudget
 from town.tick.engine import Engine, TickReport, until_unchanged
@@ -83,7 +82,7 @@ def simulate(
                     )
                     raise typer.Exit(130) from None
             _print_summary(summary, path)
-            if answers := status_lines(opened.engine.brain):  # by the model and by the fallback
+            if answers := opened.engine.llm.status_lines():  # the server; who made the answers
                 out.print("\n".join(answers), highlight=False)
         finally:
             opened.services.close()  # the last index writes too

@@ -17,14 +17,11 @@ from bot.runtime.consent import Consent
 from town.authoring import living
 from town.features.coaching.feedback import feedback
 from town.inputs import admin, query, visitor
-from town.llm.gateway import MODE_LLM
-from town.llm.port import Brain
-from town.llm.report import status_lines
+from town.llm.chain import Handles
 from town.store.usage import DailyTokenBudget, StoredUsage
 from town.tick.engine import Engine, TownChanged, until_unchanged
 from town.views import places
 
-OFFLINE_LABEL = "offline brain (deterministic, no LLM)"
 MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
 SECONDS_REALTIME = 60.0
 ECHO = 40  # characters of an unknown command echoed back (a pasted essay is not)
@@ -176,7 +173,7 @@ class Commands:
         lines = [
             f"{c.usage} - {c.help}" for c in self.table.values() if caller.is_admin or not c.admin
         ]
-        lines.append(f"The residents are AI personas. Brain: {thinking(self.engine.brain).label}")
+        lines.append(f"The residents are AI personas. Brain: {thinking(self.engine.llm).label}")
         return Reply("\n".join(lines), True)
 
     async def _reload(self, caller: Caller, args: list[str]) -> Reply:
@@ -323,22 +320,17 @@ class Commands:
             f"Clock: {seen.clock:%A %Y-%m-%d %H:%M}"
             + (" (paused)" if seen.paused else f", {seen.minutes_per_tick} min a tick"),
             f"Residents awake: {awake} of {len(people)}",
-            f"Brain: {thinking(self.engine.brain).label}",
+            f"Brain: {thinking(self.engine.llm).label}",
         ]
         if self.usage is not None:
             calls, tokens = self.usage.totals_today()
             lines.append(f"LLM today: {calls:,} calls, {tokens:,} tokens")
-        budget = self.budget
-        found: object = self.engine.brain
-        while found is not None:  # the budget the LLM gateway obeys, through any wrapper
-            obeyed = getattr(found, "budget", None)
-            if isinstance(obeyed, DailyTokenBudget):
-                budget = obeyed
-                break
-            found = getattr(found, "inner", None)
-        if budget is not None:
+        budget = self.engine.llm.budget
+        if isinstance(budget, DailyTokenBudget):  # the budget the town's LLM calls obey
             lines.append(budget.describe())
-        lines.extend(status_lines(self.engine.brain))  # answers by the model and by the fallback
+        elif self.budget is not None:
+            lines.append(self.budget.describe())
+        lines.extend(self.engine.llm.status_lines())  # the server, answers by who made them
         lines.extend(line for line in (self.consent.status_line(),) if line)
         extra = self.extra_status() if self.extra_status is not None else ""
         if extra:
@@ -346,16 +338,9 @@ class Commands:
         return Reply("\n".join(lines), True)
 
 
-def thinking(brain: Brain) -> Thinking:
-    """Who thinks for the residents, through any wrapper: the offline brain (none configured),
-    or the LLM gateway's model and, while it is out of use, why (``"llm:gpt-4o-mini (offline
-    (budget spent))"``: the offline brain answers meanwhile)."""
-    inner = getattr(brain, "inner", None)
-    if inner is not None:
-        return thinking(inner)
-    if brain.name == "offline":
-        return Thinking(OFFLINE_LABEL, True)
-    mode = getattr(brain, "mode", None)
-    if mode is None or mode == MODE_LLM:
-        return Thinking(brain.name, False)
-    return Thinking(f"{brain.name} ({mode})", True)
+def thinking(handles: Handles) -> Thinking:
+    """Who thinks for the residents: the offline brain (none configured), or the model and,
+    while it is out of use, why (``"llm:gpt-4o-mini (offline (budget spent))"``: the offline
+    brain answers meanwhile)."""
+    label, offline = handles.label()
+    return Thinking(label, offline)

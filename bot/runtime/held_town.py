@@ -56,9 +56,19 @@ def open_held_town(
     folder = town.scenario or town.name
     spec = town_spec(town)  # as the last live update applied it, else the folder
     services = own_streams(shared)
-    brain, usage = build_brain(settings, shared.store, town_id, shared.embedder)
+    brain, handles, usage = build_brain(
+        settings, shared.store, town_id, shared.embedder, shared.servers
+    )
     brain = moderated(brain, settings, folder, shared.store, town_id)
-    engine = Engine(shared.store, spec, brain, services.stream, town_id, after_commit=usage.flush)
+    engine = Engine(
+        shared.store,
+        spec,
+        brain,
+        services.stream,
+        town_id,
+        after_commit=usage.flush,
+        llm=handles,
+    )
     if tick_lock is not None:
         engine.lock = tick_lock
     plug_in(engine, folder)  # the mock interview, in a town with interview rooms
@@ -72,8 +82,11 @@ async def found_named_town(shared: Services, settings: Settings, name: str) -> T
     services = own_streams(shared)
     try:
         spec = load_town(name)
-        brain, _usage = build_brain(settings, shared.store, 0)
+        brain, _handles, usage = build_brain(settings, shared.store, None, servers=shared.servers)
         town = await found_town(shared.store, spec, name, brain, services.stream, persona=name)
+        assert town.id is not None
+        usage.founded(town.id)  # the founding's calls count against the town's budget
+        usage.flush()
     except (TownExists, IntegrityError):
         return None
     log.info("founded town %r from the persona folder %r", name, name)

@@ -27,7 +27,6 @@ from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
-from town.llm.report import offline_for_pace
 from town.outbox import audit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget
@@ -202,7 +201,7 @@ class TownRuntime:
         return list(self.commands.table)
 
     def thinking(self) -> Thinking:
-        found = thinking(self.engine.brain)
+        found = thinking(self.engine.llm)
         behind = self.clock_behind()
         return replace(found, behind=behind) if behind else found
 
@@ -210,7 +209,7 @@ class TownRuntime:
         """How far the clock is behind its pace lately, and which tasks went offline today to
         keep it ("" while it keeps its pace)."""
         pct = self.keeper.clock_behind_pct(self.town_id) if self.keeper is not None else None
-        kept = offline_for_pace(self.engine.brain)
+        kept = self.engine.llm.report.offline_for_pace()
         said = f"clock {pct:.0f}% behind its pace" if pct else ""
         if kept:
             tasks = ", ".join(f"{task} {n}" for task, n in kept.items())

@@ -50,7 +50,6 @@ from sqlmodel import col, select
 
 from bot.runtime.missed_time import MadeUp, Pace, Ticking, make_up, make_up_missed, span
 from bot.runtime.settings import Settings
-from town.llm.urgency import keep_pace
 from town.store.db import Store
 from town.store.models import Town
 
@@ -190,7 +189,7 @@ class Timekeeper:
     def _set_job(self, live: LiveTown, pace: Pace) -> None:
         """Made if missing, made again for a new interval, paused or resumed with the town."""
         keeping = self.settings.llm_pace == "keep" and not pace.paused
-        keep_pace(live.ticking.engine.brain, pace.tick_seconds if keeping else None)
+        live.ticking.engine.llm.keep_pace(pace.tick_seconds if keeping else None)
         jid = job_id(live.ticking.town_id)
         job = self.scheduler.get_job(jid)
         if job is None or job.trigger.interval != timedelta(seconds=pace.tick_seconds):

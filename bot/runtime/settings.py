@@ -79,7 +79,19 @@ class Settings(BaseSettings):
     llm_max_attempts: int = Field(
         4, ge=1, le=10, description="Tries per call: the openai client retries 429/5xx/timeouts."
     )
-    llm_concurrency: int = Field(8, ge=1, le=256, description="LLM calls in flight at once.")
+    llm_concurrency: int = Field(
+        8, ge=1, le=256, description="The most LLM calls in flight at once, whatever the server."
+    )
+    llm_slots: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description="Calls the LLM server answers at once, when it does not say (llama.cpp's "
+        "/props does): default 1 on this machine or a private network, else llm_concurrency.",
+    )
+    llm_priority: bool = Field(
+        False, description="Send each call's urgency as vLLM's priority (--scheduling-policy)."
+    )
     llm_pace: Literal["keep", "wait"] = Field(
         "keep",
         description="keep: when the LLM cannot keep up with the ticks, importance ratings and "

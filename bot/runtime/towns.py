@@ -13,11 +13,11 @@ from sqlmodel import select
 
 from bot.runtime.consent import moderated, replay_paths
 from bot.runtime.settings import Settings
-from bot.runtime.wiring import Services, build_brain, model_of
+from bot.runtime.wiring import Services, build_brain
 from town.authoring.living import town_spec
 from town.features.coaching.room import plug_in
 from town.features.consent.forget import finish_pending
-from town.outbox.events import TownEvent, speaking_models
+from town.outbox.events import TownEvent
 from town.store.models import Town
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine, TickReport
@@ -53,23 +53,33 @@ async def open_town(
             raise LookupError(f"no town named {name!r}: run `bottown simulate --town {name}` first")
         folder = persona or name
         spec = load_town(folder)
-        brain, usage = build_brain(settings, services.store, 0)
+    else:
+        folder = town.scenario or name
+        spec = town_spec(town)  # as the last live update applied it, else the folder
+    # one brain from the founding on: the founding's calls count against the town's budget
+    brain, handles, usage = build_brain(
+        settings, services.store, town.id if town else None, services.embedder, services.servers
+    )
+    if town is None:
         town = await found_town(
             services.store, spec, name, brain, services.stream, persona=folder, start=start
         )
         founded = True
-    else:
-        folder = town.scenario or name
-        spec = town_spec(town)  # as the last live update applied it, else the folder
     assert town.id is not None
-    brain, usage = build_brain(settings, services.store, town.id, services.embedder)
+    usage.founded(town.id)
+    usage.flush()
     brain = moderated(brain, settings, folder, services.store, town.id)
-    if founded:
-        usage.flush()
-    engine = Engine(services.store, spec, brain, services.stream, town.id, after_commit=usage.flush)
+    engine = Engine(
+        services.store,
+        spec,
+        brain,
+        services.stream,
+        town.id,
+        after_commit=usage.flush,
+        llm=handles,
+    )
     plug_in(engine, folder)  # the mock interview, in a town with interview rooms
     await finish_pending(engine, replay_paths(settings.data_dir))  # forgets a crash cut short
-    speaking_models(services.store.engine, town.id, model_of(settings, brain))  # ratings
     return OpenTown(services, engine, usage, town, founded)
 
 

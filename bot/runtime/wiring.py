@@ -12,17 +12,18 @@ from sqlmodel import func, select
 from bot.runtime.settings import Settings
 from town.features.ratings.split import SplitBrain
 from town.inputs.unit import resident_named
+from town.llm.chain import Handles, Servers, compose
 from town.llm.client import open_client, open_sync_client
 from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
 from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain
+from town.llm.port import Brain, OfflineBrain
+from town.llm.slots import default_slots
+from town.llm.usage import Holds
 from town.memory.embedding_queue import embedding_executor, flush_queues
 from town.memory.minilm import MiniLMEmbedder
 from town.memory.retrieval import RetrievalWeights
 from town.memory.stream import MemoryStream
 from town.memory.vectors import ChromaIndex
-from town.outbox.events import ModelOf
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -48,34 +49,42 @@ def _api_key(settings: Settings) -> str:
 
 
 def build_brain(
-    settings: Settings, store: Store, town_id: int, embedder: Embedder | None = None
-) -> tuple[Brain, StoredUsage]:
-    """The configured LLM behind the gateway, or the offline brain when no LLM is configured
-    (hearing visitors' lines with ``embedder``, the town's, when given).
-
-    The usage tally is returned beside it: flush it after each unit of work that used the brain.
-    """
+    settings: Settings,
+    store: Store,
+    town_id: int | None,
+    embedder: Embedder | None = None,
+    servers: Servers | None = None,
+) -> tuple[Brain, Handles, StoredUsage]:
+    """The town's brain, composed once here (:func:`town.llm.chain.compose`): the configured
+    LLM behind the fallback and the report, or the offline brain when no LLM is configured
+    (hearing visitors' lines with ``embedder``, the town's, when given). Its handles
+    (:class:`Handles`) and its usage tally are returned beside it: flush the tally after each
+    unit of work that used the brain. ``town_id`` None: a town being founded (the tally is told
+    its id once it has one, :meth:`StoredUsage.founded`). ``servers`` holds one pacer per server,
+    shared by every town and model that calls it (a fresh one by default)."""
     usage = StoredUsage(store, town_id)
+    offline = OfflineBrain(embedder)
     if not settings.uses_llm:
-        return OfflineBrain(embedder), usage
+        return (*compose((), offline=offline), usage)
     budget = DailyTokenBudget(
         usage, settings.daily_token_budget, limit_calls=settings.daily_call_budget
     )
-    gateway = _gateway(settings, settings.llm_base_url, settings.llm_model, usage, budget)
+    holds = Holds(budget)
+    servers = servers if servers is not None else Servers()
+    first = _gateway(settings, settings.llm_base_url, settings.llm_model, holds, servers)
     if not settings.llm_model_b:
-        return gateway, usage
+        return (*compose([first], offline=offline, usage=usage, budget=budget), usage)
     base_url_b = settings.llm_base_url_b or settings.llm_base_url
-    second = _gateway(settings, base_url_b, settings.llm_model_b, usage, budget)
-    first_model = (settings.llm_model, gateway)
-    return SplitBrain(first_model, (settings.llm_model_b, second), by=settings.ab_split), usage
+    second = _gateway(settings, base_url_b, settings.llm_model_b, holds, servers)
+    split = SplitBrain((first.model, first), (second.model, second), by=settings.ab_split)
+    brain, handles = compose(
+        [first, second], offline=offline, usage=usage, budget=budget, split=split
+    )
+    return brain, handles, usage
 
 
 def _gateway(
-    settings: Settings,
-    base_url: str | None,
-    model: str,
-    usage: StoredUsage,
-    budget: DailyTokenBudget,
+    settings: Settings, base_url: str | None, model: str, holds: Holds, servers: Servers
 ) -> LLMGateway:
     client = open_client(
         base_url,
@@ -83,18 +92,14 @@ def _gateway(
         settings.llm_timeout_s,
         max_retries=settings.llm_max_attempts - 1,
     )
+    slots = settings.llm_slots or default_slots(base_url, settings.llm_concurrency)
     return LLMGateway(
-        client, model=model, usage=usage, budget=budget, concurrency=settings.llm_concurrency
+        client,
+        model=model,
+        pacer=servers.pacer(base_url, slots, settings.llm_timeout_s, settings.llm_concurrency),
+        holds=holds,
+        priority=settings.llm_priority,
     )
-
-
-def model_of(settings: Settings, brain: Brain) -> ModelOf:
-    """Which model makes each resident's words, as the town records them: the A/B split's
-    answer, the one LLM's name, or "offline"."""
-    if isinstance(brain, SplitBrain):
-        return brain.model_of
-    name = settings.llm_model if settings.uses_llm else "offline"
-    return lambda resident: name
 
 
 @dataclass
@@ -107,6 +112,7 @@ class Services:
     index: ChromaIndex
     # one worker thread computes embeddings, so the event loop is not blocked by them
     executor: ThreadPoolExecutor = field(default_factory=embedding_executor)
+    servers: Servers = field(default_factory=Servers)  # one pacer per LLM server
     _streams: dict[int, MemoryStream] = field(default_factory=dict)
 
     @classmethod

@@ -12,8 +12,7 @@ from aiohttp import web
 
 from standins.llm.server import make_app
 from standins.llm.state import STATE
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import I, R
+from town.llm.port import I, OfflineBrain, R
 from town.llm.schemas import UtterResult
 from town.llm.tasks import Task
 

@@ -136,7 +136,7 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
     spoken = wire.speech_inputs(body) if task is None else None
     state.by_task[task.name if task else spoken[0].name if spoken else "unknown"] += 1
     content, refused = _answer(state, task, body)
-    streamed = body.get("stream") is True
+    streamed = body.get("stream") is True and not state.ignores_stream
     if state.latency_s > 0 and not streamed:  # (a stream's chunks are spread over it)
         await sleep_until(began + state.latency_s)
     fault = state.next_fault()
@@ -207,11 +207,13 @@ def _answer(
     if task is None and (spoken := wire.speech_inputs(body)) is not None:
         answer = state.brain.answer(*spoken)
         return str(getattr(answer, "text", None) or getattr(answer, "answer", "")), None
+    if task is None and (schema := wire.schema_of(body)) is not None:
+        return json.dumps(wire.least(schema)), None  # a task it does not know: by its schema
     if task is None:
         return "", _error(
             400,
-            "Unknown task: name the json_schema after a task, or put a "
-            "'TASK: <name>' line in the system message.",
+            "Unknown task: name the json_schema after a task, put a 'TASK: <name>' line in "
+            "the system message, or send its schema as the response format.",
             "invalid_request_error",
         )
     try:
@@ -273,10 +275,12 @@ def make_app(
     model: str = MODEL,
     slots: int = 0,
     overrun_tokens: int = 0,
+    ignores_stream: bool = False,
 ) -> web.Application:
     """The fake server's application (``hang_s``: how long a "hang" fault lasts at most;
     ``slots``: completions answered at once, 0 for no limit; ``overrun_tokens``: the length of
-    every reply, past any ``max_tokens``, 0 to keep replies as they are)."""
+    every reply, past any ``max_tokens``, 0 to keep replies as they are; ``ignores_stream``: a
+    streamed request is answered with the whole body, as some proxies and small servers do)."""
     if not 0 <= fault_rate <= 1:
         raise ValueError("fault_rate must be between 0 and 1")
     if slots < 0 or overrun_tokens < 0:
@@ -291,6 +295,7 @@ def make_app(
         model,
         slots,
         overrun_tokens,
+        ignores_stream,
     )
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/embeddings", embeddings)

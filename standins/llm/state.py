@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from standins.llm import wire
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 
 MODEL = "bottown-fake"
 LAST_REQUESTS = 50
@@ -31,6 +31,7 @@ class FakeState:
     model: str
     slots: int = 0
     overrun_tokens: int = 0
+    ignores_stream: bool = False  # a streamed request is answered with the whole body
     brain: OfflineBrain = field(default_factory=OfflineBrain)
     queue: deque[str] = field(default_factory=deque)
     by_task: Counter[str] = field(default_factory=Counter)

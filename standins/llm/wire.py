@@ -55,9 +55,9 @@ OVERRUN_TOKENS = 12_513
 RANDOM_FAULTS = ("429", "500", "malformed", "wrong_shape")
 """The transient faults drawn at random with ``fault_rate``."""
 
-KNOWN_TASKS = {**TASKS, **EXPERIMENT_TASKS, **COACHING_TASKS, **DRAFT_TASKS}
-"""Every task the server answers: the town's, the experiments', the features' and the town
-drafts' (``bottown town draft``)."""
+KNOWN_TASKS = {t.name: t for t in (*TASKS, *EXPERIMENT_TASKS, *COACHING_TASKS, *DRAFT_TASKS)}
+"""Every task the server answers, as the wire names it: the town's, the experiments', the
+features' and the town drafts' (``bottown town draft``)."""
 _TASK_LINE = re.compile(rf"^{re.escape(TASK_LINE)}(\w+)\s*$", re.MULTILINE)
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -97,6 +97,41 @@ def task_of(body: dict[str, Any]) -> Task[Any, Any] | None:
             if found and found.group(1) in KNOWN_TASKS:
                 return KNOWN_TASKS[found.group(1)]
     return None
+
+
+def schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request asks its reply to match (json_schema or json_object mode)."""
+    response_format = body.get("response_format")
+    if not isinstance(response_format, dict):
+        return None
+    found = response_format.get("schema")
+    if response_format.get("type") == "json_schema":
+        named = response_format.get("json_schema")
+        found = named.get("schema") if isinstance(named, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def least(schema: Any) -> Any:
+    """The smallest value ``schema`` allows (its first choice, its fewest items): the fake's
+    answer to a task it does not know, as a grammar engine would hold a model to the schema."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "anyOf" in schema:
+        options = [o for o in schema["anyOf"] if isinstance(o, dict)]
+        return least(next((o for o in options if o.get("type") != "null"), {"type": "null"}))
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {name: least(props[name]) for name in schema.get("required", list(props))}
+    if kind == "array":
+        return [least(schema.get("items")) for _ in range(int(schema.get("minItems", 0)))]
+    if kind == "string":
+        return "ok".ljust(int(schema.get("minLength", 0)), "k")
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    return False if kind == "boolean" else None
 
 
 def inputs_of(task: Task[Any, Any], body: dict[str, Any]) -> BaseModel:

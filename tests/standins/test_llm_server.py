@@ -18,8 +18,10 @@ from standins.llm import server
 from standins.llm.server import make_app, running
 from standins.llm.wire import embed
 from tests.helpers import SAMPLES
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 from town.llm.tasks import EMOJI, INPUT_MARKER, PLAN_DAY, TASKS
+
+BY_NAME = {task.name: task for task in TASKS}
 
 
 @pytest.fixture
@@ -35,7 +37,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 def chat_body(name: str, *, schema: bool = True) -> dict[str, Any]:
-    task = TASKS[name]
+    task = BY_NAME[name]
     messages = task.render(task.input_model.model_validate(SAMPLES[name]))
     response_format: dict[str, Any] = {"type": "json_object"}
     if schema:
@@ -294,7 +296,7 @@ async def test_an_overrun_reply_runs_past_max_tokens(url: str, http: aiohttp.Cli
 async def test_speech_asked_as_plain_text_is_answered_as_plain_text(
     url: str, http: aiohttp.ClientSession, name: str
 ) -> None:
-    task = TASKS[name]
+    task = BY_NAME[name]
     inputs = task.input_model.model_validate(SAMPLES[name])
     body = {"model": "m", "messages": task.render(inputs), "stop": ["\n"], "max_tokens": 96}
     async with http.post(f"{url}/chat/completions", json=body) as response:

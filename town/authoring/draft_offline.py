@@ -7,6 +7,7 @@ import hashlib
 import re
 
 from town.authoring import draft_schemas as d
+from town.llm.offline.hearing import Hearing
 from town.world.persona import MIN_SEED_PHRASES
 
 _COMMON_WORDS = """about above after again against along also among another around because been
@@ -77,7 +78,7 @@ def _pick(seed: str, count: int) -> int:
     return int(hashlib.sha256(seed.encode()).hexdigest(), 16) % count
 
 
-def draft_outline(inputs: d.DraftOutlineInput) -> d.DraftOutlineResult:
+def draft_outline(inputs: d.DraftOutlineInput, hearing: Hearing) -> d.DraftOutlineResult:
     words = nouns(inputs.description)
     phrases = noun_phrases(inputs.description)
     town = phrases[0] if phrases else f"{words[0]} Town"
@@ -95,7 +96,7 @@ def draft_outline(inputs: d.DraftOutlineInput) -> d.DraftOutlineResult:
     )
 
 
-def draft_place(inputs: d.DraftPlaceInput) -> d.DraftPlaceResult:
+def draft_place(inputs: d.DraftPlaceInput, hearing: Hearing) -> d.DraftPlaceResult:
     if inputs.homes:
         homes = [
             d.DraftSubArea(name=f"home {n + 1}", objects=[d.DraftObject(name="bed", state="made")])
@@ -120,7 +121,7 @@ def _job(workplace: str) -> str:
     return f"keeper of the {workplace.split(': ')[0]}" if workplace else "a resident"
 
 
-def draft_resident(inputs: d.DraftResidentInput) -> d.DraftResidentResult:
+def draft_resident(inputs: d.DraftResidentInput, hearing: Hearing) -> d.DraftResidentResult:
     start, n = _pick(inputs.description, len(_FIRST)), len(inputs.drafted)
     names = (
         f"{_FIRST[(start + k) % len(_FIRST)]} {_LAST[(start + k) % len(_LAST)]}"
@@ -172,7 +173,7 @@ def routine_filled(person: d.DraftResidentResult) -> list[str]:
     return routine + _routine(person.workplace)[len(routine) : ROUTINE_STEPS]
 
 
-def draft_scenario(inputs: d.DraftScenarioInput) -> d.DraftScenarioResult:
+def draft_scenario(inputs: d.DraftScenarioInput, hearing: Hearing) -> d.DraftScenarioResult:
     host = inputs.residents[0]
     place = inputs.areas[0]
     word = nouns(inputs.description)[0].lower()

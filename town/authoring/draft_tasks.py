@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import string
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from importlib import resources
-from types import MappingProxyType
 from typing import Any
 
 from town.authoring import draft_offline as offline
 from town.authoring import draft_schemas as d
 from town.llm.shapes import Schema
-from town.llm.task import I, R, Task
+from town.llm.task import I, Offline, R, Task
 from town.llm.tasks import make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
@@ -106,7 +105,7 @@ def _task(
     role: str,
     shaper: Callable[[I, Schema], None],
     check: Callable[[I, R], R] | None = None,
-    answer: Callable[[I], R] | None = None,
+    answer: Offline[I, R] | None = None,
 ) -> Task[I, R]:
     task = make_task(name, inputs, result, role, offline=answer, shaper=shaper, prompts=PROMPTS)
     return task if check is None else dataclasses.replace(task, check=check)
@@ -149,7 +148,9 @@ DRAFT_SCENARIO = _task(
     offline.draft_scenario,
 )
 
-DRAFT_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
-    {t.name: t for t in (DRAFT_OUTLINE, DRAFT_PLACE, DRAFT_RESIDENT, DRAFT_SCENARIO)}
+DRAFT_TASKS: tuple[Task[Any, Any], ...] = (
+    DRAFT_OUTLINE,
+    DRAFT_PLACE,
+    DRAFT_RESIDENT,
+    DRAFT_SCENARIO,
 )
-"""The draft tasks by name (read-only)."""

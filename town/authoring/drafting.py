@@ -25,8 +25,7 @@ from town.authoring import draft_offline as offline
 from town.authoring import draft_schemas as d
 from town.authoring import toml_text
 from town.authoring.draft_tasks import DRAFT_OUTLINE, DRAFT_PLACE, DRAFT_RESIDENT, DRAFT_SCENARIO
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain
+from town.llm.port import Brain, OfflineBrain
 from town.llm.task import I, R, Task
 from town.world.load import load_town
 from town.world.persona import (
@@ -176,7 +175,7 @@ class _Drafter:
             repair=self._repair(problems, self.town),
         )
         town = await self._ask("the outline", DRAFT_OUTLINE, inputs)
-        self.town = self._distinct(town, offline.draft_outline(inputs))
+        self.town = self._distinct(town, OfflineBrain().answer(DRAFT_OUTLINE, inputs))
 
     def _distinct(
         self, town: d.DraftOutlineResult, spare: d.DraftOutlineResult

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from town.llm.made import made_by
 from town.llm.port import Brain
 from town.llm.schemas import Utterance, UtterInput
 from town.llm.tasks import UTTER
@@ -145,9 +146,10 @@ async def answer(
     talk: Thread,
     now: datetime,
     recalled: Recalled,
-) -> str:
+) -> tuple[str, str]:
     """The resident's answer to the visitor's ``words``: what it ``recall``ed, the thread so
-    far, then one ``utter`` call (made holding nothing)."""
+    far, then one ``utter`` call (made holding nothing). The words, and who made them (the
+    model, or the offline brain and why: :mod:`town.llm.made`)."""
     history = talk.said or [Utterance(speaker=visitor, text=words)]
     if history[-1].text != words or history[-1].speaker != visitor:
         history = [*history, Utterance(speaker=visitor, text=words)]
@@ -165,7 +167,7 @@ async def answer(
         ),
         resident=resident.name,
     )
-    return clean_text(reply.text, 1000)
+    return clean_text(reply.text, 1000), made_by(reply)
 
 
 def situation(resident: Responder, now: datetime) -> str:

@@ -176,7 +176,7 @@ def _hear(engine: Engine, visit: Visit, rate: VisitorRateLimit | None) -> _Heard
             )
             for r in chat.responders(words, present, heard.thread, visit.replying_to)
         ]
-        if urgency.server_busy(engine.brain):  # a busy server: one answer, and sooner
+        if engine.llm.server_busy():  # a busy server: one answer, and sooner
             heard.answering = heard.answering[:1]
         since = clock - timedelta(minutes=NOTICE_AGAIN_MIN)
         if not heard.answering and not chatlog.told_since(
@@ -224,10 +224,10 @@ async def _compose(
     # wait for the model no longer than about a call's time, then the offline brain answers
     everyone = urgency.to_everyone() if not heard.addressee else contextlib.nullcontext()
     with everyone:
-        text = await chat.answer(
+        text, made_by = await chat.answer(
             engine.brain, resident, visitor, words, heard.thread, heard.clock, recalled
         )
-    data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji}
+    data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji, "model": made_by}
     return TownEvent("said", area, heard.clock, resident.name, text, data)
 
 

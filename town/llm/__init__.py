@@ -7,8 +7,7 @@ every :class:`Brain`: the :class:`LLMGateway`, the :class:`OfflineBrain` or a
 """
 
 from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain, ScriptedBrain, ScriptedCall
+from town.llm.port import Brain, OfflineBrain, ScriptedBrain, ScriptedCall
 from town.llm.tasks import (
     CHOOSE_LOCATION,
     DECOMPOSE,

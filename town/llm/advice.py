@@ -8,7 +8,7 @@ import re
 API_KEY_SETTING = "BOTTOWN_LLM_API_KEY"
 MODEL_SETTING = "BOTTOWN_LLM_MODEL"
 BASE_URL_SETTING = "BOTTOWN_LLM_BASE_URL"
-CONCURRENCY_SETTING = "BOTTOWN_LLM_CONCURRENCY"
+SLOTS_SETTING = "BOTTOWN_LLM_SLOTS"
 TIMEOUT_SETTING = "BOTTOWN_LLM_TIMEOUT_S"
 
 CONTEXT_FULL = re.compile(r"context (window|length)|maximum context|n_ctx", re.IGNORECASE)
@@ -33,12 +33,12 @@ def refused(status: int, model: str) -> str:
     )
 
 
-def timeouts(in_flight: int, timeout_s: float) -> str:
+def timeouts(slots: int, timeout_s: float) -> str:
     return (
-        f"LLM calls time out even {in_flight} at a time (timeout now {timeout_s:.0f} s): the "
-        f"server is too slow for this town or hangs; the offline brain answers for "
-        f"{timeout_s:.0f} s, then the LLM is asked again; raise {TIMEOUT_SETTING} or lower "
-        f"{CONCURRENCY_SETTING}"
+        f"LLM calls time out, {slots} at a time (timeout now {timeout_s:.0f} s): the server is "
+        f"too slow for this town or hangs; the offline brain answers for {timeout_s:.0f} s, then "
+        f"the LLM is asked again; raise {TIMEOUT_SETTING}, or set {SLOTS_SETTING} to the calls "
+        "the server answers at once"
     )
 
 

@@ -1,24 +1,30 @@
-"""``bottown llm check``: one small request to the configured LLM in each structured-output mode,
-and a plain verdict: the mode the town will use and why, or the setting to fix (the client's own
-error classes read here, in town.llm, where the openai client lives)."""
+"""``bottown llm check``: the calls the town makes, through the chain the town thinks with, and a
+plain verdict: the share of the town's thoughts the model would answer, by task, the mode and
+pace the server takes, or the setting to fix (never the key).
+
+The probes are the town's own tasks on small inputs: an importance rating, a reaction, a day plan
+(its most demanding schema), emoji and a line of talk, each sent as the town sends it (streamed,
+in the structured-output mode the server takes, the speech cleaned), so what the check says is
+what the town will get: a server that ignores ``stream`` and answers a whole body, or one that
+takes no ``json_schema``, is read as the town reads it.
+"""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import openai
+from pydantic import BaseModel
 
-from town.llm import formats
+from town.llm import schemas as s
+from town.llm.chain import Handles, think_with
 from town.llm.client import open_client
-from town.llm.lenient import NoJSON
-from town.llm.replies import read_reply
-from town.llm.schemas import RateImportanceInput
-from town.llm.shapes import max_tokens_for
-from town.llm.tasks import RATE_IMPORTANCE
+from town.llm.formats import WHY
+from town.llm.task import Task
+from town.llm.tasks import EMOJI, PLAN_DAY, RATE_IMPORTANCE, REACT, UTTER
+from town.llm.usage import UsageTally
 
-PROBE = RateImportanceInput(
+PROBE = s.RateImportanceInput(
     resident="Isabella Rodriguez",
     observations=[
         "Isabella Rodriguez is opening Hobbs Cafe",
@@ -26,113 +32,122 @@ PROBE = RateImportanceInput(
         "Klaus Mueller asks Isabella to help him move house",
     ],
 )
-"""The check's question: three observations to rate, so a valid reply shows the server holds a
+"""The first question: three observations to rate, so a valid reply shows the server holds a
 model to an exact count and a range (one score each, 1 to 10)."""
+PROBES: tuple[tuple[Task[Any, Any], BaseModel], ...] = (
+    (RATE_IMPORTANCE, PROBE),
+    (
+        REACT,
+        s.ReactInput(
+            resident="Isabella Rodriguez",
+            current_action="serving coffee at the counter",
+            observation='Alice (a visitor) says: "Hi Isabella, what time does the party start?"',
+            relationship="Isabella does not know Alice yet.",
+            context=["Isabella is hosting a Valentine's Day party at Hobbs Cafe, 5-7 pm."],
+            present=["Klaus Mueller"],
+        ),
+    ),
+    (
+        PLAN_DAY,
+        s.PlanDayInput(
+            resident="Isabella Rodriguez",
+            summary="Isabella Rodriguez owns Hobbs Cafe and is planning a Valentine's party.",
+            yesterday="Isabella opened the cafe and told regulars about the party.",
+            date="Tuesday February 14, 2023",
+            wake_time="06:00",
+            routine=["07:00 open Hobbs Cafe", "13:00 have lunch", "20:00 close the cafe"],
+            places=["Hobbs Cafe", "Isabella Rodriguez's apartment", "Johnson Park"],
+        ),
+    ),
+    (EMOJI, s.EmojiInput(action="brewing coffee and serving pastries")),
+    (
+        UTTER,
+        s.UtterInput(
+            speaker="Isabella Rodriguez",
+            listener="Klaus Mueller",
+            speaker_summary="Isabella Rodriguez is the friendly owner of Hobbs Cafe.",
+            relationship="Klaus is a regular at the cafe.",
+            memories=["Isabella is planning a Valentine's Day party at Hobbs Cafe"],
+            location="Hobbs Cafe",
+        ),
+    ),
+)
+MOSTLY = 0.5
+"""The check fails when the model would answer less than this share of the town's thoughts."""
+
+FIXES = {
+    "API key rejected": "the server rejected the API key: check BOTTOWN_LLM_API_KEY",
+    "model not found": (
+        "the server has no model {model!r}: check BOTTOWN_LLM_MODEL (for Ollama: `ollama pull "
+        "<model>` first) and that BOTTOWN_LLM_BASE_URL ends in /v1"
+    ),
+    "no reply": "cannot reach {where}: is the server running? check BOTTOWN_LLM_BASE_URL",
+    "timeout": (
+        "{where} did not answer within {timeout:g} s: raise BOTTOWN_LLM_TIMEOUT_S for a slow "
+        "local model"
+    ),
+    "HTTP 429": "{where} is rate-limiting this key or its quota is spent (429)",
+    "context full": "the server's context window is too small: start it with -c 4096 or more",
+}
+"""For a check the model answered nothing of: what to fix, by the fallback's reason."""
 
 
 @dataclass(frozen=True)
 class Server:
-    """The configured server: its URL (None: the OpenAI API), key, model and timeout."""
+    """The configured server: its URL (None: the OpenAI API), key, model, timeout and the
+    calls it answers at once when it does not say."""
 
     base_url: str | None
     api_key: str
     model: str
     timeout_s: float
+    slots: int = 1
 
 
-class _Fatal(Exception):
-    """The server cannot be used as configured: the message names the setting to fix."""
-
-
-def _fatal(error: openai.APIError, server: Server, where: str) -> _Fatal | None:
-    if isinstance(error, openai.AuthenticationError):
-        return _Fatal(f"{where} rejected the API key (401): check BOTTOWN_LLM_API_KEY")
-    if isinstance(error, openai.PermissionDeniedError):
-        return _Fatal(f"{where} refused access (403): may this key use {server.model}?")
-    if isinstance(error, openai.NotFoundError):
-        return _Fatal(
-            f"{where} has no model {server.model!r} (404): check BOTTOWN_LLM_MODEL "
-            "(for Ollama: `ollama pull <model>` first) and that the URL ends in /v1"
+def verdict(handles: Handles, server: Server, tally: UsageTally) -> tuple[bool, str]:
+    """(the town can use the server, the lines to print) from what the probes got."""
+    where = server.base_url or "the OpenAI API"
+    answers = handles.report.as_json()
+    by_task = answers["answers_by_task"]
+    fallbacks: dict[str, dict[str, int]] = answers["fallbacks_by_task"]
+    model_share = 1.0 - answers["fallback_share"]
+    lines = [f"{server.model} at {where}:"]
+    for task, _inputs in PROBES:
+        reasons = fallbacks.get(task.name, {})
+        said = "by the model" if by_task[task.name]["fallback"] == 0 else "offline"
+        lines.append(f"  {task.name}: {said}" + (f" ({', '.join(reasons)})" if reasons else ""))
+    (gateway,) = handles.models
+    why = {r for found in fallbacks.values() for r in found}
+    if model_share == 0 and len(why) == 1 and (fix := FIXES.get(next(iter(why)))):
+        return False, fix.format(model=server.model, where=where, timeout=server.timeout_s)
+    mode = gateway.response_format_kind
+    lines.append(handles.server_line())
+    lines.append(
+        f"The check made {tally.total.calls} calls and spent {tally.total_tokens:,} tokens."
+    )
+    if model_share < MOSTLY:
+        lines.append(
+            f"LLM reachable, but the model would answer only {model_share:.0%} of the town's "
+            "thoughts: the offline brain would answer most of them; try a larger model "
+            "(BOTTOWN_LLM_MODEL)"
         )
-    if isinstance(error, openai.RateLimitError):
-        return _Fatal(f"{where} is rate-limiting this key or its quota is spent (429)")
-    if isinstance(error, openai.APITimeoutError):
-        return _Fatal(
-            f"{where} did not answer within {server.timeout_s:g} s: raise "
-            "BOTTOWN_LLM_TIMEOUT_S for a slow local model"
-        )
-    if isinstance(error, openai.APIConnectionError):
-        return _Fatal(f"cannot reach {where}: is the server running? check BOTTOWN_LLM_BASE_URL")
-    return None
-
-
-async def _try(client: openai.AsyncOpenAI, server: Server, kind: str, where: str) -> str:
-    """``"ok ..."`` or what went wrong in this mode; raises :class:`_Fatal`."""
-    schema = RATE_IMPORTANCE.schema_for(PROBE)
-    create: Any = client.chat.completions.with_raw_response.create
-    began = time.monotonic()
-    try:
-        raw = await create(
-            model=server.model,
-            messages=formats.wire(RATE_IMPORTANCE.render(PROBE), kind, schema),
-            response_format=formats.response_format(kind, RATE_IMPORTANCE.name, schema),
-            max_tokens=max_tokens_for(schema),
-        )
-    except openai.APIStatusError as error:
-        if formats.rejects_format(error):
-            return f"rejected (HTTP {error.status_code}: {formats.said(error, 200)})"
-        fatal = _fatal(error, server, where)
-        if fatal is not None:
-            raise fatal from None
-        return f"failed (HTTP {error.status_code}: {formats.said(error, 200)})"
-    except openai.APIError as error:
-        fatal = _fatal(error, server, where)
-        raise fatal or _Fatal(f"{where}: {type(error).__name__}") from None
-    seconds = time.monotonic() - began
-    try:
-        reply = read_reply(raw.parse())
-    except ValueError:
-        return "failed (the reply was not JSON)"
-    if reply.problem is not None:
-        return f"failed (the reply was not a chat completion: {reply.problem})"
-    try:
-        RATE_IMPORTANCE.parse(PROBE, reply.content)
-    except NoJSON:
-        return "ignored (the reply held no JSON)"
-    except ValueError:
-        return "answered, but not with a valid reply (the gateway would repair or fall back)"
-    return f"ok (a valid reply in {seconds:.1f} s)"
+        return False, "\n".join(lines)
+    lines.append(
+        f"LLM OK: the model answers {model_share:.0%} of the town's thoughts, in {mode} mode: "
+        f"{WHY[mode]}"
+    )
+    return True, "\n".join(lines)
 
 
 async def check_llm(server: Server) -> tuple[bool, str]:
-    """(the town can use the server, message). The message names the mode the town will use and
-    why, or the setting to fix; it never contains the key."""
-    where = server.base_url or "the OpenAI API"
+    """(the town can use the server, message). The message says which of the town's thoughts
+    the model answers and in which mode, or the setting to fix; it never contains the key."""
     client = open_client(server.base_url, server.api_key, server.timeout_s, max_retries=0)
-    lines = [f"{server.model} at {where}:"]
-    chosen = None
+    tally = UsageTally()
+    brain, handles = think_with(client, server.model, slots=server.slots, usage=tally)
     try:
-        for kind in formats.FORMATS:
-            verdict = await _try(client, server, kind, where)
-            lines.append(f"  {kind}: {verdict}")
-            if verdict.startswith("ok"):
-                chosen = kind
-                break
-    except _Fatal as fatal:
-        return False, str(fatal)
+        for task, inputs in PROBES:
+            await brain.run(task, inputs)
     finally:
         await client.close()
-    if chosen is None:
-        lines.append(
-            "LLM reachable, but no mode gave a valid reply: the offline brain would answer most "
-            "calls; try a larger model (BOTTOWN_LLM_MODEL)"
-        )
-        return False, "\n".join(lines)
-    lines.append(f"LLM OK: the town will use {chosen} mode: {formats.WHY[chosen]}")
-    if chosen != "json_schema":
-        lines.append(
-            "A local server that answers one call at a time (llama.cpp, Ollama's default) is "
-            "best asked with BOTTOWN_LLM_CONCURRENCY=1 or 2; the town also slows down by itself "
-            "when calls time out"
-        )
-    return True, "\n".join(lines)
+    return verdict(handles, server, tally)

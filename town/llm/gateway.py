@@ -3,10 +3,11 @@
 Per thought: render the task's messages, build the task's schema for its inputs, ask
 ``chat.completions.create`` for structured JSON in the mode the server takes
 (:mod:`town.llm.formats`), read the reply leniently and validate it with the task's result
-model, repair once, and otherwise let the offline brain answer (counted by task and reason in
-:attr:`LLMGateway.report`). The openai client retries; the gateway paces the server
-(:mod:`town.llm.pacing`), reserves each call's worst case against the daily budget before sending,
-and counts usage. The town's calls stream, so that a person's call can cut them short
+model, repair once, and otherwise raise :class:`~town.llm.spend.Unusable` with the reason (the
+fallback answers then, :mod:`town.llm.fallback`). The openai client retries; each call waits
+for the server's pacer (:mod:`town.llm.pacing`) and reserves its worst case against the daily
+budget before it is sent, and spends into the thought's :class:`~town.llm.spend.Spend` (recorded
+by :mod:`town.llm.reported`). The town's calls stream, so that a person's call can cut them short
 (:mod:`town.llm.streamed`).
 """
 
@@ -19,25 +20,21 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats, slots, streamed, urgency
+from town.llm import advice, formats, made, slots, streamed, urgency
 from town.llm import report as why
 from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
-from town.llm.offline.brain import OfflineBrain
 from town.llm.pacing import Pacer, WaitedTooLong
-from town.llm.port import Brain
 from town.llm.replies import Reply, problem_of
-from town.llm.report import AnswerReport
 from town.llm.shapes import max_tokens_for
 from town.llm.spend import ExplainedBudget, Spend, Unusable
+from town.llm.spend import current as spending_now
 from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import (
     Budget,
     Hold,
     Holds,
-    NullRecorder,
     Unlimited,
-    UsageRecorder,
     worst_prompt_tokens,
 )
 
@@ -55,9 +52,6 @@ TIMEOUT_ROUNDS = 2
 """Rounds of the client's attempts a call gets when they time out (the pacer slows down between
 them) before the offline brain answers; the server then rests for a timeout's length (calls
 meanwhile are answered offline at once), so a hung server never stalls the town."""
-PACE_SHARES = {"rate_importance": 0.2, "decompose": 0.5}
-"""Tasks answered offline once a call would wait, or has waited, past this share of the tick's
-interval (more urgent calls, a visitor's reply, go ahead): the town keeps its pace."""
 _REPAIR = (
     "Your previous reply could not be used: {problem}. Reply again with only the corrected JSON "
     "object, matching the requested shape."
@@ -65,37 +59,37 @@ _REPAIR = (
 
 
 class LLMGateway:
-    """A :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client (``open_client``),
-    which retries on its own; ``concurrency`` is the most calls in flight (the pacer may allow
-    fewer); ``max_tokens`` replaces each task's own (an experiment's fixed setting)."""
+    """The model's brain: a :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client
+    (``open_client``, which retries on its own) that answers with the model or raises
+    :class:`~town.llm.spend.Unusable` (the fallback wraps it: :mod:`town.llm.fallback`). Its
+    calls go through ``pacer``, the server's (shared by every gateway that calls the same
+    server), and each holds its worst case of ``holds``' budget before it is sent;
+    ``max_tokens`` replaces each task's own (an experiment's fixed setting); with ``priority``,
+    each call carries its urgency as vLLM's ``priority`` field."""
 
     def __init__(
         self,
         client: openai.AsyncOpenAI,
         *,
         model: str,
-        usage: UsageRecorder | None = None,
-        budget: Budget | None = None,
-        fallback: Brain | None = None,
-        concurrency: int = 8,
+        pacer: Pacer | None = None,
+        holds: Holds | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         pace_s: float | None = None,
+        priority: bool = False,
     ) -> None:
         self.name = f"llm:{model}"
+        self._priority = priority  # send each call's urgency as vLLM's ``priority``
         self.pace_s = pace_s  # the tick's interval to keep (None: always wait for the model)
         self.model = model
         self._client = client
         self._temperature = temperature
         self._max_tokens = max_tokens
-        self._usage: UsageRecorder = usage if usage is not None else NullRecorder()
-        self._budget: Budget = budget if budget is not None else Unlimited()
-        self._fallback: Brain = fallback if fallback is not None else OfflineBrain()
-        self.pacer = Pacer(concurrency, seconds_of(client.timeout))
-        self.report = AnswerReport()
+        self.pacer = pacer if pacer is not None else Pacer(8, seconds_of(client.timeout))
+        self._holds = holds if holds is not None else Holds(Unlimited())
         self._format = 0  # the index in FORMATS of the response format asked for
         self._ignored = 0  # replies in a row without JSON in the current format
-        self._holds = Holds(self._budget)
         self._disabled: str | None = None
         self._budget_noted = False
         self._rest_until = 0.0  # monotonic time until which a hung server is left alone
@@ -106,81 +100,53 @@ class LLMGateway:
         """``"llm"``, or why residents use the offline brain (for ``status``)."""
         if self._disabled is not None:
             return self._disabled
-        return MODE_BUDGET_SPENT if self._budget.exhausted() else MODE_LLM
+        return MODE_BUDGET_SPENT if self.budget.exhausted() else MODE_LLM
 
     @property
     def budget(self) -> Budget:
         """The budget this gateway respects (for ``status``)."""
-        return self._budget
+        return self._holds.budget
 
     @property
     def response_format_kind(self) -> str:
         return FORMATS[self._format]
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
-        spend = Spend()
-        result: R | None = None
-        reason: str | None = why.BUDGET
+        """The model's answer, stamped with its name; :class:`Unusable` with the reason when
+        it has none (spent: the budget; behind: the town's pace; the server's failure)."""
         if self._disabled is not None:
             reason = self._disabled.removeprefix("offline (").removesuffix(")")
-        elif self._behind(task.name):
-            reason = why.PACE
-        elif self._usable():
-            try:
-                result = await self._think(task, inputs, spend)
-            except Unusable as error:
-                reason = error.reason
-                if reason == why.BUDGET:
-                    self._note_budget_spent(str(error))
-                elif reason != why.PACE:  # (counted by task, as those sent offline at once)
-                    log.log(
-                        logging.INFO if error.quiet else logging.WARNING,
-                        "LLM gave no usable %s answer (%s); the offline brain answers",
-                        task.name,
-                        error,
-                    )
-            except Exception as error:  # never raise into the town
-                reason = "error"
-                log.warning(
-                    "LLM %s call failed (%s); the offline brain answers",
-                    task.name,
-                    type(error).__name__,
-                    exc_info=log.isEnabledFor(logging.DEBUG),
-                )
-        fallback = result is None
-        if result is None:
-            result = await self._fallback.run(task, inputs, resident=resident)
-        self._usage.record(
-            task.name, resident, spend.calls, spend.prompt_tokens, spend.completion_tokens, fallback
-        )
-        self._holds.release(spend.held)  # recorded: the budget counts it now
-        self.report.answered(task.name, reason if fallback else None)
-        self.report.prompted(spend.prompt_tokens, spend.cached_tokens)
-        if fallback and (warning := self.report.warn_once()) is not None:
-            log.warning("LLM %s", warning)
-        return result
+            raise Unusable(self._disabled, reason, quiet=True)
+        if self._behind(task):
+            raise Unusable("behind the town's pace", why.PACE, quiet=True)
+        if not self._usable():
+            raise Unusable("the daily budget is spent", why.BUDGET, quiet=True)
+        result = await self._think(task, inputs, spending_now())
+        return made.stamp(result, self.model)
 
-    def _behind(self, task: str) -> bool:
+    def _behind(self, task: Task[Any, Any]) -> bool:
         """Whether the calls ahead would make this one wait past its :meth:`patience`."""
         patience = self.patience(task)
-        return patience is not None and self.pacer.expected_wait_s(urgency.of(task)) > patience
+        waited = self.pacer.expected_wait_s(urgency.of(task.urgency))
+        return patience is not None and waited > patience
 
-    def patience(self, task: str) -> float | None:
+    def patience(self, task: Task[Any, Any]) -> float | None:
         """How long a call of ``task`` made now may wait for the server before the offline brain
-        answers it, the town keeping its pace (None: as long as it takes): a share of the tick
-        for ``PACE_SHARES``' tasks, a call's usual time for a reply to words to everyone."""
+        answers it, the town keeping its pace (None: as long as it takes): the task's share of
+        the tick (``Task.pace_share``), a call's usual time for a reply to words to everyone."""
         if self.pace_s is None:
             return None
         if urgency.for_everyone():
             return self.pacer.typical_s
-        share = PACE_SHARES.get(task)
+        share = task.pace_share
         return None if share is None else share * self.pace_s
 
     def _usable(self) -> bool:
-        if self._budget.exhausted():
+        budget = self.budget
+        if budget.exhausted():
             reason = None
-            if isinstance(self._budget, ExplainedBudget):
-                reason = self._budget.spent_reason()
+            if isinstance(budget, ExplainedBudget):
+                reason = budget.spent_reason()
             self._note_budget_spent(reason)
             return False
         return True
@@ -269,7 +235,7 @@ class LLMGateway:
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
                 cuttable = cuts < streamed.CUT_ROUNDS  # (then it is sent whole, left to end)
-                reply = await self._send(task.name, schema, wire, kind, max_tokens, spend, cuttable)
+                reply = await self._send(task, schema, wire, kind, max_tokens, spend, cuttable)
                 content, overrun = spend.count(reply, messages, max_tokens)
                 if overrun is not None:
                     self._warn_once("overrun", advice.overrun(overrun, max_tokens))
@@ -285,15 +251,14 @@ class LLMGateway:
                 timeouts += 1
                 if timeouts < TIMEOUT_ROUNDS:
                     log.info(
-                        "LLM %s call timed out; %d call(s) in flight from now, %.0f s timeout",
+                        "LLM %s call timed out; %.0f s timeout from now",
                         task.name,
-                        int(self.pacer.limit),
                         self.pacer.timeout_s,
                     )
                     continue
                 self._rest_until = time.monotonic() + self.pacer.timeout_s
-                limit, timeout_s = int(self.pacer.limit), self.pacer.timeout_s
-                self._warn_once("timeouts", advice.timeouts(limit, timeout_s))
+                slots_, timeout_s = self.pacer.slots, self.pacer.timeout_s
+                self._warn_once("timeouts", advice.timeouts(slots_, timeout_s))
                 raise Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
@@ -312,8 +277,7 @@ class LLMGateway:
                     spend.prompt_tokens + spend.completion_tokens - before[1],
                     spend.calls - before[0],
                 )
-                self._holds.hold(spent)
-                spend.held = spend.held.plus(spent)
+                spend.keep(self._holds, spent)
 
     def _status_error(self, error: openai.APIStatusError, spend: Spend) -> Unusable:
         status = error.status_code
@@ -337,7 +301,7 @@ class LLMGateway:
 
     async def _send(
         self,
-        name: str,
+        task: Task[Any, Any],
         schema: dict[str, Any],
         wire: Any,
         kind: str,
@@ -347,11 +311,12 @@ class LLMGateway:
     ) -> Reply:
         """The completion, read (a town's call streamed, ``cuttable``: see
         :mod:`town.llm.streamed`); the client's errors for a status it did not retry away."""
+        name = task.name
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
         await slots.ask_once(self.pacer, self._client)
-        patience = self.patience(name)
-        urgent = urgency.sending(name)  # a visitor's first reply goes beside the limit
-        at_once, person = urgent == urgency.VISITOR, urgent <= urgency.PERSON
+        patience = self.patience(task)
+        urgent = urgency.sending(task.urgency)
+        person = urgent <= urgency.PERSON
         request: dict[str, Any] = {
             "model": self.model,
             "messages": wire,
@@ -361,14 +326,15 @@ class LLMGateway:
             "stop": formats.stop(kind),
             "timeout": self.pacer.timeout_s,
         }
-        cuttable = cuttable and not person  # a town's call streams: a person's may cut it
-        async with self.pacer.slot(
-            urgent, patience, at_once=at_once, person=person, cuttable=cuttable
-        ) as call:
+        if self._priority:  # vLLM's --scheduling-policy priority: lower goes first, as ours
+            request["extra_body"] = {"priority": urgent}
+        # a town's call streams, so a person's may cut it (on a server that streams)
+        cuttable = cuttable and not person and self.pacer.streams
+        async with self.pacer.slot(urgent, patience, person=person, cuttable=cuttable) as call:
             spend.calls += 1
             began = time.monotonic()
-            reply, retries = await streamed.send(self._client, request, call)
-            self.pacer.answered(time.monotonic() - began, call.sent_with)
+            reply, retries = await streamed.send(self._client, request, call, self.pacer)
+            self.pacer.answered(time.monotonic() - began)
         spend.calls += retries
         return reply
 

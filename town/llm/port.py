@@ -1,7 +1,9 @@
-"""The port the town thinks through, and a scripted brain for scenario tests."""
+"""The port the town thinks through, and the two brains that need no model: the offline brain
+(every task's own offline answer) and a scripted brain for scenario tests."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -9,8 +11,10 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from town.llm.offline.brain import OfflineBrain
-from town.llm.tasks import Task
+from town.llm import made
+from town.llm.embedders import Embedder
+from town.llm.offline.hearing import Hearing
+from town.llm.task import Task
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
@@ -26,6 +30,29 @@ class Brain(Protocol):
     def name(self) -> str: ...
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R: ...
+
+
+class OfflineBrain:
+    """A brain that needs no model: each task's own offline answer, deterministic from the
+    inputs (where a choice is made at random, the generator is seeded by a stable hash of them).
+    It lets the town and its tests run with no language model, and it is the fallback of the
+    model's answers.
+
+    ``embedder`` (the town's sentence embedder; the hash embedder when none is given) hears
+    what a visitor's line is by meaning (:class:`~town.llm.offline.hearing.Hearing`)."""
+
+    def __init__(self, embedder: Embedder | None = None) -> None:
+        self.name = "offline"
+        self.hearing = Hearing(embedder)
+
+    async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
+        if self.hearing.listens(inputs):  # (it embeds the line: off the event loop)
+            return await asyncio.to_thread(self.answer, task, inputs)
+        return self.answer(task, inputs)
+
+    def answer(self, task: Task[I, R], inputs: I) -> R:
+        """The same as :meth:`run`, for callers outside an event loop."""
+        return made.stamp(task.answer_offline(inputs, self.hearing), made.OFFLINE)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,15 @@ class AnswerReport:
             self._warned = day
         return found
 
+    def offline_for_pace(self) -> dict[str, int]:
+        """Today's answers given offline to keep the town's pace, by task (most first)."""
+        day = self.today()
+        found: Counter[str] = Counter()
+        for (d, task, reason), n in self.fallback.items():
+            if d == day and reason == PACE:
+                found[task] += n
+        return dict(found.most_common())
+
     def status_lines(self) -> list[str]:
         """For ``status`` and ``simulate``: today's answers, the fallback's share and reasons."""
         day = self.today()
@@ -137,32 +146,3 @@ class AnswerReport:
             f"warning: {share:.0%} of today's LLM answers came from the offline fallback "
             f"(over {WARN_SHARE:.0%}); see the reasons by task"
         )
-
-
-def answers_of(brain: object) -> AnswerReport | None:
-    """The answer report of the LLM gateway behind ``brain`` (through any wrapper), if any."""
-    while brain is not None:
-        found = getattr(brain, "report", None)
-        if isinstance(found, AnswerReport):
-            return found
-        brain = getattr(brain, "inner", None)
-    return None
-
-
-def offline_for_pace(brain: object) -> dict[str, int]:
-    """Today's answers given offline to keep the town's pace, by task (most first)."""
-    report = answers_of(brain)
-    if report is None:
-        return {}
-    day = report.today()
-    found: Counter[str] = Counter()
-    for (d, task, reason), n in report.fallback.items():
-        if d == day and reason == PACE:
-            found[task] += n
-    return dict(found.most_common())
-
-
-def status_lines(brain: object) -> list[str]:
-    """What ``status`` and ``simulate`` say about the brain's answers today (nothing offline)."""
-    report = answers_of(brain)
-    return report.status_lines() if report is not None else []

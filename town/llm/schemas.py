@@ -35,6 +35,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+def minutes(clock_time: str) -> int:
+    """Minutes since midnight of an ``HH:MM`` time."""
+    hours, mins = clock_time.split(":")
+    return int(hours) * 60 + int(mins)
+
+
+def clock(total_minutes: int) -> str:
+    """The ``HH:MM`` time of minutes since midnight (past midnight: the next day's)."""
+    total = total_minutes % (24 * 60)
+    return f"{total // 60:02d}:{total % 60:02d}"
+
+
 class PlanItem(_Model):
     """One entry of a plan: from `start`, for `duration_min` minutes, at `location`."""
 
@@ -133,6 +145,12 @@ class ReactInput(_Model):
         description="Whom the resident can talk to: the residents there and awake (talk_to is "
         "one of them or null).",
     )
+
+
+def present_named(inputs: ReactInput, name: str | None) -> str | None:
+    """The one present whom ``name`` names (in its own spelling, whatever the case), or None."""
+    wanted = (name or "").strip().casefold()
+    return next((p for p in inputs.present if wanted and p.casefold() == wanted), None)
 
 
 class ReactResult(_Model):

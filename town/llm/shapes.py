@@ -6,7 +6,8 @@ schema a call sends is the result model's, with ``$ref``s inlined, titles and de
 every property required, and then tightened for the inputs by the task's shaper: exact counts
 (one score per observation), closed sets as ``enum`` (the places a resident knows, the people it
 can talk to, the ids a reflection may cite). Patterns use simple character classes only, and
-every text has its ``maxLength`` (the caps in :mod:`town.llm.schemas`).
+every text has its ``maxLength`` (the caps in :mod:`town.llm.schemas`). Each task's shaper lives
+with the task (:mod:`town.llm.tasks`); here are the pieces they are made of.
 """
 
 from __future__ import annotations
@@ -14,13 +15,10 @@ from __future__ import annotations
 import copy
 import functools
 import math
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
-
-from town.llm import schemas as s
 
 Schema = dict[str, Any]
 _DROPPED = frozenset({"title", "default", "$defs"})
@@ -53,95 +51,24 @@ def base_schema(model: type[BaseModel]) -> Schema:
     return copy.deepcopy(_base(model))
 
 
-def _items(schema: Schema, field: str) -> Schema:
+def prop(schema: Schema, field: str) -> Schema:
+    """The schema of one of an object's properties (to tighten it in place)."""
     found: Schema = schema["properties"][field]
     return found
 
 
-def _exactly(array: Schema, count: int) -> None:
+def exactly(array: Schema, count: int) -> None:
+    """An array of exactly ``count`` items."""
     array["minItems"] = array["maxItems"] = count
 
 
-def _one_of(text: Schema, values: list[str]) -> None:
+def one_of(text: Schema, values: list[str]) -> None:
     """A closed set: the enum replaces the free text (an empty set leaves it free)."""
     unique = list(dict.fromkeys(v for v in values if v))
     if unique:
         for key in ("maxLength", "minLength", "pattern"):
             text.pop(key, None)
         text["enum"] = unique
-
-
-def _parts(entry: str) -> list[str]:
-    return [part.strip() for part in entry.split(":") if part.strip()]
-
-
-def _rate_importance(inputs: s.RateImportanceInput, schema: Schema) -> None:
-    _exactly(_items(schema, "scores"), len(inputs.observations))
-
-
-def _plan_day(inputs: s.PlanDayInput, schema: Schema) -> None:
-    _one_of(_items(schema, "chunks")["items"]["properties"]["location"], inputs.places)
-
-
-def _decompose(inputs: s.DecomposeInput, schema: Schema) -> None:
-    items = _items(schema, "items")
-    items["maxItems"] = max(1, min(12, inputs.chunk.duration_min // 5))
-    _one_of(items["items"]["properties"]["location"], inputs.places)
-
-
-def _choose_location(inputs: s.ChooseLocationInput, schema: Schema) -> None:
-    if not inputs.tree:
-        return
-    path = _items(schema, "path")
-    paths = [_parts(entry) for entry in inputs.tree]
-    _one_of(path["items"], [part for parts in paths for part in parts])
-    path["maxItems"] = max(1, max(len(parts) for parts in paths))
-
-
-def _react(inputs: s.ReactInput, schema: Schema) -> None:
-    """``talk_to`` names one of the people present, or nobody (no one there: only null)."""
-    names = list(dict.fromkeys(name for name in inputs.present if name))
-    schema["properties"]["talk_to"] = (
-        {"anyOf": [{"type": "string", "enum": names}, {"type": "null"}]}
-        if names
-        else {"type": "null"}
-    )
-
-
-def _reflect_questions(inputs: s.ReflectQuestionsInput, schema: Schema) -> None:
-    _items(schema, "questions")["maxItems"] = 3
-
-
-def _reflect_insights(inputs: s.ReflectInsightsInput, schema: Schema) -> None:
-    insights = _items(schema, "insights")
-    insights["maxItems"] = min(15, 5 * len(inputs.questions))
-    ids = sorted({st.id for group in inputs.questions for st in group.statements})
-    cites = insights["items"]["properties"]["cites"]
-    cites["items"] = {"type": "integer", "enum": ids} if ids else {"type": "integer"}
-    cites["maxItems"] = min(len(ids), 30) if ids else 0
-
-
-SHAPERS: Mapping[str, Callable[[Any, Schema], None]] = MappingProxyType(
-    {
-        "rate_importance": _rate_importance,
-        "plan_day": _plan_day,
-        "decompose": _decompose,
-        "choose_location": _choose_location,
-        "react": _react,
-        "reflect_questions": _reflect_questions,
-        "reflect_insights": _reflect_insights,
-    }
-)
-"""Each task's tightening of its schema for the inputs at hand (a task without one keeps the
-result model's schema)."""
-
-
-def schema_for(task_name: str, result_model: type[BaseModel], inputs: BaseModel) -> Schema:
-    schema = base_schema(result_model)
-    shaper = SHAPERS.get(task_name)
-    if shaper is not None:
-        shaper(inputs, schema)
-    return schema
 
 
 _UNBOUNDED_TEXT = 400  # characters assumed for a text with no maxLength (none in our schemas)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from town.llm import schemas as s
-from town.llm.task import I, Message, R, Task, _prompt_text
+from town.llm.task import I, Message, Offline, R, Task, _prompt_text
+from town.llm.urgency import TALK
 from town.text import cut
 
 STOP = ["\n"]
@@ -213,6 +214,8 @@ def speech_task(
     speaker_field: str,
     max_tokens: int,
     limit: int = s.SPEECH_CAP,
+    offline: Offline[I, R] | None = None,
+    urgency: int = TALK,
 ) -> SpeechTask[I, R]:
     """A speaking task: ``prompts/<name>.txt`` (who speaks) and ``<name>_turn.txt``."""
     return SpeechTask(
@@ -221,6 +224,8 @@ def speech_task(
         result_model,
         _prompt_text("speech_system").strip(),
         string.Template(_prompt_text(name)),
+        offline=offline,
+        urgency=urgency,
         turn=string.Template(_prompt_text(f"{name}_turn")),
         speaker_field=speaker_field,
         reading=reading,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from town.llm import report as why
 from town.llm.replies import Reply
 from town.llm.task import Message
-from town.llm.usage import Budget, Hold
+from town.llm.usage import Budget, Hold, Holds
 
 
 def estimate_tokens(chars: int) -> int:
@@ -45,13 +48,25 @@ class ExplainedBudget(Budget, Protocol):
 
 @dataclass
 class Spend:
-    """One thought's spending, and what it holds of the budget until it is recorded."""
+    """One thought's spending, and what it holds of the budget until it is recorded (then
+    :meth:`release`)."""
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # of the prompt tokens, those the server's prefix cache held
-    held: Hold = field(default_factory=Hold)
+    held: list[tuple[Holds, Hold]] = field(default_factory=list)
+
+    def keep(self, holds: Holds, amount: Hold) -> None:
+        """Hold ``amount`` of ``holds``' budget until this spend is recorded."""
+        holds.hold(amount)
+        self.held.append((holds, amount))
+
+    def release(self) -> None:
+        """The spend is recorded (the budget counts it now): let go of what it held."""
+        for holds, amount in self.held:
+            holds.release(amount)
+        self.held = []
 
     def count(
         self, reply: Reply, messages: list[Message], max_tokens: int
@@ -91,3 +106,21 @@ class Spend:
         """Count a call cut short, estimated: its prompt and the reply's text received."""
         self.prompt_tokens += estimate_tokens(prompt_chars)
         self.completion_tokens += estimate_tokens(len(received))
+
+
+_SPENDING: ContextVar[Spend | None] = ContextVar("spending", default=None)
+
+
+@contextlib.contextmanager
+def spending(spend: Spend) -> Iterator[Spend]:
+    """The thought made inside spends into ``spend`` (see :func:`current`)."""
+    token = _SPENDING.set(spend)
+    try:
+        yield spend
+    finally:
+        _SPENDING.reset(token)
+
+
+def current() -> Spend:
+    """The spend of the thought being made here (a new one, for a brain called bare)."""
+    return _SPENDING.get() or Spend()

@@ -11,26 +11,41 @@ llama-cpp-python's ends one with no finish reason when another request comes in 
 ``CUT_ROUNDS`` times is sent whole, not streamed, and left to end.
 
 A stream is also read only up to a cap: a server that ignores ``max_tokens`` is cut off there.
+
+A server may ignore ``stream`` (some proxies and small servers answer with the whole body, as to
+a call that did not ask to stream): that body is read as the reply it is, and the pacer is told
+the server does not stream, so the town's calls are read whole from then on (and cannot be cut).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Coroutine
 from typing import Any
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from town.llm.pacing import OnWire
-from town.llm.replies import Reply, count, parsed
+from town.llm.pacing import OnWire, Pacer
+from town.llm.replies import Reply, count, parsed, read_reply
 from town.llm.spend import OVERRUN
+
+log = logging.getLogger(__name__)
 
 CUT_ROUNDS = 3
 """The times one call may be cut short (by the pacer or the server); then it is sent whole and
 left to end, so that no thought of the town is lost to people's calls, only put off."""
+
+
+class Whole(Exception):
+    """The server answered a streamed request with a whole body (it ignores ``stream``)."""
+
+    def __init__(self, reply: Reply, retries: int) -> None:
+        super().__init__("the server does not stream")
+        self.reply, self.retries = reply, retries
 
 
 class Interrupted(Exception):
@@ -50,6 +65,8 @@ async def read(client: openai.AsyncOpenAI, cap_chars: int, **request: Any) -> tu
     raw = await client.chat.completions.with_raw_response.create(
         **request, stream=True, stream_options={"include_usage": True}
     )
+    if not raw.headers.get("content-type", "").startswith("text/event-stream"):
+        raise Whole(await _whole(raw.http_response), raw.retries_taken)
     parts: list[str] = []
     received = 0
     finished = chose = False
@@ -89,15 +106,34 @@ async def read(client: openai.AsyncOpenAI, cap_chars: int, **request: Any) -> tu
     return Reply(content, prompt, done, cached_tokens=cached), raw.retries_taken
 
 
+async def _whole(response: httpx2.Response) -> Reply:
+    """A whole body's reply (a chat completion's JSON), read as the stock path reads one."""
+    try:
+        body = await response.aread()
+        return read_reply(ChatCompletion.model_validate_json(body))
+    except (ValueError, httpx2.HTTPError):
+        return Reply("", None, None, "not a chat completion")
+
+
 async def send(
-    client: openai.AsyncOpenAI, request: dict[str, Any], call: OnWire
+    client: openai.AsyncOpenAI, request: dict[str, Any], call: OnWire, pacer: Pacer
 ) -> tuple[Reply, int]:
     """One call on the wire, holding its slot: a cuttable (town's) call streamed until the
     pacer cuts it, read no further than a reply past its cap (``spend.OVERRUN``); any other
-    read whole (the client's stock path). The reply and the client's retries."""
+    read whole (the client's stock path). The reply and the client's retries. A server that
+    answers a stream with a whole body is told to the ``pacer`` (``streams``)."""
     if call.cuttable:
         cap_chars = 4 * math.ceil(OVERRUN * request["max_tokens"])
-        return await until_cut(read(client, cap_chars, **request), call.cut)
+        try:
+            return await until_cut(read(client, cap_chars, **request), call.cut)
+        except Whole as whole:
+            if pacer.streams:
+                log.warning(
+                    "the LLM server answers a streamed request with a whole body (it ignores "
+                    "stream): the town's calls are read whole from now on"
+                )
+            pacer.streams = False
+            return whole.reply, whole.retries
     raw = await client.chat.completions.with_raw_response.create(**request)
     return parsed(raw), raw.retries_taken
 

@@ -1,4 +1,9 @@
-"""A thinking task: a prompt template beside a result model.
+"""A thinking task: everything about one kind of thought, in one value.
+
+A task names its prompt template, its input and result models, the shaper that tightens its JSON
+schema for the inputs at hand, the check of a result against its inputs, its offline answer, its
+urgency and its pace share. The gateway, the offline brain, the pacer and the fake server read
+them from the task; nothing is looked up by the task's name.
 
 Each task's user prompt lives in ``prompts/<name>.txt`` as a :class:`string.Template` filled from
 the inputs in prose; the rendered message always ends with an ``INPUT JSON:`` block holding the
@@ -20,6 +25,8 @@ from pydantic import BaseModel
 
 from town.llm import lenient, shapes
 from town.llm import schemas as s
+from town.llm.offline.hearing import Hearing
+from town.llm.urgency import TALK
 from town.text import clean_text
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
@@ -72,9 +79,21 @@ class InProse(Protocol):
     def prose(self) -> str: ...
 
 
+Offline = Callable[[I, Hearing], R]
+"""A task's offline answer: from the inputs alone, deterministic; ``Hearing`` tells what a
+visitor's line is, for the answers that hear one."""
+Shaper = Callable[[I, shapes.Schema], None]
+"""A task's tightening of its result model's schema for the inputs at hand (:mod:`shapes`)."""
+
+
 @dataclass(frozen=True)
 class Task(Generic[I, R]):
-    """One kind of thought: inputs in, a validated result out."""
+    """One kind of thought: inputs in, a validated result out.
+
+    ``urgency`` orders its calls in the queue (:mod:`town.llm.urgency`; a person waiting for one
+    goes first whatever the task); with ``pace_share`` set, a call that would wait for the
+    server past that share of the tick's interval is answered offline, so the town keeps its
+    pace."""
 
     name: str
     input_model: type[I]
@@ -82,8 +101,10 @@ class Task(Generic[I, R]):
     system: str
     prompt: string.Template
     check: Callable[[I, R], R] = field(default=_keep)
-    offline: Callable[[I], R] | None = None  # a feature's own offline answer (OfflineBrain)
-    shaper: Callable[[I, shapes.Schema], None] | None = None  # a feature's own (see schema_for)
+    offline: Offline[I, R] | None = None
+    shaper: Shaper[I] | None = None
+    urgency: int = TALK
+    pace_share: float | None = None
 
     def render(self, inputs: I) -> list[Message]:
         """System and user messages for these inputs."""
@@ -97,13 +118,23 @@ class Task(Generic[I, R]):
 
     def schema_for(self, inputs: I) -> dict[str, Any]:
         """The schema a call for these inputs sends: exact counts, closed sets, every text capped
-        (:mod:`town.llm.shapes` for the town's tasks; a feature's task tightens it with its own
-        ``shaper``)."""
-        if self.shaper is None:
-            return shapes.schema_for(self.name, self.result_model, inputs)
+        (the task's ``shaper`` tightens the result model's)."""
         schema = shapes.base_schema(self.result_model)
-        self.shaper(inputs, schema)
+        if self.shaper is not None:
+            self.shaper(inputs, schema)
         return schema
+
+    def answer_offline(self, inputs: I, hearing: Hearing) -> R:
+        """The offline answer, checked like the model's; ``LookupError`` for a task without
+        one, ``TypeError`` for inputs or an answer of the wrong model."""
+        if self.offline is None:
+            raise LookupError(f"the offline brain has no answer for task {self.name!r}")
+        if not isinstance(inputs, self.input_model):
+            raise TypeError(f"{self.name} expects {self.input_model.__name__} inputs")
+        result = self.offline(inputs, hearing)
+        if not isinstance(result, self.result_model):
+            raise TypeError(f"{self.name} answered with {type(result).__name__}")
+        return self.check(inputs, result)
 
     def parse(self, inputs: I, content: str) -> R:
         """Read a reply leniently and validate it; raises ``ValueError`` (pydantic's
@@ -166,11 +197,15 @@ def make_task(
     role: str,
     check: Callable[[I, R], R] = _keep,
     *,
-    offline: Callable[[I], R] | None = None,
-    shaper: Callable[[I, shapes.Schema], None] | None = None,
+    offline: Offline[I, R] | None = None,
+    shaper: Shaper[I] | None = None,
+    urgency: int = TALK,
+    pace_share: float | None = None,
     prompts: Traversable = PROMPTS,
 ) -> Task[I, R]:
     """A task whose user prompt is ``<prompts>/<name>.txt`` (a feature passes its own folder)."""
     system = string.Template(_prompt_text("system")).substitute(task=name, role=role).strip()
     prompt = string.Template(_prompt_text(name, prompts))
-    return Task(name, input_model, result_model, system, prompt, check, offline, shaper)
+    return Task(
+        name, input_model, result_model, system, prompt, check, offline, shaper, urgency, pace_share
+    )

@@ -1,17 +1,14 @@
 """Town events: what the platforms show. The engine writes them to the outbox with its commit,
 and the town's words (``said``, ``notice``) to the audit log in the same transaction. A
-resident's event carries the model that made it (``data["model"]``) where the town records it
-(``speaking_models``)."""
+resident's words carry who made them (``data["model"]``: the model's name, or the offline brain's
+stamp with its reason, :mod:`town.llm.made`), as the thought that made them was stamped."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from weakref import WeakKeyDictionary
 
-from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from town.outbox import audit, switches
@@ -34,27 +31,6 @@ class TownEvent:
 
     def payload(self) -> dict[str, Any]:
         return {"resident": self.resident, "text": self.text, **self.data}
-
-
-ModelOf = Callable[[str], str]  # a resident's name -> the model that speaks for it now ('' none)
-
-# which model speaks for each resident, per database and town (``speaking_models``)
-_SPEAKERS: WeakKeyDictionary[Engine, dict[int, ModelOf]] = WeakKeyDictionary()
-
-
-def speaking_models(bind: Engine, town_id: int, model_of: ModelOf) -> None:
-    """Record in every resident's event from now on (``data["model"]``) which model made it,
-    as ``model_of`` says (the live A/B split, ``town.features.ratings.split``)."""
-    _SPEAKERS.setdefault(bind, {})[town_id] = model_of
-
-
-def _stamped(session: Session, town_id: int, event: TownEvent) -> dict[str, Any]:
-    payload = event.payload()
-    bind = session.get_bind()
-    model_of = _SPEAKERS.get(bind, {}).get(town_id) if isinstance(bind, Engine) else None
-    if model_of is not None and event.resident and "model" not in payload:
-        payload["model"] = model_of(event.resident)
-    return payload
 
 
 def write_outbox(
@@ -82,7 +58,7 @@ def write_outbox(
             town_id=town_id,
             channel=event.channel,
             kind=event.kind,
-            payload=_stamped(session, town_id, event),
+            payload=event.payload(),
             game_time=event.at,
             idempotency_key=event_key(town_id, tick_key, seq),
         )

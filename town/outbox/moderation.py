@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from town.llm import made
 from town.llm.moderation import PASSED, Verdict
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain
+from town.llm.port import Brain, OfflineBrain
 from town.llm.tasks import Task
 from town.outbox import audit
 from town.store.db import Store
@@ -87,7 +87,8 @@ class ModeratedBrain:
         if not verdict.flagged:
             return result
         await asyncio.to_thread(self._record, resident or "", verdict, task.name, inputs)
-        return await self.offline.run(task, inputs, resident=resident)
+        answer = await self.offline.run(task, inputs, resident=resident)
+        return made.stamp(answer, made.offline("moderation"))
 
     async def verdict(self, text: str) -> Verdict:
         for check in self.checks:

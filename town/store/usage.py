@@ -33,7 +33,7 @@ class StoredUsage:
     def __init__(
         self,
         store: Store,
-        town_id: int,
+        town_id: int | None,
         today: Callable[[], date] = today_utc,
         *,
         refresh_s: float = 2.0,
@@ -63,9 +63,15 @@ class StoredUsage:
         row[2] += completion_tokens
         row[3] += int(fallback)
 
+    def founded(self, town_id: int) -> None:
+        """The town whose founding this tally counted has its id now: its calls are its own."""
+        self.town_id = town_id
+        self._stored = None
+
     def flush(self) -> None:
-        """Add the tallied calls to the usage rows in one transaction."""
-        if not self._pending:
+        """Add the tallied calls to the usage rows in one transaction (kept in memory while the
+        town is being founded, until :meth:`founded`)."""
+        if not self._pending or self.town_id is None:
             return
         pending, self._pending = self._pending, {}
         self._stored = None  # read the totals afresh after this write
@@ -97,7 +103,9 @@ class StoredUsage:
         ``refresh_s`` seconds."""
         day, now = self.today(), self.clock()
         stored = self._stored
-        if stored is None or stored[0] != day or now - stored[1] >= self.refresh_s:
+        if self.town_id is None:
+            stored = (day, now, 0, 0)  # a town being founded has nothing stored yet
+        elif stored is None or stored[0] != day or now - stored[1] >= self.refresh_s:
             with self.store.session() as s:
                 calls, tokens = s.exec(
                     select(

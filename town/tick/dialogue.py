@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+from town.llm.made import made_by
 from town.llm.schemas import RateImportanceInput, Utterance, UtterInput
 from town.llm.tasks import RATE_IMPORTANCE, UTTER
 from town.memory.stream import NewMemory
@@ -105,7 +106,7 @@ async def step(tick: Tick, talk: Conversation) -> None:
     talk.turns = [*talk.turns, said.model_dump()]
     # remembered by both when the talk ends: embedded now (one cache for all streams)
     tick.stream(speaker).warm_memories([NewMemory("chat", _line(said), 1)])
-    tick.emit("said", speaker, text, to=listener.name, emoji=speaker.emoji)
+    tick.emit("said", speaker, text, to=listener.name, emoji=speaker.emoji, model=made_by(reply))
     state.directive = ""  # an inner voice has now had its say
     if (reply.end and turn >= 1) or turn + 1 >= MAX_TURNS:
         talk.ended = tick.now

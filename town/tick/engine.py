@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from sqlmodel import Session, col, select, update
 
+from town.llm.chain import Handles
 from town.llm.depth import chained
 from town.llm.port import Brain
 from town.llm.schemas import Insight
@@ -122,6 +123,7 @@ class Engine:
     town_id: int
     reflect_threshold: int = REFLECT_THRESHOLD
     after_commit: Callable[[], None] | None = None  # e.g. flush the LLM usage tally
+    llm: Handles = field(default_factory=Handles)  # the brain's handles (llm.chain.compose)
     # Called inside a tick's transaction just before it commits; raising rolls the tick back
     # (a worker checks there that it still holds the town's lease).
     guard: Callable[[Session], None] | None = None
@@ -257,6 +259,7 @@ class Engine:
             now=now,
             world=world,
             brain=self.brain,
+            llm=self.llm,
             streams=self.streams,
             residents={n: r for n, r in residents.items() if n in specs},
             specs=specs,

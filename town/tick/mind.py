@@ -6,7 +6,7 @@ Waking up costs two calls (the summary description, then the day plan at the nex
 many residents wake at nearly the same hour; so does a reflection (questions, then insights),
 and several residents pass the threshold together. Against a server that answers a few calls a
 tick (a one-slot local one), a tick begins only as many of these as it can think for
-(:func:`town.llm.urgency.begun_per_tick`; wake-ups first, in the residents' order): the
+(:meth:`town.llm.chain.Handles.begun_per_tick`; wake-ups first, in the residents' order): the
 others sleep on, or reflect, a tick or more later, so the town's clock keeps its pace.
 """
 
@@ -19,7 +19,6 @@ from typing import Any
 
 from town.llm.schemas import SummarizeInput
 from town.llm.tasks import SUMMARIZE
-from town.llm.urgency import begun_per_tick
 from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent
 from town.store.models import Resident
@@ -92,7 +91,7 @@ def warm_before_waking(
 def may_begin(tick: Tick) -> bool:
     """Whether one more long thought (a wake-up, a reflection) may begin this tick (and is
     counted if so)."""
-    allowed = begun_per_tick(tick.brain)
+    allowed = tick.llm.begun_per_tick()
     if allowed is not None and tick.begun >= allowed:
         return False
     tick.begun += 1

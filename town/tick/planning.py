@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from town.llm import schemas as s
-from town.llm.offline.brain import emoji as offline_emoji
+from town.llm.offline.text import emoji_for
 from town.llm.tasks import DECOMPOSE, PLAN_DAY
 from town.memory.stream import NewMemory
 from town.store.ids import new_ids
@@ -194,7 +194,7 @@ async def _store(
             duration = min(item.duration_min, int((_end(parent) - start).total_seconds() // 60))
         else:
             duration = item.duration_min
-        emoji = item.emoji or offline_emoji(s.EmojiInput(action=item.description)).emoji
+        emoji = item.emoji or emoji_for(item.description)
         rows.append(
             PlanItem(
                 resident_id=resident.id or 0,

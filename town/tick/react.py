@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from town.llm.checks import present_named
-from town.llm.offline.brain import emoji as offline_emoji
-from town.llm.schemas import EmojiInput, ObjectStateInput, RateImportanceInput, ReactInput
+from town.llm.offline.text import emoji_for
+from town.llm.schemas import (
+    ObjectStateInput,
+    RateImportanceInput,
+    ReactInput,
+    present_named,
+)
 from town.llm.tasks import OBJECT_STATE, RATE_IMPORTANCE, REACT
 from town.memory.stream import NewMemory
 from town.store.models import Resident
@@ -108,7 +112,7 @@ async def react(tick: Tick, resident: Resident, state: ResidentState) -> bool:
     state.reaction_until = (tick.now + timedelta(minutes=REACTION_MIN)).isoformat()
     state.item = None
     resident.action = reaction
-    resident.emoji = offline_emoji(EmojiInput(action=reaction)).emoji
+    resident.emoji = emoji_for(reaction)
     replan_from_now(tick, resident)
     await stream.record(
         tick.session, [NewMemory("plan", f"{name} stopped to: {reaction}", 5)], tick.now

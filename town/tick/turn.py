@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, inspect
 from sqlmodel import Session, col
 
+from town.llm.chain import Handles
 from town.llm.port import Brain
 from town.memory.stream import MemoryStream
 from town.outbox.events import TownEvent
@@ -40,6 +41,7 @@ class Tick:
     # talks asked for this tick: (urged by an input, who, to whom); begun in the engine's order
     talks: list[tuple[bool, str, str]] = field(default_factory=list)
     states: dict[str, ResidentState] = field(default_factory=dict)
+    llm: Handles = field(default_factory=Handles)  # the brain's handles (pace, server)
     # today's plan items of each resident (by id), and the conversations going on, as read
     plans: dict[int, list[PlanItem]] = field(default_factory=dict)
     conversations: dict[int, Conversation] = field(default_factory=dict)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from bot.bench.chat import ChatBench, Message, run_chat_bench
+from bot.bench.chat import ChatBench, Message, ideal_waits, run_chat_bench
 from bot.runtime.settings import load_settings
 
 
@@ -65,3 +67,28 @@ async def test_visitors_are_answered_by_the_configured_llm(fake_llm: str) -> Non
     assert figures["llm"] == "configured" and figures["slots"] == 0
     assert figures["messages"] >= 1 and figures["first_reply_p50_s_addressed"] is not None
     assert figures["call_p50_s"] is not None  # the server's own time, to read replies against
+
+
+def test_the_ideal_serves_the_same_arrivals_with_only_visitors_calls_in_order() -> None:
+    assert ideal_waits([0.0, 0.5, 0.6, 5.0], 1.0, 1) == [1.0, 1.5, 2.4, 1.0]
+    assert ideal_waits([0.0, 0.5, 0.6], 1.0, 2) == [1.0, 1.0, 1.4]
+    assert ideal_waits([0.0, 0.0, 0.0], 1.0, 0) == [1.0, 1.0, 1.0]  # no limit: a call each
+
+
+def test_the_excess_is_the_wait_past_the_ideal_in_seconds_and_calls() -> None:
+    bench = ChatBench(slots=1, call_p50_s=1.0)
+    bench.messages = [  # three at once on one slot: the best is 1, 2 and 3 s
+        Message("addressed", 0.0, 1.5),
+        Message("addressed", 0.0, 2.5),
+        Message("greeting", 0.0, 4.0),
+    ]
+    got = bench.as_json()
+    assert got["ideal_p95_s"] == 2.9 and got["excess_p95_s"] == 0.5
+    assert got["excess_p95_calls"] == 0.5 and got["arrivals"] == "burst"
+
+
+def test_poisson_arrivals_come_at_the_rate_asked_across_all_visitors() -> None:
+    bench = ChatBench(arrivals="poisson", rate=12.0)  # 12 a minute from 4: 0.05 a second each
+    rng = random.Random(5)
+    gaps = [bench.gap_s(rng, 4, first=False) for _ in range(4000)]
+    assert 18 < sum(gaps) / len(gaps) < 22  # a mean gap of 20 s per visitor

@@ -1,4 +1,4 @@
-"""``bottown llm check`` tries each structured-output mode and names the one the town uses."""
+"""``bottown llm check`` makes the town's own calls and says what the town will get."""
 
 from __future__ import annotations
 
@@ -36,9 +36,10 @@ def said(output: str) -> str:
 def test_a_server_taking_json_schema_is_used_in_that_mode(configured: str) -> None:
     result = runner.invoke(app, ["llm", "check"])
     assert result.exit_code == 0, result.output
-    assert "json_schema: ok" in said(result.output)
-    assert "the town will use json_schema mode" in said(result.output)
-    assert "json_object:" not in result.output  # the first mode that works is the one
+    text = said(result.output)
+    assert "rate_importance: by the model" in text and "utter: by the model" in text
+    assert "answers 100% of the town's thoughts, in json_schema mode" in text
+    assert "LLM server: 1 call at once, as set (BOTTOWN_LLM_SLOTS)" in text
 
 
 def test_a_500_for_json_schema_leads_to_json_object_and_exit_0(configured: str) -> None:
@@ -46,15 +47,15 @@ def test_a_500_for_json_schema_leads_to_json_object_and_exit_0(configured: str) 
     result = runner.invoke(app, ["llm", "check"])
     assert result.exit_code == 0, result.output
     text = said(result.output)
-    assert "json_schema: rejected (HTTP 500: 1 validation error" in text
-    assert "json_object: ok" in text and "the town will use json_object mode" in text
-    assert "BOTTOWN_LLM_CONCURRENCY=1 or 2" in text
+    assert "in json_object mode" in text and "answers 100% of the town's thoughts" in text
 
 
 def test_replies_without_json_in_every_mode_exit_1(configured: str) -> None:
-    queue_faults(configured, "no_json", "no_json", "no_json")
+    queue_faults(configured, *["no_json"] * 12)
     result = runner.invoke(app, ["llm", "check"])
+    reset = urllib.request.Request(configured.removesuffix("/v1") + "/_fake/reset", data=b"{}")
+    urllib.request.urlopen(reset, timeout=5).read()  # (faults left unused go with it)
     assert result.exit_code == 1
     text = said(result.output)
-    assert text.count("ignored (the reply held no JSON)") == 3
-    assert "no mode gave a valid reply" in text and "BOTTOWN_LLM_MODEL" in text
+    assert "rate_importance: offline (unparseable)" in text
+    assert "the offline brain would answer most of them" in text and "BOTTOWN_LLM_MODEL" in text

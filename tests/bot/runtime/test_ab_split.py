@@ -16,7 +16,6 @@ from tests.factories import open_runtime
 from tests.fakes.platform import FakePlatform
 from town.experiments.live import live_figures
 from town.features.ratings.reactions import Reacted
-from town.features.ratings.split import SplitBrain
 from town.inputs.visit import Visit
 from town.store.models import Delivery, OutboxEvent
 
@@ -37,12 +36,8 @@ async def test_raters_who_prefer_one_model_put_it_ahead(fake_llm: str, tmp_path:
         )
         runtime = await open_runtime(settings)
         try:
-            brain = runtime.opened.engine.brain
-            assert isinstance(brain, SplitBrain)
-            assert {brain.model_of(n) for n in ("Isabella Rodriguez", "Klaus Mueller")} == {
-                "model-a",
-                "model-b",
-            }
+            models = runtime.opened.engine.llm.models
+            assert [m.model for m in models] == ["model-a", "model-b"]
             for _ in range(4):  # 07:30: Isabella and Klaus at the cafe
                 await runtime.opened.engine.tick()
             for n in range(8):

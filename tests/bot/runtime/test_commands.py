@@ -7,12 +7,11 @@ import pytest
 from sqlmodel import col, select
 
 from adapters.core.ports import Caller, Thinking
-from bot.runtime.commands import OFFLINE_LABEL, Commands, thinking
+from bot.runtime.commands import Commands, thinking
 from tests.factories import CAFE_PAIR, at_cafe, until
 from tests.helpers import overtaking
-from town.llm.depth import ChainCountingBrain
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
+from town.llm.chain import OFFLINE_LABEL, compose, think_with
+from town.llm.port import OfflineBrain
 from town.store.db import Store
 from town.store.models import AuditEntry, OutboxEvent, PendingInput, Resident, Town, Visitor
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -144,15 +143,15 @@ class _Spent:
         return self.spent
 
 
-async def test_who_thinks_is_named_through_any_wrapper() -> None:
-    assert thinking(OfflineBrain()) == Thinking(OFFLINE_LABEL, True)
-    assert thinking(ChainCountingBrain(OfflineBrain())) == Thinking(OFFLINE_LABEL, True)
+async def test_who_thinks_is_named_from_the_handles_kept_where_the_brain_was_composed() -> None:
+    _brain, offline = compose((), offline=OfflineBrain())
+    assert thinking(offline) == Thinking(OFFLINE_LABEL, True)
     budget = _Spent()
     client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0)
-    gateway = ChainCountingBrain(LLMGateway(client, model="town-model", budget=budget))
-    assert thinking(gateway) == Thinking("llm:town-model", False)
+    _brain, handles = think_with(client, "town-model", budget=budget)
+    assert thinking(handles) == Thinking("llm:town-model", False)
     budget.spent = True  # the offline brain answers until the budget is back
-    assert thinking(gateway) == Thinking("llm:town-model (offline (budget spent))", True)
+    assert thinking(handles) == Thinking("llm:town-model (offline (budget spent))", True)
     await client.close()
 
 

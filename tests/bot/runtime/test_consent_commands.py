@@ -16,8 +16,7 @@ from tests.factories import CAFE_PAIR, MINITOWN, at_cafe, memories, until
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.moderation import ModerationEndpoint
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import ScriptedBrain
+from town.llm.port import OfflineBrain, ScriptedBrain
 from town.outbox.moderation import Blocklist, ModeratedBrain
 from town.store.db import Store
 from town.store.models import MutedMember, Visitor

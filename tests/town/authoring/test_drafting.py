@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from town.authoring import draft_schemas as d
-from town.authoring.draft_offline import draft_outline, noun_phrases, nouns
+from town.authoring.draft_offline import noun_phrases, nouns
 from town.authoring.draft_tasks import (
     DRAFT_OUTLINE,
     DRAFT_PLACE,
@@ -17,8 +17,7 @@ from town.authoring.draft_tasks import (
     DRAFT_TASKS,
 )
 from town.authoring.drafting import OfflineStandIn, draft_town
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import ScriptedBrain
+from town.llm.port import OfflineBrain, ScriptedBrain
 from town.llm.shapes import MAX_TOKENS_CEILING, max_tokens_for
 
 HARBOUR = "a windy harbour town with a lighthouse, a fish market and a chapel"
@@ -131,7 +130,8 @@ async def test_the_pieces_the_fallback_drafted_are_named() -> None:
     stand_in = OfflineStandIn()
     brain = ScriptedBrain(fallback=stand_in)
     brain.enqueue(
-        "draft_outline", draft_outline(d.DraftOutlineInput(description=HARBOUR, places=1))
+        "draft_outline",
+        OfflineBrain().answer(DRAFT_OUTLINE, d.DraftOutlineInput(description=HARBOUR, places=1)),
     )
     draft = await draft_town(brain, HARBOUR, residents=1, places=2, fallback=stand_in)
     assert draft.offline == ["place Lighthouse", "place Homes", "resident 1", "the scenario"]
@@ -179,7 +179,7 @@ def test_every_piece_asks_for_a_short_reply() -> None:
     brain = ScriptedBrain()
     asyncio.run(draft_town(brain, HARBOUR, residents=4, places=5))
     for call in brain.history:
-        task = DRAFT_TASKS[call.task]
+        task = next(t for t in DRAFT_TASKS if t.name == call.task)
         assert max_tokens_for(task.schema_for(call.inputs)) < MAX_TOKENS_CEILING // 2
 
 

@@ -28,7 +28,7 @@ from town.experiments.believability import (
     trueskill_table,
     write_answers,
 )
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 from town.llm.schemas import InterviewInput
 from town.llm.tasks import INTERVIEW, Task
 from town.store.db import Store

@@ -33,12 +33,12 @@ from tests.factories import (
     until,
 )
 from tests.fakes.platform import FakePlatform
-from tests.helpers import sample
+from tests.helpers import Composed, sample
 from town.inputs import visitor
 from town.inputs.limits import ChannelRate, TokenBucket, VisitorRateLimit
 from town.inputs.visit import Visit
 from town.llm.client import open_client
-from town.llm.gateway import MODE_BUDGET_SPENT, LLMGateway
+from town.llm.gateway import MODE_BUDGET_SPENT
 from town.llm.tasks import EMOJI
 from town.outbox.events import TownEvent, write_outbox
 from town.store.db import Store
@@ -214,8 +214,8 @@ async def test_the_call_budget_switches_the_town_to_the_offline_brain(
     budget = DailyTokenBudget(usage, 1_000_000, limit_calls=3)
     async with running() as url:
         client = open_client(url, "k", 5)
-        gateway = LLMGateway(client, model="town-model", usage=usage, budget=budget)
-        engine.brain = gateway
+        gateway = Composed(client, "town-model", usage=usage, budget=budget)
+        engine.brain, engine.llm = gateway.brain, gateway.handles
         commands = Commands(engine, usage, DailyTokenBudget(usage, 1_000_000))
         admin = Caller("web", "root", "Root", is_admin=True)
         assert (
@@ -275,9 +275,10 @@ def test_the_settings_wire_both_limits_into_the_gateway(tmp_path: Path) -> None:
         daily_token_budget=40_000,
     )
     store = Store.open(f"sqlite:///{tmp_path / 'town.db'}")
-    brain, _ = build_brain(settings, store, 1)
-    assert isinstance(brain, LLMGateway) and isinstance(brain.budget, DailyTokenBudget)
-    assert (brain.budget.limit_calls, brain.budget.limit_tokens) == (250, 40_000)
+    _brain, handles, _usage = build_brain(settings, store, 1)
+    (gateway,) = handles.models
+    assert gateway.budget is handles.budget and isinstance(handles.budget, DailyTokenBudget)
+    assert (handles.budget.limit_calls, handles.budget.limit_tokens) == (250, 40_000)
     store.dispose()
 
 

@@ -13,6 +13,7 @@ from town.inputs.admin import whisper
 from town.inputs.visit import Visit
 from town.inputs.visitor import join, say
 from town.llm import urgency
+from town.llm.chain import Handles
 from town.llm.depth import ChainCountingBrain
 from town.llm.pacing import Pacer
 from town.llm.port import ScriptedBrain
@@ -70,15 +71,10 @@ async def test_a_greeting_gets_one_answer_and_a_greeting_to_everyone_two(store: 
 async def test_while_the_server_is_busy_a_greeting_to_everyone_gets_one_answer(
     store: Store,
 ) -> None:
-    class Paced(ScriptedBrain):
-        """A brain with an LLM server's pacer, as the gateway has."""
-
-        pace_s = None
-        pacer = Pacer(1, 60)
-
-    brain = Paced()
-    engine, _ = await cafe(store, brain)
-    async with brain.pacer.slot():  # the town's call on the wire of a one-slot server
+    pacer = Pacer(1, 60)  # the server's, kept where the brain was composed
+    engine, _ = await cafe(store, ScriptedBrain())
+    engine.llm = Handles(pacer=pacer)
+    async with pacer.slot():  # the town's call on the wire of a one-slot server
         busy = await say(engine, Visit(HOBBS, "Cy", "hello everyone!"))
     free = await say(engine, Visit(HOBBS, "Di", "hello everyone!"))
     assert len(busy.replies) == 1 and len(free.replies) == 2

@@ -19,15 +19,15 @@ from aiohttp import web
 
 from standins.llm import wire as fake_wire
 from standins.llm.server import running
-from tests.helpers import sample
+from tests.helpers import Composed, sample
 from town.llm import urgency
 from town.llm.client import open_client
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain
+from town.llm.port import Brain, OfflineBrain
 from town.llm.shapes import max_tokens_for
 from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS, SpeechTask
 from town.llm.usage import TokenBudget, UsageTally
+
+BY_NAME = {task.name: task for task in TASKS}
 
 API_KEY = "test-key"
 
@@ -37,7 +37,7 @@ class Rig:
     """A gateway wired to a server through the openai client, with an in-memory usage tally."""
 
     url: str
-    gateway: LLMGateway
+    gateway: Composed
     client: openai.AsyncOpenAI
     tally: UsageTally = field(default_factory=UsageTally)
 
@@ -66,7 +66,8 @@ async def rig_factory() -> AsyncIterator[Callable[..., Rig]]:
         client = open_client(url, API_KEY, timeout, max_retries)
         clients.append(client)
         tally = UsageTally()
-        gateway = LLMGateway(client, model="town-model", usage=tally, **settings)
+        settings["slots"] = settings["ceiling"] = settings.pop("concurrency", 8)
+        gateway = Composed(client, "town-model", usage=tally, **settings)
         return Rig(url, gateway, client, tally)
 
     yield build
@@ -83,7 +84,7 @@ async def rig(rig_factory: Callable[..., Rig]) -> AsyncIterator[Rig]:
 async def test_every_task_goes_over_the_wire(rig: Rig) -> None:
     brain: Brain = rig.gateway
     assert brain.name == "llm:town-model" and rig.gateway.mode == "llm"
-    for name, task in TASKS.items():
+    for name, task in BY_NAME.items():
         result = await brain.run(task, sample(task), resident="Isabella Rodriguez")
         offline = OfflineBrain().answer(task, sample(task))
         if isinstance(task, SpeechTask):  # plain text: whether it ends the talk is in its words
@@ -92,7 +93,7 @@ async def test_every_task_goes_over_the_wire(rig: Rig) -> None:
         else:
             assert result == offline, name
     seen = await rig.stats()
-    assert seen["by_task"] == {name: 1 for name in TASKS}
+    assert seen["by_task"] == {name: 1 for name in BY_NAME}
     assert rig.tally.total.calls == len(TASKS) and rig.tally.total.fallbacks == 0
     first = seen["last_requests"][0]
     assert first["response_format"]["type"] == "json_schema"
@@ -103,7 +104,7 @@ async def test_every_task_goes_over_the_wire(rig: Rig) -> None:
 async def test_usage_is_counted_per_task_and_resident_with_server_tokens(rig: Rig) -> None:
     await rig.gateway.run(EMOJI, sample(EMOJI), resident="Isabella Rodriguez")
     await rig.gateway.run(EMOJI, sample(EMOJI), resident="Klaus Mueller")
-    await rig.gateway.run(TASKS["summarize"], sample(TASKS["summarize"]))
+    await rig.gateway.run(BY_NAME["summarize"], sample(BY_NAME["summarize"]))
     body = (await rig.stats())["last_requests"][0]
     prompt = math.ceil(sum(len(m["content"]) for m in body["messages"]) / 4)
     completion = math.ceil(len('{"emoji":"☕🍽️🧁"}') / 4)
@@ -170,7 +171,7 @@ async def test_a_rejected_json_schema_switches_to_json_object_for_good(rig: Rig)
     await rig.faults("reject_json_schema")
     assert (await rig.gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
     assert rig.gateway.response_format_kind == "json_object"
-    plan = TASKS["plan_day"]
+    plan = BY_NAME["plan_day"]
     assert await rig.gateway.run(plan, sample(plan)) == OfflineBrain().answer(plan, sample(plan))
     seen = await rig.stats()
     formats = [b["response_format"]["type"] for b in seen["last_requests"]]
@@ -518,7 +519,7 @@ async def test_usage_beside_an_unusable_body_is_still_counted(
 async def test_random_faults_never_reach_the_town(rig_factory: Callable[..., Rig]) -> None:
     async with running(fault_rate=0.6, seed=3) as url:
         rig = rig_factory(url, max_retries=0)  # a fault not repaired: the offline brain answers
-        for name, task in TASKS.items():
+        for name, task in BY_NAME.items():
             result = await rig.gateway.run(task, sample(task))
             offline = OfflineBrain().answer(task, sample(task))
             assert result.model_dump(exclude={"end"}) == offline.model_dump(exclude={"end"}), name

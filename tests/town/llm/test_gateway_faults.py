@@ -14,16 +14,17 @@ import pytest
 from pydantic import BaseModel
 
 from standins.llm.server import running
-from tests.helpers import sample, settled
+from tests.helpers import Composed, sample, settled
 from town.llm import urgency
 from town.llm.client import open_client
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 from town.llm.schemas import PASSAGE_CAP
-from town.llm.tasks import EMOJI, RATE_IMPORTANCE, TASKS, UTTER
+from town.llm.tasks import DECOMPOSE, EMOJI, RATE_IMPORTANCE, TASKS, UTTER
 from town.llm.usage import TokenBudget, UsageTally
 
-Rig = tuple[LLMGateway, UsageTally, str]
+BY_NAME = {task.name: task for task in TASKS}
+
+Rig = tuple[Composed, UsageTally, str]
 
 
 async def admin(url: str, path: str, payload: Any = None) -> Any:
@@ -53,7 +54,8 @@ async def rig_factory() -> AsyncIterator[Callable[..., Rig]]:
         client = open_client(url, "key", timeout, max_retries)
         clients.append(client)
         tally = UsageTally()
-        return LLMGateway(client, model="m", usage=tally, **kw), tally, url
+        kw["slots"] = kw["ceiling"] = kw.pop("concurrency", 8)
+        return Composed(client, "m", usage=tally, **kw), tally, url
 
     yield build
     for client in clients:
@@ -116,10 +118,10 @@ async def test_mendable_replies_are_used_without_a_repair(rig: Rig, fault: str) 
     assert (tally.total.calls, tally.total.fallbacks) == (1, 0)
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(BY_NAME))
 async def test_huge_strings_never_come_back_uncapped(rig: Rig, name: str) -> None:
     gateway, tally, url = rig
-    task = TASKS[name]
+    task = BY_NAME[name]
     await faults(url, "huge")
     result = await gateway.run(task, sample(task))
     assert all(len(t) <= PASSAGE_CAP for t in texts(result)), name
@@ -129,7 +131,7 @@ async def test_huge_strings_never_come_back_uncapped(rig: Rig, name: str) -> Non
 async def test_truncated_json_is_repaired(rig: Rig) -> None:
     gateway, tally, url = rig
     await faults(url, "truncated")
-    assert (await gateway.run(TASKS["plan_day"], sample(TASKS["plan_day"]))).chunks
+    assert (await gateway.run(BY_NAME["plan_day"], sample(BY_NAME["plan_day"]))).chunks
     assert (tally.total.calls, tally.total.fallbacks) == (2, 0)
     await faults(url, "truncated")  # speech cut short is still speech: no repair
     assert (await gateway.run(UTTER, sample(UTTER))).text
@@ -157,8 +159,7 @@ async def test_time_outs_slow_down_instead_of_falling_back(
         gateway, tally, _ = rig_factory(url, timeout=1.0, concurrency=4)
         await faults(url, "hang", "hang")
         assert (await gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
-        assert tally.total.fallbacks == 0 and gateway.pacer.limit < 4
-        assert gateway.pacer.timeouts == 1
+        assert tally.total.fallbacks == 0 and gateway.pacer.timeouts == 1
 
 
 async def test_calls_together_never_pass_the_budget_by_more_than_one_call(
@@ -189,7 +190,7 @@ async def test_a_hung_server_never_stalls_the_town(
                 assert (await gateway.run(EMOJI, sample(EMOJI))).emoji == "☕🍽️🧁"
         stats = await admin(url, "/_fake/stats")
         assert stats["requests"] == 2  # two rounds for the first call, then the server rests
-        assert tally.total.fallbacks == 3 and gateway.pacer.limit == 1
+        assert tally.total.fallbacks == 3
         assert gateway.report.as_json()["fallbacks_by_task"] == {"emoji": {"timeout": 3}}
         said = [r.getMessage() for r in caplog.records if "time out" in r.getMessage()]
         assert len(said) == 1 and "BOTTOWN_LLM_TIMEOUT_S" in said[0]
@@ -251,7 +252,7 @@ async def test_against_a_one_slot_server_a_visitor_s_reply_goes_ahead_of_the_tow
         gateway, _, _ = rig_factory(url, concurrency=8)
         await gateway.run(EMOJI, sample(EMOJI))  # connected, and one call's time measured
         await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(8)))
-        assert gateway.pacer.limit == 1  # one call at a time, as the server's /props says
+        assert gateway.pacer.slots == 1 and gateway.pacer.said_by == "server"  # its /props
         done: list[str] = []
 
         async def think(name: str, task: Any, urgent: bool = False) -> None:
@@ -278,13 +279,14 @@ async def test_a_server_that_says_its_slots_is_sent_that_many_calls_at_once(
     async with running(latency_ms=50, slots=slots) as url:
         gateway, _, _ = rig_factory(url, concurrency=8)
         await gateway.run(EMOJI, sample(EMOJI))
-        assert gateway.pacer.known == bool(slots)  # (a hosted API, with no /props, says nothing)
+        told = gateway.pacer.said_by == "server"
+        assert told == bool(slots)  # (a hosted API, with no /props, says nothing)
         await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(12)))
         stats = await admin(url, "/_fake/stats")
         if slots:
-            assert gateway.pacer.limit == slots and stats["max_in_flight"] == slots
-        else:
-            assert not gateway.pacer.known and stats["requests"] == 13
+            assert gateway.pacer.slots == slots and stats["max_in_flight"] == slots
+        else:  # as set: the setting's slots at once
+            assert gateway.pacer.slots == 8 and stats["requests"] == 13
 
 
 async def test_behind_its_pace_the_town_rates_importance_offline_first(
@@ -296,9 +298,9 @@ async def test_behind_its_pace_the_town_rates_importance_offline_first(
         gateway.pacer._waiting = [(urgency.PLANNING, n) for n in range(2)]  # 8 s of calls ahead
         assert (await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))).scores
         gateway.pace_s = 20.0  # 8 s of 20: importance ratings go offline, decomposition waits
-        assert gateway._behind("rate_importance") and not gateway._behind("decompose")
+        assert gateway._behind(RATE_IMPORTANCE) and not gateway._behind(DECOMPOSE)
         gateway.pace_s = None  # always wait for the model
-        assert not gateway._behind("rate_importance")
+        assert not gateway._behind(RATE_IMPORTANCE)
         gateway.pacer._waiting = []
         for _ in range(2):
             await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))
@@ -312,7 +314,6 @@ async def test_a_rating_that_waited_past_its_share_of_the_tick_leaves_for_the_of
 ) -> None:
     async with running() as url:
         gateway, tally, _ = rig_factory(url, concurrency=1, pace_s=0.05)
-        gateway.pacer.limit = 1.0
         async with gateway.pacer.slot():  # a visitor's reply on the wire all along
             rated = await gateway.run(RATE_IMPORTANCE, sample(RATE_IMPORTANCE))
             assert gateway.pacer.waiting == 0
@@ -334,15 +335,15 @@ async def test_a_reply_to_words_to_everyone_waits_about_one_call_then_the_offlin
         gateway.pacer._waiting = [(urgency.VISITOR, -1)]  # another visitor's reply goes first
         gateway.pacer.in_flight = 1  # behind a call on the wire: 2 s before a slot
         with urgency.person_waiting(urgency.VISITOR):
-            assert not gateway._behind("utter")  # addressed: it waits its turn
+            assert not gateway._behind(UTTER)  # addressed: it waits its turn
             with urgency.to_everyone():
-                assert gateway._behind("utter")
+                assert gateway._behind(UTTER)
                 assert (await gateway.run(UTTER, sample(UTTER))).text
                 gateway.pacer._waiting = []  # one call ahead: about a call's time, it waits
-                assert not gateway._behind("utter")
+                assert not gateway._behind(UTTER)
                 gateway.pacer._waiting = [(urgency.VISITOR, -1)]
                 gateway.pace_s = None  # always wait for the model: people too
-                assert not gateway._behind("utter")
+                assert not gateway._behind(UTTER)
         assert tally.total.calls == 0
         assert gateway.report.as_json()["fallbacks_by_task"] == {"utter": {"pace": 1}}
 
@@ -382,7 +383,7 @@ async def test_a_stream_the_server_ends_early_is_sent_again_and_whole_after_thre
         gateway, _, _ = rig_factory(url)
         await faults(url, "interrupted")  # as llama-cpp-python does for a call that came in
         assert (await gateway.run(EMOJI, sample(EMOJI))).emoji
-        assert gateway.pacer.limit == 1  # it answers one call at a time
+        assert gateway.pacer.slots == 1  # it answers one call at a time
         assert gateway.report.as_json()["fallbacks_by_task"] == {}
         await faults(url, *["interrupted"] * 4)  # (the fourth meets a reply sent whole)
         assert (await gateway.run(EMOJI, sample(EMOJI))).emoji

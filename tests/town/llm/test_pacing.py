@@ -1,42 +1,20 @@
-"""Pacing: calls queue on our side, timeouts follow latency, concurrency adapts (AIMD)."""
+"""Pacing: calls queue on our side by urgency, as many go as the server has slots (set, or as
+it says), timeouts follow latency, and a person's call may cut a town call short."""
 
 from __future__ import annotations
 
 import asyncio
-import math
 
 import pytest
 
 from tests.helpers import settled
 from town.llm.pacing import (
     LATENCY_FACTOR,
-    PEOPLE_ABOUT_S,
     TIMEOUT_CEILING_S,
     OnWire,
     Pacer,
     WaitedTooLong,
 )
-
-
-def test_a_time_out_halves_the_calls_in_flight_and_answers_grow_them_back() -> None:
-    pacer = Pacer(8, 60)
-    assert pacer.limit == 2  # before anything is measured
-    pacer.limit = 8.0  # grown to its ceiling
-    pacer.timed_out()
-    assert pacer.limit == 4
-    for _ in range(3):
-        pacer.timed_out()
-    assert pacer.limit == 1  # never below one
-    pacer.answered(1.0)
-    assert pacer.limit == 2
-    pacer.answered(1.0)  # sent alone: the limit was not in use, nothing shows room past it
-    assert pacer.limit == 2
-    for _ in range(2):
-        pacer.answered(1.0, int(pacer.limit))  # sent with the limit full, none slowed
-    assert pacer.limit == pytest.approx(2.9)  # about one more slot a round of answers
-    for _ in range(200):
-        pacer.answered(1.0, int(pacer.limit))
-    assert pacer.limit == 8  # never above the configured concurrency
 
 
 def test_the_timeout_follows_the_slowest_recent_answer_and_backs_off() -> None:
@@ -70,7 +48,6 @@ async def test_calls_past_the_limit_wait_their_turn() -> None:
 
     calls = [asyncio.create_task(call()) for _ in range(5)]
     await full.wait()
-    pacer.timed_out()  # now one at a time
     release.set()
     await asyncio.gather(*calls)
     assert most == 2 and pacer.in_flight == 0
@@ -117,37 +94,10 @@ async def test_a_call_cancelled_while_waiting_leaves_the_queue() -> None:
     assert pacer.waiting == 0 and pacer.in_flight == 0
 
 
-def test_a_one_slot_server_is_learned_from_latency_growing_with_calls_in_flight() -> None:
-    pacer = Pacer(8, 60)
-    for sent_with in range(1, 9):  # a burst of eight, each waiting for those ahead
-        pacer.answered(1.0 * sent_with, sent_with)
-    assert pacer.limit == 1
-    for _ in range(10):
-        pacer.answered(1.0, 1)
-    assert pacer.limit == 1  # alone, it answers in one service time: still one slot
-
-
-def test_a_four_slot_server_is_learned_near_four() -> None:
-    pacer = Pacer(16, 60)
-    for _ in range(3):
-        for sent_with in range(1, 13):  # four answered at once, then four more a round
-            pacer.answered(1.0 * math.ceil(sent_with / 4), sent_with)
-    assert 3 <= pacer.limit <= 5
-
-
-def test_a_server_that_keeps_up_is_given_every_slot() -> None:
-    pacer = Pacer(8, 60)
-    for _ in range(6):
-        for sent_with in range(1, 9):
-            pacer.answered(1.0, sent_with)
-    assert pacer.limit == 8
-
-
 def test_the_wait_expected_counts_the_calls_ahead() -> None:
     pacer = Pacer(1, 60)
     assert pacer.expected_wait_s(4) == 0  # nothing measured yet
     pacer.answered(2.0)
-    pacer.limit = 1.0
     pacer.in_flight = 1
     pacer._waiting = [(0, 1), (3, 2), (4, 3)]
     assert pacer.expected_wait_s(0) == 4.0  # the one in flight and the visitor's
@@ -173,102 +123,6 @@ async def test_a_call_out_of_patience_leaves_the_queue_unsent() -> None:
     assert pacer.waiting == 0 and pacer.in_flight == 0
 
 
-def test_the_calls_a_server_answers_in_a_while_count_only_the_slots_it_has_shown() -> None:
-    pacer = Pacer(8, 60)
-    assert pacer.calls_in(10) is None  # nothing measured
-    pacer.answered(1.0)  # sent alone: one slot shown, and the limit, not in use, stays
-    pacer.answered(1.0)
-    assert pacer.limit == 2 and pacer.calls_in(10) == 10
-    for _ in range(4):
-        pacer.answered(1.0, 4)  # four at once, none slowed
-    assert (pacer.calls_in(10) or 0) >= 40  # four or more at once
-    one = Pacer(8, 60)
-    for sent_with in (1, 2, 3):
-        one.answered(1.0 * sent_with, sent_with)  # a one-slot server
-    assert one.limit == 1
-    for _ in range(5):
-        one.answered(1.0)  # one at a time from now on
-    assert one.calls_in(10) == 10
-
-
-async def test_a_call_at_once_goes_beside_the_limit_but_never_past_the_ceiling() -> None:
-    pacer = Pacer(3, 60)
-    pacer.limit = 1.0  # (learnt: one call at a time)
-    release = asyncio.Event()
-    sent: list[str] = []
-
-    async def call(name: str, urgency: int, at_once: bool = False) -> None:
-        async with pacer.slot(urgency, at_once=at_once):
-            sent.append(name)
-            await release.wait()
-
-    town = asyncio.create_task(call("planning", 4))
-    await settled(lambda: sent == ["planning"])
-    later = asyncio.create_task(call("rating", 5))
-    visitors = [asyncio.create_task(call(f"visitor {n}", 0, at_once=True)) for n in range(3)]
-    await settled(lambda: len(sent) == 3)
-    # two visitors went beside the limit, up to the ceiling; the town's next call and the
-    # third visitor wait (the visitor first, when a slot frees)
-    assert sent == ["planning", "visitor 0", "visitor 1"] and pacer.in_flight == 3
-    release.set()
-    await asyncio.gather(town, later, *visitors)
-    assert sent[3:] == ["visitor 2", "rating"] and pacer.in_flight == 0
-
-
-def test_a_server_that_says_its_slots_is_taken_at_its_word() -> None:
-    pacer = Pacer(8, 60)
-    pacer.told(3)
-    assert pacer.known and pacer.limit == 3
-    pacer.answered(1.0, sent_with=3)
-    pacer.answered(3.0, sent_with=3)  # slowed (a long reply): nothing is learnt from it
-    assert pacer.limit == 3
-    assert pacer.calls_in(10) == pytest.approx(10 * 3 / 2.0)  # 3 slots, 2 s at the median
-    pacer.timed_out()
-    assert pacer.limit == 1.5
-    pacer.answered(1.0)
-    pacer.answered(1.0)
-    assert pacer.limit == 3  # back to its slots, never past them
-    small = Pacer(2, 60)
-    small.told(4)
-    assert small.limit == 2  # nor past the configured concurrency
-
-
-async def test_while_people_are_about_the_town_leaves_them_a_slot() -> None:
-    now = [0.0]
-    pacer = Pacer(8, 60, clock=lambda: now[0])
-    pacer.told(3)
-    release = asyncio.Event()
-    sent: list[str] = []
-
-    async def call(name: str, urgency: int, person: bool = False) -> None:
-        async with pacer.slot(urgency, person=person):
-            sent.append(name)
-            await release.wait()
-
-    first = [asyncio.create_task(call(f"plan {n}", 4)) for n in range(3)]
-    await settled(lambda: len(sent) == 3)  # nobody about: the town takes every slot
-    release.set()
-    await asyncio.gather(*first)
-    release.clear()
-    sent.clear()
-    visitor = asyncio.create_task(call("visitor", 0, person=True))
-    await settled(lambda: sent == ["visitor"])
-    town = [asyncio.create_task(call(f"rating {n}", 5)) for n in range(3)]
-    await settled(lambda: len(sent) == 2)  # one rating; one slot stays free
-    assert pacer.in_flight == 2 and pacer.waiting == 2
-    again = asyncio.create_task(call("visitor again", 0, person=True))
-    await settled(lambda: "visitor again" in sent)  # went at once, in the slot left free
-    release.set()
-    await asyncio.gather(visitor, again, *town)
-    release.clear()
-    sent.clear()
-    now[0] = PEOPLE_ABOUT_S + 1  # nobody about for a while: every slot again
-    later = [asyncio.create_task(call(f"plan {n}", 4)) for n in range(3)]
-    await settled(lambda: len(sent) == 3)
-    release.set()
-    await asyncio.gather(*later)
-
-
 async def test_a_persons_call_that_finds_every_slot_taken_cuts_the_least_urgent_town_call() -> None:
     pacer = Pacer(8, 60)
     pacer.told(2)
@@ -288,7 +142,7 @@ async def test_a_persons_call_that_finds_every_slot_taken_cuts_the_least_urgent_
     first = asyncio.create_task(call("visitor", 0, person=True))
     await settled(lambda: "visitor" in wires)  # the rating was cut, the plan goes on
     assert wires["rating"].cut.is_set() and not wires["plan"].cut.is_set()
-    assert pacer.cuts == 1 and wires["visitor"].sent_with == 2
+    assert pacer.cuts == 1
     second = asyncio.create_task(call("visitor again", 0, person=True))
     await settled(lambda: "visitor again" in wires)  # the plan, then; never a person's call
     assert wires["plan"].cut.is_set() and not wires["visitor"].cut.is_set()
@@ -298,19 +152,6 @@ async def test_a_persons_call_that_finds_every_slot_taken_cuts_the_least_urgent_
     release.set()
     await asyncio.gather(*town, first, second, third)
     assert "a third" in wires
-
-
-def test_a_stream_the_server_ended_for_another_call_shows_it_answers_one_at_a_time() -> None:
-    pacer = Pacer(8, 60)
-    pacer.interrupted()
-    assert pacer.limit == 1
-    for _ in range(5):
-        pacer.answered(1.0, 2)  # (a call sent beside a cut one is quick: it shows nothing)
-    assert pacer.limit == 1 and pacer.known
-    told = Pacer(8, 60)
-    told.told(3)
-    told.interrupted()  # (a server that said its slots is taken at its word)
-    assert told.limit == 3
 
 
 async def test_a_town_call_past_half_its_usual_time_is_left_to_end() -> None:
@@ -332,3 +173,37 @@ async def test_a_town_call_past_half_its_usual_time_is_left_to_end() -> None:
             assert town.cut.is_set() == cut  # (past half of 2 s: the person waits the rest;
         await waiting  # past the whole of it, a long call: its end is not in sight)
     assert pacer.cuts == 2
+
+
+def test_the_slots_are_as_set_until_the_server_says_within_the_ceiling() -> None:
+    pacer = Pacer(1, 60, ceiling=8)
+    assert (pacer.slots, pacer.said_by) == (1, "setting")
+    pacer.answered(1.0)
+    assert pacer.calls_in(10) == 10  # one slot, a call a second
+    for _ in range(5):
+        pacer.answered(0.2)  # quick answers tell nothing of its slots
+    assert pacer.slots == 1
+    pacer.told(4)
+    assert (pacer.slots, pacer.said_by) == (4, "server")
+    pacer.told(32)
+    assert pacer.slots == 8  # never past the ceiling (BOTTOWN_LLM_CONCURRENCY)
+    assert Pacer(12, 60, ceiling=3).slots == 3
+
+
+def test_a_stream_the_server_ended_for_another_call_means_one_slot_unless_it_said() -> None:
+    pacer = Pacer(4, 60)
+    pacer.interrupted()
+    assert (pacer.slots, pacer.said_by) == (1, "server")
+    told = Pacer(8, 60)
+    told.told(3)
+    told.interrupted()  # (a server that said its slots is taken at its word)
+    assert told.slots == 3
+
+
+def test_every_slot_taken_or_calls_waiting_is_a_busy_server() -> None:
+    pacer = Pacer(2, 60)
+    assert not pacer.busy
+    pacer.in_flight = 2
+    assert pacer.busy
+    pacer.in_flight, pacer._waiting = 1, [(3, 1)]
+    assert pacer.busy

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from datetime import date
-from types import SimpleNamespace
 
-from town.llm.report import WARN_AFTER, AnswerReport, status_lines
+from town.llm.report import WARN_AFTER, AnswerReport
 
 DAY = date(2026, 2, 13)
 
@@ -50,16 +49,14 @@ def test_another_day_counts_apart() -> None:
     assert report.share(date(2026, 2, 14)) == 0.0 and report.share(DAY) == 0.75
 
 
-def test_status_lines_find_the_report_through_a_wrapper() -> None:
+def test_status_lines_say_the_answers_by_who_made_them() -> None:
     report = report_of(3, {"timeout": 1})
-    wrapper = SimpleNamespace(inner=SimpleNamespace(report=report, inner=None))
-    assert status_lines(wrapper) == [
+    assert report.status_lines() == [
         "LLM answers today: 3 by the model, 1 by the offline fallback (25.0%)",
         "  fallback react: timeout 1",
         "warning: 25% of today's LLM answers came from the offline fallback (over 5%); "
         "see the reasons by task",
     ]
-    assert status_lines(SimpleNamespace(inner=None)) == []
     assert report_of(0, {}).status_lines() == []
 
 

@@ -19,6 +19,9 @@ from town.llm.tasks import (
     TASKS,
 )
 
+BY_NAME = {task.name: task for task in TASKS}
+ALL_BY_NAME = {task.name: task for task in (*TASKS, *EXPERIMENT_TASKS)}
+
 
 def walk(node: Any) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
@@ -32,9 +35,9 @@ def walk(node: Any) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_every_schema_is_flat_capped_and_simple(name: str) -> None:
-    task = TASKS[name]
+    task = BY_NAME[name]
     schema = task.schema_for(sample(task))
     text = json.dumps(schema)
     assert "$ref" not in text and "\\\\d" not in text and "$defs" not in text
@@ -83,8 +86,8 @@ def test_an_empty_set_leaves_the_text_free() -> None:
     assert "enum" not in plan["properties"]["chunks"]["items"]["properties"]["location"]
 
 
-@pytest.mark.parametrize("name", sorted({**TASKS, **EXPERIMENT_TASKS}))
+@pytest.mark.parametrize("name", sorted(ALL_BY_NAME))
 def test_max_tokens_cover_the_worst_reply_within_the_ceiling(name: str) -> None:
-    task = {**TASKS, **EXPERIMENT_TASKS}[name]
-    schema = task.schema_for(sample(task)) if name in TASKS else task.json_schema()
+    task = ALL_BY_NAME[name]
+    schema = task.schema_for(sample(task)) if name in BY_NAME else task.json_schema()
     assert 16 < max_tokens_for(schema) <= MAX_TOKENS_CEILING

@@ -8,7 +8,7 @@ import pytest
 from standins.llm.server import running
 from town.llm.client import open_client
 from town.llm.pacing import Pacer
-from town.llm.slots import ask_once, props_url, told_slots
+from town.llm.slots import ask_once, default_slots, props_url, told_slots
 
 
 @pytest.mark.parametrize(
@@ -24,11 +24,49 @@ async def test_a_server_is_asked_once_and_its_slots_told_to_the_pacer() -> None:
         client = open_client(url, "key", 5.0)
         pacer = Pacer(8, 60)
         await ask_once(pacer, client)
-        assert pacer.asked and pacer.known and pacer.limit == 2
-        pacer.timed_out()
-        await ask_once(pacer, client)  # asked once only: the time-out's halving stands
-        assert pacer.limit == 1
+        assert pacer.asked and pacer.said_by == "server" and pacer.slots == 2
+        pacer.slots = 5
+        await ask_once(pacer, client)  # asked once only
+        assert pacer.slots == 5
         await client.close()
+
+
+async def test_a_server_that_lists_its_slots_is_counted() -> None:
+    from aiohttp import web
+
+    async def listed(request: web.Request) -> web.Response:
+        return web.json_response([{"id": 0, "is_processing": False}, {"id": 1}, {"id": 2}])
+
+    app = web.Application()
+    app.router.add_get("/slots", listed)  # llama.cpp's /slots, with no total_slots at /props
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    client = open_client(f"http://{host}:{port}/v1", "key", 5.0)
+    try:
+        assert await told_slots(client) == 3
+    finally:
+        await client.close()
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("base", "slots"),
+    [
+        ("http://127.0.0.1:8080/v1", 1),
+        ("http://localhost:11434/v1", 1),
+        ("http://192.168.1.20:8000/v1", 1),
+        ("http://gpu-box:8000/v1", 1),
+        ("https://api.example.com/v1", 8),
+        (None, 8),
+    ],
+)
+def test_a_server_that_does_not_say_has_one_slot_at_home_and_the_ceiling_hosted(
+    base: str | None, slots: int
+) -> None:
+    assert default_slots(base, 8) == slots
 
 
 async def test_a_server_without_props_or_gone_says_nothing() -> None:

@@ -107,7 +107,7 @@ def test_the_fake_endpoint_answers_each_input(fake_llm: str) -> None:
 
 
 async def test_narration_is_checked_too_and_other_tasks_are_not(store: Store) -> None:
-    from town.llm.offline.brain import OfflineBrain
+    from town.llm.port import OfflineBrain
     from town.llm.schemas import RateImportanceInput, ReactInput
     from town.llm.tasks import RATE_IMPORTANCE, REACT
 

@@ -7,9 +7,8 @@ import asyncio
 from typing import Any
 
 from standins.llm.server import running
-from tests.helpers import sample
+from tests.helpers import Composed, sample
 from town.llm.client import open_client
-from town.llm.gateway import LLMGateway
 from town.llm.tasks import EMOJI
 from town.llm.usage import RoomyBudget
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -23,7 +22,7 @@ async def test_a_daily_call_limit_holds_for_calls_made_together(
     assert isinstance(budget, RoomyBudget)
     async with running(latency_ms=20) as url:
         client = open_client(url, "key", 5.0, max_retries=1)
-        gateway = LLMGateway(client, model="m", usage=usage, budget=budget, concurrency=8)
+        gateway = Composed(client, "m", usage=usage, budget=budget, slots=8)
         await asyncio.gather(*(gateway.run(EMOJI, sample(EMOJI)) for _ in range(12)))
         await client.close()
     usage.flush()

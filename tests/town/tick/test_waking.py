@@ -6,23 +6,20 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import CAFE_PAIR, make_engine, resident
+from town.llm.chain import Handles
 from town.llm.pacing import Pacer
 from town.llm.port import ScriptedBrain
-from town.llm.urgency import begun_per_tick
 from town.store.db import Store
 from town.tick.state import ResidentState
 
 
-class PacedBrain(ScriptedBrain):
-    """A scripted brain that keeps a tick's pace against a server measured as one a gateway's
-    pacer measures it: the fields ``begun_per_tick`` reads."""
-
-    def __init__(self, pace_s: float | None, latency_s: float) -> None:
-        super().__init__()
-        self.pace_s = pace_s
-        self.pacer = Pacer(1, 60)
-        self.pacer.limit = 1.0
-        self.pacer.answered(latency_s)
+def paced(pace_s: float | None, latency_s: float | None) -> Handles:
+    """The handles of a brain that keeps a tick's pace against a one-slot server whose calls
+    take ``latency_s`` (None: nothing measured yet)."""
+    pacer = Pacer(1, 60)
+    if latency_s is not None:
+        pacer.answered(latency_s)
+    return Handles(pacer=pacer, pace_s=pace_s)
 
 
 def awake(store: Store) -> list[str]:
@@ -32,9 +29,10 @@ def awake(store: Store) -> list[str]:
 async def test_a_slow_server_wakes_one_resident_a_tick_and_the_other_at_the_next(
     store: Store,
 ) -> None:
-    brain = PacedBrain(pace_s=10.0, latency_s=5.0)  # two calls a tick: one wake-up
-    assert begun_per_tick(brain) == 1
+    brain, handles = ScriptedBrain(), paced(pace_s=10.0, latency_s=5.0)  # two calls a tick
+    assert handles.begun_per_tick() == 1  # one wake-up
     engine = await make_engine(store, brain)
+    engine.llm = handles
     await engine.tick()  # 07:10: both are due up since 07:00
     assert awake(store) == [CAFE_PAIR[0]]
     assert len(brain.calls("summarize")) == 1
@@ -44,13 +42,12 @@ async def test_a_slow_server_wakes_one_resident_a_tick_and_the_other_at_the_next
 
 
 async def test_a_quick_server_or_waiting_for_the_model_wakes_everyone_due(store: Store) -> None:
-    assert begun_per_tick(PacedBrain(pace_s=10.0, latency_s=0.5)) == 6  # 30% of 20 calls
-    assert begun_per_tick(PacedBrain(pace_s=None, latency_s=5.0)) is None  # ticks stretch
-    assert begun_per_tick(ScriptedBrain()) is None  # the offline brain keeps any pace
-    fresh = PacedBrain(pace_s=10.0, latency_s=1.0)
-    fresh.pacer = Pacer(1, 60)
-    assert begun_per_tick(fresh) == 1  # nothing measured yet: one, which measures
-    engine = await make_engine(store, PacedBrain(pace_s=None, latency_s=5.0))
+    assert paced(pace_s=10.0, latency_s=0.5).begun_per_tick() == 6  # 30% of 20 calls
+    assert paced(pace_s=None, latency_s=5.0).begun_per_tick() is None  # ticks stretch
+    assert Handles().begun_per_tick() is None  # the offline brain keeps any pace
+    assert paced(pace_s=10.0, latency_s=None).begun_per_tick() == 1  # one, which measures
+    engine = await make_engine(store, ScriptedBrain())
+    engine.llm = paced(pace_s=None, latency_s=5.0)
     await engine.tick()
     assert awake(store) == list(CAFE_PAIR)
 
@@ -59,8 +56,9 @@ async def test_a_quick_server_or_waiting_for_the_model_wakes_everyone_due(store:
 async def test_reflections_begin_at_the_same_pace_after_the_wake_ups(
     store: Store, pace_s: float | None
 ) -> None:
-    brain = PacedBrain(pace_s=pace_s, latency_s=5.0)  # one long thought a tick, or any number
+    brain = ScriptedBrain()  # one long thought a tick, or any number
     engine = await make_engine(store, brain)
+    engine.llm = paced(pace_s=pace_s, latency_s=5.0)
     while awake(store) != list(CAFE_PAIR):
         await engine.tick()
     engine.reflect_threshold = 0  # both would reflect at once

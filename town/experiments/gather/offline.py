@@ -23,6 +23,7 @@ import hashlib
 import re
 
 from town.experiments.gather import schemas as s
+from town.llm.offline.hearing import Hearing
 
 HEADINGS = (("up", "right"), ("up", "left"), ("down", "right"), ("down", "left"))
 _GOAL_AT = re.compile(r"\bgoal\b[^()\d]{0,30}\(\s*(\d{1,4})\s*,\s*(\d{1,4})\s*\)", re.IGNORECASE)
@@ -66,7 +67,7 @@ def _texts(inputs: s.GatherInput) -> list[str]:
     return [*inputs.received, *memories]
 
 
-def gather_message(inputs: s.GatherInput) -> s.GatherMessageResult:
+def gather_message(inputs: s.GatherInput, hearing: Hearing) -> s.GatherMessageResult:
     me = f"{inputs.agent} here, at ({inputs.x}, {inputs.y})."
     goal = known_goal(_texts(inputs))
     if goal is not None and any(_FOUND.search(t) for t in inputs.received):
@@ -80,7 +81,7 @@ def gather_message(inputs: s.GatherInput) -> s.GatherMessageResult:
     return s.GatherMessageResult(message=text)
 
 
-def gather_move(inputs: s.GatherInput) -> s.GatherMoveResult:
+def gather_move(inputs: s.GatherInput, hearing: Hearing) -> s.GatherMoveResult:
     here = (inputs.x, inputs.y)
     goal = known_goal(_texts(inputs))
     if goal is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
@@ -14,7 +13,7 @@ from types import MappingProxyType
 from town.experiments.gather import offline
 from town.experiments.gather import schemas as s
 from town.llm import lenient
-from town.llm.task import INPUT_MARKER, I, Message, R, Task, _prompt_text
+from town.llm.task import INPUT_MARKER, I, Message, Offline, R, Task, _prompt_text
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
 _INLINE_WHEN_EMPTY = MappingProxyType({"received": "No Messages", "memories": "nothing yet"})
@@ -77,7 +76,7 @@ def _free_text_task(
     result_model: type[R],
     role: str,
     text_field: str,
-    answer: Callable[[I], R],
+    answer: Offline[I, R],
 ) -> FreeTextTask[I, R]:
     system = string.Template(_prompt_text("gather_system", PROMPTS)).substitute(
         task=name, role=role

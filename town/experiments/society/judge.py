@@ -13,6 +13,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from town.llm.offline.hearing import Hearing
 from town.llm.schemas import Name, Remark
 from town.llm.shapes import Schema
 from town.llm.task import make_task
@@ -64,7 +65,7 @@ def names_keyword(text: str, keywords: list[str]) -> str:
     return ""
 
 
-def judge_knows(inputs: JudgeKnowsInput) -> JudgeKnowsResult:
+def judge_knows(inputs: JudgeKnowsInput, hearing: Hearing) -> JudgeKnowsResult:
     negated = ""
     for sentence in _SENTENCE.split(inputs.answer.replace("’", "'")):
         found = names_keyword(sentence, inputs.keywords)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from town.features.coaching import schemas as s
+from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import AI_WORDS, GREETINGS
 from town.llm.offline.text import first_name, words
 from town.llm.schemas import Insight
@@ -126,7 +127,7 @@ def _follow_up(inputs: s.CoachTurnInput, lacks: list[str]) -> str:
     return "Can you put a number on that: how big, how fast, or how much it changed?"
 
 
-def coach_turn(inputs: s.CoachTurnInput) -> s.CoachTurnResult:
+def coach_turn(inputs: s.CoachTurnInput, hearing: Hearing) -> s.CoachTurnResult:
     message = inputs.message
     if _asks_if_ai(message):
         text, question_id = _again(inputs)
@@ -169,7 +170,7 @@ def _score(answer: s.ReviewedAnswer) -> int:
     return len(words(text)) + 20 * bool(_NUMBER.search(text)) + 20 * bool(_EXAMPLE.search(text))
 
 
-def coach_review(inputs: s.CoachReviewInput) -> s.CoachReviewResult:
+def coach_review(inputs: s.CoachReviewInput, hearing: Hearing) -> s.CoachReviewResult:
     who, name = inputs.candidate, first_name(inputs.candidate)
     ranked = sorted(inputs.answers, key=_score, reverse=True)
     solid = [a for a in ranked if not missing(a.answer)][:2]
@@ -224,7 +225,7 @@ def _point(answer: s.ReviewedAnswer, advice: str) -> s.FeedbackPoint:
     return s.FeedbackPoint(answer_id=answer.id, quote=excerpt(answer.answer, 10), advice=advice)
 
 
-def coach_feedback(inputs: s.CoachFeedbackInput) -> s.CoachFeedbackResult:
+def coach_feedback(inputs: s.CoachFeedbackInput, hearing: Hearing) -> s.CoachFeedbackResult:
     answers = inputs.answers
     by_length = sorted(answers, key=lambda a: (len(words(a.answer)), a.id))
     shortest, longest = by_length[0], by_length[-1]

@@ -3,9 +3,7 @@ answer (``offline.py``). The town's own tasks (``town.llm.tasks``) do not includ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from importlib import resources
-from types import MappingProxyType
 from typing import Any
 
 from town.features.coaching import offline
@@ -107,7 +105,4 @@ COACH_FEEDBACK = make_task(
     prompts=PROMPTS,
 )
 
-COACHING_TASKS: Mapping[str, Task[Any, Any]] = MappingProxyType(
-    {t.name: t for t in (COACH_TURN, COACH_REVIEW, COACH_FEEDBACK)}
-)
-"""The mock interviews' tasks by name (read-only)."""
+COACHING_TASKS: tuple[Task[Any, Any], ...] = (COACH_TURN, COACH_REVIEW, COACH_FEEDBACK)

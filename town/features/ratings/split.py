@@ -1,8 +1,8 @@
 """A live A/B of two models: part of the town thinks with a second model. By resident (the
 default), each resident always thinks with the same one, chosen by a stable hash of its name;
-by message, each call picks one at random. ``model_of`` says which model made a resident's
-latest words, and the town records it in every resident's event
-(``town.outbox.events.speaking_models``). Residents are never told which model they are."""
+by message, each call picks one at random. Each answer is stamped by the model that made it
+(:mod:`town.llm.made`), and the town keeps the stamp with the resident's words. Residents are
+never told which model they are."""
 
 from __future__ import annotations
 
@@ -33,17 +33,10 @@ class SplitBrain:
         self.by = by
         self.name = f"split:{first[0]}|{second[0]}"
         self._rng = rng or random.Random()
-        self._latest: dict[str, int] = {}  # a resident -> the side that spoke for it last
 
     def side_of(self, resident: str) -> int:
         """A resident's side when split by resident: stable across runs and processes."""
         return hashlib.sha256(resident.encode()).digest()[0] % 2
-
-    def model_of(self, resident: str) -> str:
-        """The model that made ``resident``'s latest words (by resident: its own model)."""
-        if self.by == "resident":
-            return self.models[self.side_of(resident)]
-        return self.models[self._latest.get(resident, 0)]
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
         if resident is None:
@@ -52,5 +45,4 @@ class SplitBrain:
             side = self.side_of(resident)
         else:
             side = self._rng.randrange(2)
-            self._latest[resident] = side
         return await self._brains[side].run(task, inputs, resident=resident)

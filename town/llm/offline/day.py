@@ -8,8 +8,8 @@ import random
 import re
 
 from town.llm import schemas as s
-from town.llm.checks import clock, minutes
 from town.llm.offline.events import with_event
+from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_ONLY, HOME_WORDS, PLACE_HINTS
 from town.llm.offline.meals import AFTER_A_MEAL, fitting, meal_in
 from town.llm.offline.steps import FIRST_OF_MANY, action_steps, gerund, plain
@@ -22,6 +22,7 @@ from town.llm.offline.text import (
     stems,
     words,
 )
+from town.llm.schemas import clock, minutes
 
 DAY = 24 * 60
 _TIME = re.compile(
@@ -193,7 +194,7 @@ def _meals_in_time(items: list[tuple[int, str, str]], wake: int) -> list[tuple[i
     return out
 
 
-def plan_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
+def plan_day(inputs: s.PlanDayInput, hearing: Hearing) -> s.PlanDayResult:
     planned = _routine_day(inputs) if inputs.routine else _default_day(inputs)
     chunks = with_event(inputs, planned.chunks)
     return s.PlanDayResult(
@@ -217,7 +218,7 @@ def _action_lengths(total: int, rng: random.Random) -> list[int]:
     return parts
 
 
-def decompose(inputs: s.DecomposeInput) -> s.DecomposeResult:
+def decompose(inputs: s.DecomposeInput, hearing: Hearing) -> s.DecomposeResult:
     chunk = inputs.chunk
     start = minutes(chunk.start)
     if inputs.granularity == "hour":
@@ -293,7 +294,7 @@ def _parts(entry: str) -> list[str]:
     return [part.strip() for part in entry.split(":") if part.strip()]
 
 
-def choose_location(inputs: s.ChooseLocationInput) -> s.ChooseLocationResult:
+def choose_location(inputs: s.ChooseLocationInput, hearing: Hearing) -> s.ChooseLocationResult:
     if not inputs.tree:
         return s.ChooseLocationResult(path=_parts(inputs.current) or [inputs.current or "home"])
     terms = _terms(inputs.activity)

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 
 from town.llm import schemas as s
-from town.llm.checks import clock, minutes
 from town.llm.offline.text import first_name
+from town.llm.schemas import clock, minutes
 
 DAY = 24 * 60
 MAX_CHUNKS = 8

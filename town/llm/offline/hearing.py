@@ -97,6 +97,11 @@ class Hearing:
             return keyed[0] if keyed else OTHER
         return best_kind
 
+    @staticmethod
+    def listens(inputs: object) -> bool:
+        """Whether answering these inputs hears a visitor's line (and so embeds it)."""
+        return getattr(inputs, "visitor", False) is True
+
     def hear(self, line: str, resident: str = "") -> Heard:
         """The kinds of a visitor's line, sentence by sentence; the resident's own name (a
         vocative) is left out first, as it tells nothing of the kind."""

@@ -6,7 +6,7 @@ import re
 from collections import Counter
 
 from town.llm import schemas as s
-from town.llm.checks import present_named
+from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import ALARM_WORDS, GREETINGS, PLACE_WORDS, STOPWORDS
 from town.llm.offline.steps import gerund
 from town.llm.offline.text import (
@@ -20,6 +20,7 @@ from town.llm.offline.text import (
     stable_rng,
     words,
 )
+from town.llm.schemas import present_named
 
 _SPEAKER = re.compile(
     r"^\W*([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,3})\s*(?:\([^)]*\))?\s*"
@@ -75,7 +76,7 @@ def _addressed(observation: str, resident: str) -> bool:
     return mentions(said, resident)
 
 
-def react(inputs: s.ReactInput) -> s.ReactResult:
+def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
     """React to danger, to words addressed to the resident, or to meeting someone present;
     talk only to someone present (a visitor is answered when heard: ``town.inputs.chat``)."""
     observation = inputs.observation
@@ -112,7 +113,7 @@ def react(inputs: s.ReactInput) -> s.ReactResult:
     return s.ReactResult(react=False, reaction="", talk_to=None)
 
 
-def summarize(inputs: s.SummarizeInput) -> s.SummarizeResult:
+def summarize(inputs: s.SummarizeInput, hearing: Hearing) -> s.SummarizeResult:
     own = [m for m in inputs.memories if mentions(m, inputs.resident)]
     chosen = (own or inputs.memories)[:3]
     text = " ".join([f"This is {inputs.resident}.", *(sentence(m) for m in chosen)])
@@ -133,7 +134,9 @@ def _topics(resident: str, texts: list[str]) -> tuple[list[str], list[str]]:
     return most_common(people, 5), most_common(nouns, 5)
 
 
-def reflect_questions(inputs: s.ReflectQuestionsInput) -> s.ReflectQuestionsResult:
+def reflect_questions(
+    inputs: s.ReflectQuestionsInput, hearing: Hearing
+) -> s.ReflectQuestionsResult:
     resident = inputs.resident
     people, nouns = _topics(resident, inputs.statements)
     questions = [f"What is {resident}'s relationship with {p}?" for p in people[:2]]
@@ -146,7 +149,7 @@ def reflect_questions(inputs: s.ReflectQuestionsInput) -> s.ReflectQuestionsResu
     return s.ReflectQuestionsResult(questions=list(dict.fromkeys(questions))[:3])
 
 
-def reflect_insights(inputs: s.ReflectInsightsInput) -> s.ReflectInsightsResult:
+def reflect_insights(inputs: s.ReflectInsightsInput, hearing: Hearing) -> s.ReflectInsightsResult:
     found: dict[str, s.Insight] = {}
     for group in inputs.questions:
         for insight in _insights(inputs.resident, group):

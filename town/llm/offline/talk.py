@@ -14,6 +14,7 @@ import re
 
 from town.llm import schemas as s
 from town.llm.offline.events import Happening, happenings
+from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import (
     AI_WORDS,
     DOING_WORDS,
@@ -320,7 +321,7 @@ def _about_person(who: str, resident: str, listener: str, memories: list[str]) -
     return f"I don't think I know {who}."
 
 
-def interview(inputs: s.InterviewInput) -> s.InterviewResult:
+def interview(inputs: s.InterviewInput, hearing: Hearing) -> s.InterviewResult:
     question, resident = inputs.question, inputs.resident
     if asks_if_ai(question):
         return s.InterviewResult(answer=honest(question, resident))

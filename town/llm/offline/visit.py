@@ -17,13 +17,14 @@ import re
 from dataclasses import dataclass, field
 
 from town.llm import schemas as s
-from town.llm.checks import minutes
 from town.llm.offline.events import happenings
 from town.llm.offline.hearing import Heard, Hearing
 from town.llm.offline.lexicon import NEWS_WORDS, VISIT
 from town.llm.offline.retell import news_in, tell
 from town.llm.offline.talk import honest, now_of, old_news, plans_in
+from town.llm.offline.talk import utter as talk_utter
 from town.llm.offline.text import first_name, mentions, names, overlap, sentence, stable_rng
+from town.llm.schemas import minutes
 
 
 @dataclass
@@ -257,3 +258,8 @@ def answer_visitor(inputs: s.UtterInput, hearing: Hearing) -> s.UtterResult:
     """The resident's answer to the visitor's last line."""
     last = inputs.history[-1].text if inputs.history else ""
     return Visit(inputs, hearing.hear(last, inputs.speaker)).answer()
+
+
+def say(inputs: s.UtterInput, hearing: Hearing) -> s.UtterResult:
+    """The offline ``utter``: a visitor's thread is answered as a chat, a resident's as a talk."""
+    return answer_visitor(inputs, hearing) if inputs.visitor else talk_utter(inputs)

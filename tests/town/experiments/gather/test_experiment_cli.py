@@ -17,7 +17,7 @@ from tests.town.experiments.gather.test_run import fake_admin
 from town.experiments.gather.field import GatherConfig
 from town.experiments.gather.log import read_log
 from town.experiments.gather.run import GatherRun
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 
 PNG = b"\x89PNG\r\n\x1a\n"
 runner = CliRunner()

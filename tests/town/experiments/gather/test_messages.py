@@ -11,7 +11,7 @@ from town.experiments.gather import schemas as s
 from town.experiments.gather.field import GOAL_SENDER, GatherConfig, in_range, torus_distance
 from town.experiments.gather.messages import deliver, mentions, parse_move
 from town.experiments.gather.tasks import GATHER_MESSAGE, GATHER_MOVE
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 
 PAPER = GatherConfig(agents=4)
 

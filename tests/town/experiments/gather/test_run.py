@@ -20,11 +20,10 @@ from town.experiments.gather.log import AgentStep, CallLedger
 from town.experiments.gather.memories import AgentMemories
 from town.experiments.gather.messages import mentions
 from town.experiments.gather.run import GatherRun
+from town.llm.chain import think_with
 from town.llm.client import open_client
 from town.llm.embedders import HashEmbedder
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import Brain
+from town.llm.port import Brain, OfflineBrain
 from town.llm.tasks import Task
 from town.store.db import Store
 from town.store.models import Memory
@@ -72,9 +71,8 @@ async def test_the_agents_of_a_step_think_concurrently() -> None:
     async with running(latency_ms=100) as url:
         client = open_client(url, "k", 5)
         ledger = CallLedger()
-        gateway = LLMGateway(client, model="m", usage=ledger, concurrency=16)
-        gateway.pacer.told(16)  # (a server with room for all: nothing for the pacer to learn)
-        await GatherRun(GatherConfig(agents=6, steps=2), gateway, ledger=ledger).run()
+        brain, _handles = think_with(client, "m", usage=ledger, slots=16)  # (room for all)
+        await GatherRun(GatherConfig(agents=6, steps=2), brain, ledger=ledger).run()
         await client.close()
         stats = await asyncio.to_thread(fake_admin, url, "/_fake/stats")
     assert stats["max_in_flight"] == 6

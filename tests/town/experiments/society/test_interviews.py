@@ -19,8 +19,7 @@ from tests.town.experiments.society.test_measures import ISABELLA, KLAUS, MARIA,
 from town.experiments.society.interviews import evaluate
 from town.experiments.society.judge import JUDGE_KNOWS, JudgeKnowsInput
 from town.experiments.society.report import plot_diffusion, plot_graphs, write_answers
-from town.llm.offline.brain import OfflineBrain
-from town.llm.port import ScriptedBrain
+from town.llm.port import OfflineBrain, ScriptedBrain
 from town.memory.stream import NewMemory
 from town.store.db import Store
 from town.store.models import Conversation, Resident

@@ -13,7 +13,7 @@ from tests.town.features.coaching.test_session import (
     PRACTICE,
     interviews,
 )
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 from town.llm.schemas import PlanDayInput
 from town.llm.tasks import PLAN_DAY
 from town.world.load import load_town

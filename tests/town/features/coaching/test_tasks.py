@@ -8,6 +8,7 @@ import pytest
 
 from standins.llm.server import running
 from standins.llm.wire import KNOWN_TASKS
+from tests.helpers import Composed
 from tests.town.features.coaching.test_session import (
     ALICE,
     DANA,
@@ -18,8 +19,7 @@ from tests.town.features.coaching.test_session import (
 from town.features.coaching import schemas as s
 from town.features.coaching.tasks import COACH_FEEDBACK, COACH_REVIEW, COACH_TURN, COACHING_TASKS
 from town.llm.client import open_client
-from town.llm.gateway import LLMGateway
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 
 
 def _turn_inputs(**changes: Any) -> s.CoachTurnInput:
@@ -95,8 +95,8 @@ def test_the_feedback_check_wants_exact_quotes_and_the_review_known_topics() -> 
 
 
 async def test_the_coaching_tasks_go_over_the_wire_to_an_openai_compatible_server() -> None:
-    assert set(COACHING_TASKS) == {"coach_turn", "coach_review", "coach_feedback"}
-    assert all(KNOWN_TASKS[name] is task for name, task in COACHING_TASKS.items())
+    assert {t.name for t in COACHING_TASKS} == {"coach_turn", "coach_review", "coach_feedback"}
+    assert all(KNOWN_TASKS[task.name] is task for task in COACHING_TASKS)
     answer = s.ReviewedAnswer(
         id=3, session=1, topic="debugging", question="Q", answer=STRONG_DEBUGGING
     )
@@ -123,7 +123,7 @@ async def test_the_coaching_tasks_go_over_the_wire_to_an_openai_compatible_serve
     ]
     async with running() as url:
         client = open_client(url, "sk-test", 5)
-        gateway = LLMGateway(client, model="town-model")
+        gateway = Composed(client, "town-model")
         try:
             for task, inputs in samples:
                 system = " ".join(task.render(inputs)[0]["content"].split())

@@ -18,9 +18,10 @@ from sqlmodel import select
 from adapters.core.delivery import OutboxPump
 from tests.fakes.platform import FakePlatform, Sleeps
 from town.llm import schemas as s
-from town.llm.offline.day import decompose
 from town.llm.offline.meals import MEAL_HOURS, fitting, meal_in
 from town.llm.offline.steps import action_steps
+from town.llm.port import OfflineBrain
+from town.llm.tasks import DECOMPOSE
 from town.store.db import Store
 from town.store.models import Town
 from town.world.persona import TownSpec
@@ -157,7 +158,7 @@ def test_an_action_never_says_still_nor_names_the_place_it_is_posted_in() -> Non
         inputs = s.DecomposeInput(
             resident="Francisco Lopez", summary="", chunk=chunk, granularity=granularity
         )
-        items = decompose(inputs).items
+        items = OfflineBrain().answer(DECOMPOSE, inputs).items
         if granularity == "action":
             assert [i.description for i in items] == ["writing jokes in the afternoon"]
 
@@ -167,7 +168,7 @@ def test_a_long_lunch_is_lunch_for_an_hour_then_company() -> None:
         start="13:00", duration_min=180, location="Hobbs Cafe: counter", description="having lunch"
     )
     inputs = s.DecomposeInput(resident="Sam Moore", summary="", chunk=chunk, granularity="hour")
-    hours = [i.description for i in decompose(inputs).items]
+    hours = [i.description for i in OfflineBrain().answer(DECOMPOSE, inputs).items]
     assert hours[0] == "having lunch" and all("lunch" not in h for h in hours[1:])
 
 

@@ -14,8 +14,8 @@ import pytest
 from town.inputs.chat import Responder, situation
 from town.llm import schemas as s
 from town.llm.embedders import HashEmbedder
-from town.llm.offline.brain import OfflineBrain
 from town.llm.offline.hearing import Hearing
+from town.llm.port import OfflineBrain
 from town.llm.tasks import UTTER
 from town.memory.minilm import MiniLMEmbedder
 from town.world.load import load_town

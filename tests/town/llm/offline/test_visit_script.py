@@ -13,7 +13,7 @@ from tests.factories import make_engine, resident
 from tests.town.llm.offline.test_visit import GOODBYE
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
-from town.llm.offline.brain import OfflineBrain
+from town.llm.port import OfflineBrain
 from town.memory.minilm import MiniLMEmbedder
 from town.store.db import Store
 from town.store.models import Resident

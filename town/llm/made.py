@@ -1,0 +1,41 @@
+"""Who made an answer: the model (its name), or the offline brain and why.
+
+Every answer the town's brain gives is stamped where it is made: the gateway stamps the model's
+name, the fallback ``offline (<reason>)`` (``fallback``: the model gave no usable answer; ``pace``:
+answered offline so the town keeps its pace; ``budget``; ``moderation``; ...), the offline brain
+``offline``. The stamp travels with the result to what the town keeps of it (a resident's words
+in the outbox, the reactions to them, replays), so no offline line is ever credited to a model.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+OFFLINE = "offline"
+_KEY = "_bottown_made_by"  # kept beside the fields: never dumped, never compared
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def offline(reason: str | None = None) -> str:
+    """The offline brain's stamp, with the reason it answered instead of the model."""
+    return f"{OFFLINE} ({reason})" if reason else OFFLINE
+
+
+def stamp(result: R, who: str) -> R:
+    """``result``, stamped as made by ``who`` (a model's name, or :func:`offline`'s)."""
+    object.__setattr__(result, _KEY, who)  # (results are frozen values: the stamp is beside)
+    return result
+
+
+def made_by(result: BaseModel) -> str:
+    """Who made ``result`` ("" when nobody said: a test's scripted answer)."""
+    who = result.__dict__.get(_KEY, "")
+    return who if isinstance(who, str) else ""
+
+
+def by_model(who: str) -> bool:
+    """Whether a stamp names a model (not the offline brain, not nobody)."""
+    return bool(who) and not who.startswith(OFFLINE)
