@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
+from importlib import metadata
 from typing import Annotated
 
 import typer
@@ -27,7 +28,6 @@ from bot.runtime.settings import load_settings, masked_url
 
 app = typer.Typer(
     name="bottown",
-    help="A town of generative-agent residents for Discord, Slack and the browser.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -69,15 +69,36 @@ def config() -> None:
     guarded(show)
 
 
+@app.callback(invoke_without_command=True)
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, help="Show the version of bottown and exit."),
+    ] = False,
+) -> None:
+    """A town of generative-agent residents for Discord, Slack and the browser."""
+    if version:
+        out.print(f"bottown {metadata.version('bottown')}", highlight=False)
+        raise typer.Exit()
+
+
 @app.command()
-def migrate() -> None:
+def migrate(
+    backup: Annotated[
+        bool,
+        typer.Option(
+            help="Copy an older database into the data folder's backups before upgrading it "
+            "(--no-backup: you made your own, e.g. on PostgreSQL without pg_dump)."
+        ),
+    ] = True,
+) -> None:
     """Create or upgrade the database schema (every command does this on start, too)."""
 
     def run() -> None:
-        from town.store.db import Store
+        from bot.runtime.wiring import open_store
 
         settings = settings_and_logging()
-        Store.open(settings.resolved_database_url)
+        open_store(settings, back_up=backup)
         out.print(f"database {masked_url(settings.resolved_database_url)} is up to date")
 
     guarded(run)

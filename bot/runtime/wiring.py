@@ -30,6 +30,12 @@ from town.store.usage import DailyTokenBudget, StoredUsage
 log = logging.getLogger(__name__)
 
 
+def open_store(settings: Settings, *, back_up: bool = True) -> Store:
+    """The configured database, migrated: an older one upgraded after a copy of it is made in
+    the data folder's ``backups`` (unless ``back_up`` is off), a newer one refused."""
+    return Store.open(settings.resolved_database_url, backups=settings.backups_dir, back_up=back_up)
+
+
 def build_embedder(settings: Settings) -> Embedder:
     inner: Embedder
     if settings.embedder == "minilm":
@@ -112,7 +118,7 @@ class Services:
     @classmethod
     def open(cls, settings: Settings) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        store = Store.open(settings.resolved_database_url)
+        store = open_store(settings)
         embedder = build_embedder(settings)
         index = ChromaIndex(
             path=settings.data_dir / "chroma",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import urllib.request
 from contextlib import closing
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlmodel import select
 from typer.testing import CliRunner
 
@@ -120,6 +122,19 @@ def test_corrupt_database_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(app, ["migrate"])
     assert result.exit_code == 2
     assert "corrupt or not a bottown database" in result.output
+
+
+def test_version_and_a_database_of_a_newer_bottown_refused() -> None:
+    shown = runner.invoke(app, ["--version"])
+    assert shown.exit_code == 0 and shown.output == f"bottown {metadata.version('bottown')}\n"
+    store = Store.open("sqlite:///data/bottown.db")
+    with store.engine.begin() as conn:
+        conn.execute(text("update alembic_version set version_num = '9999'"))
+    store.dispose()
+    refused = runner.invoke(app, ["say", "Hobbs Cafe", "hello"])
+    assert refused.exit_code == 2
+    (line,) = refused.output.splitlines()
+    assert line.startswith("error: the database") and "newer bottown (schema revision 9999)" in line
 
 
 def test_config_masks_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
