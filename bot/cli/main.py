@@ -14,6 +14,7 @@ from rich.table import Table
 from bot.cli import eval_interview
 from bot.cli import town as cli_town
 from bot.cli.audit import audit
+from bot.cli.backup import backup, restore_backup
 from bot.cli.bench import bench_app
 from bot.cli.common import err, guarded, out, settings_and_logging
 from bot.cli.eval_live import live
@@ -48,6 +49,8 @@ app.command()(remember)
 app.command()(recall)
 app.command()(replay)
 app.command()(worker)
+app.command()(backup)
+app.command("restore")(restore_backup)
 
 
 @app.command()

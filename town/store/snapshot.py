@@ -1,5 +1,5 @@
 """A copy of the database while the town uses it: SQLite's through its online backup API, a
-PostgreSQL database's through ``pg_dump``.
+PostgreSQL database's through ``pg_dump`` (and back through ``pg_restore``).
 
 SQLite's backup, made in one step, reads the database in one read transaction: the copy is the
 database as of one commit, and since every writer of the town (a tick's one write, an input's
@@ -17,6 +17,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 PG_DUMP = "pg_dump"
+PG_RESTORE = "pg_restore"
 
 
 class SnapshotError(Exception):
@@ -43,20 +44,28 @@ def copy_sqlite(source: Path, target: Path) -> None:
 def dump_postgres(url: str, target: Path) -> None:
     """``pg_dump`` of the PostgreSQL database ``url`` to ``target`` (its custom format, which
     ``pg_restore`` reads); a clear error when pg_dump is not on the PATH or fails."""
-    program = shutil.which(PG_DUMP)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _run(PG_DUMP, "--format=custom", "--file", str(target), _libpq_url(url))
+
+
+def restore_postgres(url: str, dump: Path) -> None:
+    """``pg_restore`` of a dump made by ``dump_postgres`` into the (empty) database ``url``."""
+    _run(PG_RESTORE, "--no-owner", "--dbname", _libpq_url(url), str(dump))
+
+
+def _libpq_url(url: str) -> str:
+    """The URL as libpq reads it: ``postgresql://``, without SQLAlchemy's driver name."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _run(tool: str, *args: str) -> None:
+    program = shutil.which(tool)
     if program is None:
         raise SnapshotError(
-            "pg_dump is not on the PATH (PostgreSQL's client tools; Debian: apt install "
+            f"{tool} is not on the PATH (PostgreSQL's client tools; Debian: apt install "
             "postgresql-client)"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    done = subprocess.run(
-        [program, "--format=custom", "--file", str(target), plain],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = subprocess.run([program, *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output"
-        raise SnapshotError(f"pg_dump failed ({why})")
+        raise SnapshotError(f"{tool} failed ({why})")
