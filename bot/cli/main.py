@@ -28,16 +28,19 @@ from bot.runtime.logs import setup_logging
 from bot.runtime.settings import load_settings, masked_url
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="bottown",
     no_args_is_help=True,
     add_completion=False,
 )
-llm_app = typer.Typer(help="The LLM connection.", no_args_is_help=True)
+llm_app = typer.Typer(rich_markup_mode=None, help="The LLM connection.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(llm_app, name="llm")
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(town_app, name="town")
-eval_app = typer.Typer(help="The papers' evaluations of a simulated town.", no_args_is_help=True)
+eval_app = typer.Typer(
+    rich_markup_mode=None, help="The papers' evaluations of a simulated town.", no_args_is_help=True
+)
 eval_app.command("society")(society)
 eval_app.command("interview")(eval_interview.interview)
 eval_app.command("rate")(eval_interview.rate)
@@ -187,9 +190,15 @@ def demo(
     ] = 5.0,
     tick_seconds: Annotated[
         float | None,
-        typer.Option(min=0.1, help="Real seconds between ticks while served (default: settings)."),
+        typer.Option(
+            min=0.1,
+            help="Real seconds between ticks while served "
+            "(default: 4, or BOTTOWN_DEMO_TICK_SECONDS).",
+        ),
     ] = None,
-    port: Annotated[int | None, typer.Option(help="Port of the page (default: settings).")] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port of the page (default: 8765, or BOTTOWN_WEB_PORT).")
+    ] = None,
 ) -> None:
     """Smallville afresh: served in the browser (make demo), or a morning headless."""
     from bot.runtime.demo import run_demo, serve_demo

@@ -47,7 +47,7 @@ def show_status(settings: Settings) -> None:
 def worker(
     name: Annotated[
         str | None,
-        typer.Option(help="This worker's name (default: settings.worker_name, else host-pid)."),
+        typer.Option(help="This worker's name (default: BOTTOWN_WORKER_NAME, else host-pid)."),
     ] = None,
     platform: Annotated[
         list[str] | None,
