@@ -19,6 +19,7 @@ from rich.text import Text
 from sqlmodel import select
 
 from bot.cli.common import guarded, out, settings_and_logging
+from bot.runtime.wiring import open_store
 from town.outbox import audit as log_of
 from town.outbox.audit import AuditFilter, AuditRow
 from town.store.db import Store
@@ -264,7 +265,7 @@ def audit(
 
     def run() -> None:
         settings = settings_and_logging()
-        store = Store.open(settings.resolved_database_url)
+        store = open_store(settings)
         try:
             if prune:
                 town_id = _town_id(store, town) if town is not None else None

@@ -18,7 +18,11 @@ from bot.cli.common import (
     settings_and_logging,
 )
 
-bench_app = typer.Typer(help="Benchmarks that print speed and cost figures.", no_args_is_help=True)
+bench_app = typer.Typer(
+    rich_markup_mode=None,
+    help="Benchmarks that print speed and cost figures.",
+    no_args_is_help=True,
+)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 FakeLatencyMs = Annotated[float, typer.Option(min=0, help="Fake LLM latency per call.")]

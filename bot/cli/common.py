@@ -20,6 +20,7 @@ from town.llm.embedders import EmbeddingError
 from town.memory.stream import InvalidMemory
 from town.memory.vectors import VectorIndexError
 from town.store.db import StoreError
+from town.store.snapshot import SnapshotError
 from town.tick.engine import TownChanged
 from town.world.persona import PersonaError
 
@@ -33,6 +34,7 @@ CLEAR_ERRORS = (
     ValueError,
     SettingsError,
     StoreError,
+    SnapshotError,
     VectorIndexError,
     EmbeddingError,
     LookupError,

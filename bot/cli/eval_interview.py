@@ -50,7 +50,10 @@ def interview(
         Path | None,
         typer.Option("--out", help="Output folder (default: <data>/eval/interview-<town>-<time>)."),
     ] = None,
-    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    brain: Annotated[
+        str | None,
+        typer.Option(help="offline or llm (default: llm when an LLM is configured, else offline)."),
+    ] = None,
 ) -> None:
     """Ask every resident the paper's five categories of questions under each condition; write
     the answers (JSONL and CSV) for `bottown eval rate`."""

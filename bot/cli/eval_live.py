@@ -13,8 +13,8 @@ from rich.table import Table
 from sqlmodel import select
 
 from bot.cli.common import guarded, out, settings_and_logging
+from bot.runtime.wiring import open_store
 from town.experiments.live import GROUPINGS, Group, live_figures, parse_since, plot_shares
-from town.store.db import Store
 from town.store.models import Town
 
 
@@ -43,7 +43,7 @@ def live(
         start = datetime.now(UTC) - parse_since(since) if since else None
         if by not in GROUPINGS:
             raise ValueError(f"--by {by!r}? one of {', '.join(GROUPINGS)}")
-        store = Store.open(settings.resolved_database_url)
+        store = open_store(settings)
         try:
             with store.session() as session:
                 row = session.exec(select(Town).where(Town.name == town)).first()

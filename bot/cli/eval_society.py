@@ -41,7 +41,10 @@ def society(
         Path | None,
         typer.Option(help="Replay file of the run (default: <data>/replays/<town>.jsonl)."),
     ] = None,
-    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    brain: Annotated[
+        str | None,
+        typer.Option(help="offline or llm (default: llm when an LLM is configured, else offline)."),
+    ] = None,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", help="Output folder (default: <data>/eval/society-<town>-<time>)."),

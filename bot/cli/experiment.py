@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # scikit-learn and matplotlib load only when an experiment ru
     from town.experiments.gather.analysis import RunAnalysis, Vectorise
 
 experiment_app = typer.Typer(
-    help="The papers' experiments, one command each.", no_args_is_help=True
+    rich_markup_mode=None, help="The papers' experiments, one command each.", no_args_is_help=True
 )
 
 # The paper's sampling (Takata et al., table 2). top-p 0.95 and top-k 40 are not sent: the
@@ -258,7 +258,10 @@ def gather(
         str, typer.Option(help="Agent counts, one run each, comma-separated.")
     ] = "5,10,15,20",
     steps: Annotated[int, typer.Option(min=1, help="Steps per run.")] = 100,
-    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    brain: Annotated[
+        str | None,
+        typer.Option(help="offline or llm (default: llm when an LLM is configured, else offline)."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random starts.")] = 0,
     memory: Annotated[
         bool, typer.Option("--memory", help="Give each agent a memory stream.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import suppress
+from importlib import metadata
 from typing import Annotated
 
 import typer
@@ -13,6 +14,7 @@ from rich.table import Table
 from bot.cli import eval_interview
 from bot.cli import town as cli_town
 from bot.cli.audit import audit
+from bot.cli.backup import backup, restore_backup
 from bot.cli.bench import bench_app
 from bot.cli.common import err, guarded, out, settings_and_logging
 from bot.cli.eval_live import live
@@ -26,17 +28,19 @@ from bot.runtime.logs import setup_logging
 from bot.runtime.settings import load_settings, masked_url
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="bottown",
-    help="A town of generative-agent residents for Discord, Slack and the browser.",
     no_args_is_help=True,
     add_completion=False,
 )
-llm_app = typer.Typer(help="The LLM connection.", no_args_is_help=True)
+llm_app = typer.Typer(rich_markup_mode=None, help="The LLM connection.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 app.add_typer(llm_app, name="llm")
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(town_app, name="town")
-eval_app = typer.Typer(help="The papers' evaluations of a simulated town.", no_args_is_help=True)
+eval_app = typer.Typer(
+    rich_markup_mode=None, help="The papers' evaluations of a simulated town.", no_args_is_help=True
+)
 eval_app.command("society")(society)
 eval_app.command("interview")(eval_interview.interview)
 eval_app.command("rate")(eval_interview.rate)
@@ -48,6 +52,8 @@ app.command()(remember)
 app.command()(recall)
 app.command()(replay)
 app.command()(worker)
+app.command()(backup)
+app.command("restore")(restore_backup)
 
 
 @app.command()
@@ -69,15 +75,36 @@ def config() -> None:
     guarded(show)
 
 
+@app.callback(invoke_without_command=True)
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, help="Show the version of bottown and exit."),
+    ] = False,
+) -> None:
+    """A town of generative-agent residents for Discord, Slack and the browser."""
+    if version:
+        out.print(f"bottown {metadata.version('bottown')}", highlight=False)
+        raise typer.Exit()
+
+
 @app.command()
-def migrate() -> None:
+def migrate(
+    backup: Annotated[
+        bool,
+        typer.Option(
+            help="Copy an older database into the data folder's backups before upgrading it "
+            "(--no-backup: you made your own, e.g. on PostgreSQL without pg_dump)."
+        ),
+    ] = True,
+) -> None:
     """Create or upgrade the database schema (every command does this on start, too)."""
 
     def run() -> None:
-        from town.store.db import Store
+        from bot.runtime.wiring import open_store
 
         settings = settings_and_logging()
-        Store.open(settings.resolved_database_url)
+        open_store(settings, back_up=backup)
         out.print(f"database {masked_url(settings.resolved_database_url)} is up to date")
 
     guarded(run)
@@ -175,9 +202,15 @@ def demo(
     ] = 5.0,
     tick_seconds: Annotated[
         float | None,
-        typer.Option(min=0.1, help="Real seconds between ticks while served (default: settings)."),
+        typer.Option(
+            min=0.1,
+            help="Real seconds between ticks while served "
+            "(default: 4, or BOTTOWN_DEMO_TICK_SECONDS).",
+        ),
     ] = None,
-    port: Annotated[int | None, typer.Option(help="Port of the page (default: settings).")] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port of the page (default: 8765, or BOTTOWN_WEB_PORT).")
+    ] = None,
 ) -> None:
     """Smallville afresh: served in the browser (make demo), or a morning headless."""
     from bot.runtime.demo import run_demo, serve_demo

@@ -29,8 +29,8 @@ async def add_memory(
 ) -> Memory:
     services = Services.open(settings)
     try:
-        town = services.town(town_name, create=True)
-        resident = services.resident(town, resident_name, create=True)
+        town = services.town(town_name)
+        resident = services.resident(town, resident_name)
         assert town.id is not None and resident.id is not None
         if importance is None:
             brain, _handles, usage = build_brain(settings, services.store, town.id)
@@ -67,7 +67,7 @@ def recall_memories(
 def remember(
     resident: Annotated[str, typer.Argument(help="Resident's name.")],
     text: Annotated[str, typer.Argument(help="What the resident remembers.")],
-    town: Annotated[str, typer.Option(help="Town name; created if missing.")] = "demo",
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
     kind: Annotated[
         str, typer.Option(help="seed, observation, chat, plan, reflection, directive.")
     ] = "observation",
@@ -75,7 +75,7 @@ def remember(
         int | None, typer.Option(min=1, max=10, help="1-10; default: ask the brain.")
     ] = None,
 ) -> None:
-    """Add one memory to a resident's stream (the resident is created if missing)."""
+    """Add one memory to a resident's stream."""
 
     def run() -> None:
         settings = settings_and_logging()
@@ -91,7 +91,7 @@ def remember(
 def recall(
     resident: Annotated[str, typer.Argument(help="Resident's name.")],
     query: Annotated[str, typer.Argument(help="What to retrieve memories about.")],
-    town: Annotated[str, typer.Option(help="Town name.")] = "demo",
+    town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
     k: Annotated[int, typer.Option(min=1, max=200, help="How many memories.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:

@@ -27,7 +27,9 @@ from town.world.load import load_town
 from town.world.persona import PersonaError, TownSpec
 
 T = TypeVar("T")
-town_app = typer.Typer(help="Your own town: new, draft, check, update.", no_args_is_help=True)
+town_app = typer.Typer(
+    rich_markup_mode=None, help="Your own town: new, draft, check, update.", no_args_is_help=True
+)
 
 
 def report_problems(problems: list[str], then: str) -> None:
@@ -106,7 +108,10 @@ def draft(
     places: Annotated[
         int, typer.Option(min=2, max=12, help="How many places (the last: the homes).")
     ] = 3,
-    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    brain: Annotated[
+        str | None,
+        typer.Option(help="offline or llm (default: llm when an LLM is configured, else offline)."),
+    ] = None,
 ) -> None:
     """Ask the configured LLM for a town in small pieces (the town's outline, each place, each
     resident, the scenario); the loader's problems go back to their pieces for at most two

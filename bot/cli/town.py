@@ -40,7 +40,10 @@ def simulate(
     ] = "smallville",
     name: Annotated[str | None, typer.Option(help="Name of the town in the store.")] = None,
     days: Annotated[float, typer.Option(min=0.01, help="Game days to simulate.")] = 1.0,
-    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    brain: Annotated[
+        str | None,
+        typer.Option(help="offline or llm (default: llm when an LLM is configured, else offline)."),
+    ] = None,
     start: Annotated[str | None, typer.Option(help='Start, e.g. "2023-02-13 07:00".')] = None,
     replay: Annotated[Path | None, typer.Option(help="Replay file (JSON lines).")] = None,
 ) -> None:
@@ -246,11 +249,16 @@ def run(
             "tokens are set, else web.",
         ),
     ] = None,
-    town: Annotated[str | None, typer.Option(help="Town name (default: settings.town).")] = None,
+    town: Annotated[
+        str | None, typer.Option(help="Town name (default: smallville, or BOTTOWN_TOWN).")
+    ] = None,
     persona: Annotated[
         str | None, typer.Option(help="Persona folder or path, when the town is new.")
     ] = None,
-    brain: Annotated[str | None, typer.Option(help="offline or llm (default: settings).")] = None,
+    brain: Annotated[
+        str | None,
+        typer.Option(help="offline or llm (default: llm when an LLM is configured, else offline)."),
+    ] = None,
     tick_seconds: Annotated[
         float | None,
         typer.Option(
@@ -318,7 +326,7 @@ def speed(
     ],
     seconds: Annotated[
         float | None,
-        typer.Argument(help="Real seconds between ticks (default: settings.tick_seconds)."),
+        typer.Argument(help="Real seconds between ticks (default: 10, or BOTTOWN_TICK_SECONDS)."),
     ] = None,
     town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
 ) -> None:

@@ -12,16 +12,16 @@ from sqlmodel import select
 
 from bot.cli.common import err, guarded, out, settings_and_logging
 from bot.runtime.settings import Settings
+from bot.runtime.wiring import open_store
 from bot.runtime.worker import Worker, run_worker
 from bot.runtime.worker_connection import default_worker_name
-from town.store.db import Store
 from town.store.lease import Leases, WorkerNameTaken, aware
 from town.store.models import Town
 
 
 def show_status(settings: Settings) -> None:
     """The live workers and the towns' leases, as tables."""
-    store = Store.open(settings.resolved_database_url)
+    store = open_store(settings)
     try:
         leases = Leases(store, "status", settings.lease_seconds)
         with store.session() as s:
@@ -47,7 +47,7 @@ def show_status(settings: Settings) -> None:
 def worker(
     name: Annotated[
         str | None,
-        typer.Option(help="This worker's name (default: settings.worker_name, else host-pid)."),
+        typer.Option(help="This worker's name (default: BOTTOWN_WORKER_NAME, else host-pid)."),
     ] = None,
     platform: Annotated[
         list[str] | None,

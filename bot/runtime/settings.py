@@ -258,6 +258,11 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'bottown.db'}"
 
+    @property
+    def backups_dir(self) -> Path:
+        """Where the copy of the database made before an upgrade goes."""
+        return self.data_dir / "backups"
+
     def secrets(self) -> list[str]:
         """Every secret's value, for the log filter that masks them."""
         values = [getattr(self, name) for name in type(self).model_fields]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlmodel import select
+from sqlmodel import func, select
 
 from bot.runtime.consent import moderated, replay_paths
 from bot.runtime.settings import Settings
@@ -46,7 +46,7 @@ async def open_town(
     when it is not in the store yet."""
     services = Services.open(settings)
     with services.store.session() as s:
-        town = s.exec(select(Town).where(Town.name == name)).first()
+        town = s.exec(select(Town).where(func.lower(Town.name) == name.lower())).first()
     founded = False
     if town is None:
         if not create:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from sqlmodel import func, select
 
@@ -29,6 +28,12 @@ from town.store.models import Memory, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
 
 log = logging.getLogger(__name__)
+
+
+def open_store(settings: Settings, *, back_up: bool = True) -> Store:
+    """The configured database, migrated: an older one upgraded after a copy of it is made in
+    the data folder's ``backups`` (unless ``back_up`` is off), a newer one refused."""
+    return Store.open(settings.resolved_database_url, backups=settings.backups_dir, back_up=back_up)
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -118,7 +123,7 @@ class Services:
     @classmethod
     def open(cls, settings: Settings) -> Services:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        store = Store.open(settings.resolved_database_url)
+        store = open_store(settings)
         embedder = build_embedder(settings)
         index = ChromaIndex(
             path=settings.data_dir / "chroma",
@@ -164,32 +169,23 @@ class Services:
             residents = session.exec(select(Resident.id).where(Resident.town_id == town_id)).all()
             return sum(self.new_stream(r).repair(session, upto) for r in residents if r)
 
-    def town(self, name: str, *, create: bool = False, clock: datetime | None = None) -> Town:
+    def town(self, name: str) -> Town:
+        """The stored town called ``name`` (in any case)."""
         with self.store.session() as s:
-            town = s.exec(select(Town).where(Town.name == name)).first()
+            town = s.exec(select(Town).where(func.lower(Town.name) == name.lower())).first()
             if town is None:
-                if not create:
-                    raise LookupError(f"no town named {name!r}: create it first")
-                town = Town(name=name, clock=clock or datetime(2023, 2, 13, 7, tzinfo=UTC))
-                s.add(town)
-                s.flush()
+                raise LookupError(
+                    f"no town named {name!r}: run `bottown simulate --town {name}` first"
+                )
             return town
 
-    def resident(self, town: Town, name: str, *, create: bool = False) -> Resident:
+    def resident(self, town: Town, name: str) -> Resident:
         """The town's resident ``name`` stands for (a full name in any case, or a first name:
-        ``resident_named``); with ``create``, one of that name is added if none is."""
+        ``resident_named``)."""
         with self.store.session() as s:
             rows = {r.name: r for r in s.exec(select(Resident).where(Resident.town_id == town.id))}
             full = resident_named(rows, name)
-            if full is not None:
-                return rows[full]
-            if not create:
+            if full is None:
                 hint = f"; residents: {', '.join(sorted(rows))}" if rows else ""
                 raise LookupError(f"no resident named {name!r} in {town.name}{hint}")
-            assert town.id is not None
-            if not name.strip():
-                raise ValueError("a resident needs a name")
-            found = Resident(town_id=town.id, name=" ".join(name.split()))
-            s.add(found)
-            s.flush()
-            return found
+            return rows[full]

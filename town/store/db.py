@@ -12,8 +12,10 @@ event loop, where waiting for the lock would stop the tick that holds it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,9 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Session
 
+from town.store.snapshot import SnapshotError, copy_sqlite, dump_postgres, sqlite_file
+
+log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
 _BEFORE_COMMIT = "bottown_before_commit"
 _AFTER_COMMIT = "bottown_after_commit"
@@ -69,30 +74,43 @@ class Store:
             event.listen(self.engine, "connect", _sqlite_pragmas)
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True) -> Store:
+    def open(
+        cls, url: str, *, migrate: bool = True, backups: Path | None = None, back_up: bool = True
+    ) -> Store:
+        """The store at ``url``, migrated (see ``migrate``; ``backups``: where the copy made
+        before an upgrade goes, by default a ``backups`` folder beside a SQLite file)."""
         store = cls(url)
         if migrate:
-            store.migrate()
+            store.migrate(backups, back_up=back_up)
         return store
 
-    def migrate(self) -> None:
-        """Bring the schema to the newest revision, or say clearly why that is impossible."""
-        cfg = Config()
-        cfg.set_main_option("script_location", str(MIGRATIONS))
-        heads = set(ScriptDirectory.from_config(cfg).get_heads())
+    def revision(self) -> set[str]:
+        """The schema revisions the database is at (none: a new database)."""
+        with self.engine.connect() as conn:
+            return set(MigrationContext.configure(conn).get_current_heads())
+
+    def migrate(self, backups: Path | None = None, *, back_up: bool = True) -> None:
+        """Bring the schema to the newest revision, or say clearly why that is impossible. A
+        database at an older revision is copied first (into ``backups``), and the log says
+        where (unless ``back_up`` is off: the operator made their own); one at a revision this
+        code does not know (a newer bottown's) is refused."""
+        cfg = migrations_config()
         try:
+            current = self.revision()
+            unknown = current - known_revisions()
+            if unknown:
+                raise StoreError(
+                    f"the database {self.safe_url} was written by a newer bottown "
+                    f"(schema revision {', '.join(sorted(unknown))}): upgrade bottown, "
+                    "or point BOTTOWN_DATABASE_URL at another database"
+                )
+            if current == code_heads():
+                return
+            if current and back_up:
+                self._back_up_before_upgrade(current, backups)
             with self.engine.begin() as conn:
-                current = set(MigrationContext.configure(conn).get_current_heads())
-                unknown = current - {r for r in _all_revisions(cfg)}
-                if unknown:
-                    raise StoreError(
-                        f"the database {self.safe_url} was written by a newer bottown "
-                        f"(schema revision {', '.join(sorted(unknown))}): upgrade bottown, "
-                        "or point BOTTOWN_DATABASE_URL at another database"
-                    )
-                if current != heads:
-                    cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, "head")
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
         except StoreError:
             raise
         except OperationalError as exc:
@@ -106,6 +124,28 @@ class Store:
                 f"({_first_line(exc)}): move the file aside and start again, "
                 "or point BOTTOWN_DATABASE_URL elsewhere"
             ) from None
+
+    def _back_up_before_upgrade(self, current: set[str], backups: Path | None) -> None:
+        was, now = "+".join(sorted(current)), "+".join(sorted(code_heads()))
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        file = sqlite_file(self.url)
+        if self.is_sqlite and file is None:
+            return  # a database in memory: nothing outlives the process
+        folder = backups or (file.parent / "backups" if file else Path("backups"))
+        if file is not None:
+            target = folder / f"bottown-{was}-{stamp}.db"
+            copy_sqlite(file, target)
+        else:
+            target = folder / f"bottown-{was}-{stamp}.pgdump"
+            try:
+                dump_postgres(self.url, target)
+            except SnapshotError as exc:
+                raise StoreError(
+                    f"the database is at schema revision {was} and this bottown needs {now}; "
+                    f"it backs up first, and {exc}: install it, or back up yourself and run "
+                    "`bottown migrate --no-backup`"
+                ) from None
+        log.warning("upgrading the database from schema %s to %s; backup: %s", was, now, target)
 
     @contextmanager
     def session(self, *, autoflush: bool = True) -> Iterator[Session]:
@@ -199,8 +239,20 @@ def _no_sql_while_thinking(session: Session, _transaction: Any, _connection: Any
         )
 
 
-def _all_revisions(cfg: Config) -> list[str]:
-    return [rev.revision for rev in ScriptDirectory.from_config(cfg).walk_revisions()]
+def migrations_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def code_heads() -> set[str]:
+    """The schema revisions this code writes (Alembic's heads)."""
+    return set(ScriptDirectory.from_config(migrations_config()).get_heads())
+
+
+def known_revisions() -> set[str]:
+    """Every schema revision this code knows, the old ones included."""
+    return {r.revision for r in ScriptDirectory.from_config(migrations_config()).walk_revisions()}
 
 
 def _first_line(exc: Exception) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import urllib.request
 from contextlib import closing
+from importlib import metadata
 from pathlib import Path
 
 import pytest
-from sqlmodel import select
+from sqlalchemy import text
+from sqlmodel import col, select
 from typer.testing import CliRunner
 
 from bot.cli.main import app
@@ -17,7 +19,7 @@ from bot.runtime.wiring import Services
 from tests.factories import MINITOWN
 from tests.helpers import overtaking
 from town.store.db import Store
-from town.store.models import LlmUsage
+from town.store.models import LlmUsage, Memory
 from town.tick.engine import Engine
 
 runner = CliRunner()
@@ -86,29 +88,42 @@ def test_demo_through_the_gateway_records_usage(
 
 def test_remember_then_recall(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
-    args = ["remember", "Tom Moreno", "Tom fixed the leaking sink at the supply store"]
+    founded = runner.invoke(
+        app, ["simulate", "--town", str(MINITOWN), "--name", "smallville", "--days", "0.01"]
+    )
+    assert founded.exit_code == 0, founded.output
+    args = ["remember", "Isabella Rodriguez", "Isabella fixed the leaking sink at the cafe"]
     first = runner.invoke(app, [*args, "--importance", "9"])
     assert first.exit_code == 0, first.output
     assert "importance 9" in first.output
     # a first name in any case is the resident of that first name, not a new one
-    rated = runner.invoke(app, ["remember", "tom", "Tom heard Sam is running for mayor"])
-    assert rated.exit_code == 0 and "remembered #2" in rated.output
+    rated = runner.invoke(app, ["remember", "isabella", "Isabella heard Sam runs for mayor"])
+    assert rated.exit_code == 0 and "remembered #" in rated.output
+    found = runner.invoke(app, ["recall", "Isabella", "the leaking sink", "--json", "--k", "1"])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.output)["text"] == "Isabella fixed the leaking sink at the cafe"
     # the command wrote its vectors before it ended (not left to a timer that dies with it)
     with closing(Services.open(Settings())) as services, services.store.session() as s:
         ids = services.index.ids(services.stream(1).town_collection(s), 1)
-    assert sorted(ids.tolist()) == [1, 2]
-    found = runner.invoke(app, ["recall", "Tom", "the sink", "--json", "--k", "1"])
-    assert found.exit_code == 0, found.output
-    assert json.loads(found.output)["text"] == "Tom fixed the leaking sink at the supply store"
+        newest = s.exec(select(Memory.id).order_by(col(Memory.id).desc()).limit(2)).all()
+    assert set(newest) <= set(ids.tolist())
+    # a town or resident that does not exist is refused, never made
+    for line in (["remember", "Nobody", "x", "--importance", "3"], ["recall", "Nobody", "x"]):
+        unknown = runner.invoke(app, line)
+        assert (
+            unknown.exit_code == 2 and "no resident named 'Nobody' in smallville" in unknown.output
+        )
+    bad_kind = runner.invoke(
+        app, ["remember", "Isabella", "x", "--kind", "dream", "--importance", "3"]
+    )
+    assert bad_kind.exit_code == 2 and "unknown memory kind" in bad_kind.output
+    elsewhere = runner.invoke(app, ["remember", "Isabella", "x", "--town", "nowhere"])
+    assert elsewhere.exit_code == 2 and "no town named 'nowhere'" in elsewhere.output
 
 
 def test_clear_errors_exit_2() -> None:
     unknown = runner.invoke(app, ["recall", "Nobody", "x"])
-    assert unknown.exit_code == 2 and "no town named 'demo'" in unknown.output
-    bad_kind = runner.invoke(app, ["remember", "Tom", "x", "--kind", "dream", "--importance", "3"])
-    assert bad_kind.exit_code == 2 and "unknown memory kind" in bad_kind.output
-    nameless = runner.invoke(app, ["remember", " ", "x", "--importance", "3"])
-    assert nameless.exit_code == 2 and "a resident needs a name" in nameless.output
+    assert unknown.exit_code == 2 and "no town named 'smallville'" in unknown.output
     Path("bottown.toml").write_text('llm_modle = "x"\n')
     typo = runner.invoke(app, ["config"])
     assert typo.exit_code == 2 and "llm_modle: unknown key" in typo.output
@@ -120,6 +135,19 @@ def test_corrupt_database_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(app, ["migrate"])
     assert result.exit_code == 2
     assert "corrupt or not a bottown database" in result.output
+
+
+def test_version_and_a_database_of_a_newer_bottown_refused() -> None:
+    shown = runner.invoke(app, ["--version"])
+    assert shown.exit_code == 0 and shown.output == f"bottown {metadata.version('bottown')}\n"
+    store = Store.open("sqlite:///data/bottown.db")
+    with store.engine.begin() as conn:
+        conn.execute(text("update alembic_version set version_num = '9999'"))
+    store.dispose()
+    refused = runner.invoke(app, ["say", "Hobbs Cafe", "hello"])
+    assert refused.exit_code == 2
+    (line,) = refused.output.splitlines()
+    assert line.startswith("error: the database") and "newer bottown (schema revision 9999)" in line
 
 
 def test_config_masks_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
