@@ -185,6 +185,18 @@ class Settings(BaseSettings):
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 
+    # -- running for months (issue 50): health and metrics, logs, replays ----------------------
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address /healthz and /metrics listen on with metrics_port."
+    )
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Port for /healthz and /metrics of a process without the web adapter (a "
+        "worker); none: only on the web adapter's port.",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
