@@ -196,6 +196,19 @@ class Settings(BaseSettings):
         description="Port for /healthz and /metrics of a process without the web adapter (a "
         "worker); none: only on the web adapter's port.",
     )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text: for people; json: one JSON object a line, for a log shipper."
+    )
+    log_file: Path | None = Field(None, description="A log file besides the console, rotated.")
+    log_file_bytes: int = Field(
+        10_000_000, ge=1024, description="Size at which the log file rotates."
+    )
+    log_file_backups: int = Field(5, ge=0, le=1000, description="Rotated log files kept.")
+    replay_retention_days: int = Field(
+        30,
+        ge=0,
+        description="Game days a replay keeps, one file a day (<name>.<day>.jsonl); 0: every day.",
+    )
 
     @classmethod
     def settings_customise_sources(
