@@ -1,12 +1,13 @@
 """The delivery rows of one platform: a claim written before a post, its end after, and what a
-crash left in between (``adapters.core.delivery`` says why this makes delivery at most once)."""
+crash left in between (``adapters.core.delivery`` says why this makes delivery at most once),
+and what ``/metrics`` counts of them (the backlog, the rows by status)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, exists, func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -86,3 +87,23 @@ class Claims:
                     col(Delivery.outbox_id).in_(ids), col(Delivery.platform) == self.platform
                 )
             )
+
+    def backlog(self) -> int:
+        """The town's events this platform has not taken up yet (no delivery row)."""
+        taken = exists().where(
+            col(Delivery.outbox_id) == col(OutboxEvent.id), col(Delivery.platform) == self.platform
+        )
+        with self.store.session() as s:
+            query = select(func.count()).where(OutboxEvent.town_id == self.town_id, ~taken)
+            return int(s.exec(query).one())
+
+    def by_status(self) -> dict[str, int]:
+        """The town's delivery rows on this platform, counted by status (sent, failed, ...)."""
+        with self.store.session() as s:
+            rows = s.exec(
+                select(Delivery.status, func.count())
+                .join(OutboxEvent, col(OutboxEvent.id) == col(Delivery.outbox_id))
+                .where(OutboxEvent.town_id == self.town_id, Delivery.platform == self.platform)
+                .group_by(Delivery.status)
+            ).all()
+        return {status: int(n) for status, n in rows}

@@ -133,7 +133,8 @@ class Inbound:
         try:
             return await self.town.command(caller, line)
         except Exception:
-            log.exception("the command %r failed", line)
+            log.exception("the command %r failed", (line.split() or [""])[0])  # not its words
+            log.debug("the failed command's line: %r", line)
             return Reply("Something went wrong in the town; it is in the bot's log.", True, False)
 
     async def _reply(self, message: discord.Message, reply: Reply) -> None:

@@ -16,6 +16,7 @@ from adapters.core.text import render
 from adapters.web.pages import add_pages
 from adapters.web.requests import url_host
 from adapters.web.townmap import layout
+from town.outbox.replays import replay_parts
 from town.views.card import MapPlace
 from town.world.places import World
 
@@ -55,10 +56,15 @@ def town_replay(data_dir: Path | None, town: str) -> Path | None:
     return None
 
 
+def _lines(part: Path) -> list[str]:
+    return part.read_text(encoding="utf-8").splitlines()
+
+
 def read_replay(path: Path) -> Replay:
-    """Every town event of ``path``; lines that are not one are counted and left out."""
+    """Every town event of ``path`` and its past days' files (``town.outbox.replays``); lines
+    that are not one are counted and left out."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = [line for part in replay_parts(path) or [path] for line in _lines(part)]
     except (OSError, UnicodeDecodeError) as exc:
         raise ReplayError(f"cannot read the replay {path}: {exc}") from exc
     replay = Replay()

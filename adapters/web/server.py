@@ -14,6 +14,8 @@ nothing fetched from elsewhere) and a small JSON API on ``host:port`` (127.0.0.1
     GET  /api/replay                  the town's recorded run, for ``/replay`` (404 when none)
     POST /api/say                     {area, name, visitor_id, text}: a visitor writes in a channel
     POST /api/command                 {line, area, name, visitor_id}: a command; JSON reply
+    GET  /healthz, /metrics           the process's health and Prometheus metrics, when given
+                                      its watch (``adapters.web.watch``)
 
 Outbound, ``send`` appends a message to its channel's history and pushes it to every open page.
 Bound to a loopback address, the server answers only to loopback host names (no DNS rebinding)
@@ -49,6 +51,7 @@ from adapters.web.requests import (
     visitor_of,
 )
 from adapters.web.views import TownViews
+from adapters.web.watch import ProcessWatch, add_watch_routes
 from town.features.ratings.reactions import Reacted
 from town.inputs.visit import EmptyWords, Visit, words_of
 from town.store.db import Store
@@ -78,6 +81,7 @@ class WebAdapter:
         host: str = "127.0.0.1",
         port: int = 0,
         data_dir: Path | None = None,
+        watch: ProcessWatch | None = None,
     ) -> None:
         self.town = town  # the TownPort; ``port`` is the TCP port (0: any free one)
         self.host = host
@@ -86,6 +90,7 @@ class WebAdapter:
         self.feed = Feed()
         self.history = History(store, town_id, self.name)
         self.views = TownViews(town, data_dir)  # where the town's replay is
+        self.watch = watch  # /healthz and /metrics
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._seen_line = 0  # the newest chat line whose visitor's words the feed has
@@ -166,6 +171,8 @@ class WebAdapter:
         app.router.add_post("/api/say", self._say)
         app.router.add_post("/api/command", self._command)
         app.router.add_post("/api/react", self._react)
+        if self.watch is not None:
+            add_watch_routes(app, self.watch)
         return app
 
     @web.middleware

@@ -57,7 +57,14 @@ def clear_errors() -> Iterator[None]:
 
 def settings_and_logging() -> Settings:
     settings = load_settings()
-    setup_logging(settings.log_level, settings.secrets())
+    setup_logging(
+        settings.log_level,
+        settings.secrets(),
+        form=settings.log_format,
+        file=settings.log_file,
+        file_bytes=settings.log_file_bytes,
+        file_backups=settings.log_file_backups,
+    )
     return settings
 
 

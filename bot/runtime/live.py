@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from pydantic import SecretStr
 
 from adapters.core.delivery import OutboxPump
 from adapters.core.ports import Adapter
+from adapters.web.watch import WatchServer
 from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.run import PLATFORMS, TownRuntime
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
+from bot.runtime.watch import Watch
 from town.features.consent.forget import finish_pending
 from town.outbox import audit
 from town.store.lease import Leases
@@ -35,6 +37,7 @@ def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
             host=settings.web_host,
             port=settings.web_port,
             data_dir=settings.data_dir,
+            watch=runtime.watch,
         )
     if name == "discord":
         if settings.discord_token is None:
@@ -95,9 +98,26 @@ async def serve(
     opened = await open_town(settings, town or settings.town, persona=persona, create=True)
     try:
         _refuse_if_a_worker_runs(opened, settings)
-        await run_town(TownRuntime(opened, settings), platforms, ready=ready)
+        watch = Watch(opened.services.store)
+        async with watch_served(watch, settings):
+            await run_town(TownRuntime(opened, settings, watch=watch), platforms, ready=ready)
     finally:
         opened.services.close()
+
+
+@contextlib.asynccontextmanager
+async def watch_served(watch: Watch, settings: Settings) -> AsyncIterator[None]:
+    """``/healthz`` and ``/metrics`` on ``metrics_host:metrics_port`` while it runs (when the
+    port is set; the web adapter serves them on its own port anyway)."""
+    if settings.metrics_port is None:
+        yield
+        return
+    server = WatchServer(watch, settings.metrics_host, settings.metrics_port)
+    await server.start()
+    try:
+        yield
+    finally:
+        await server.stop()
 
 
 def _refuse_if_a_worker_runs(opened: OpenTown, settings: Settings) -> None:
@@ -122,9 +142,9 @@ async def run_town(
 ) -> None:
     """Run an open town until cancelled: its adapters, one outbox pump each, and its tick job on
     ``keeper`` (a worker's, shared by its towns; None: one of the town's own), made up for missed
-    time first. A tick that raises what ``runtime.stop_on`` names ends the run with that
-    exception. On the way out the town's job goes (a running tick rolls back). The caller owns
-    ``runtime.opened`` and closes it."""
+    time first; the town is held in its watch (``/metrics``) while it runs. A tick that raises
+    what ``runtime.stop_on`` names ends the run with that exception. On the way out the town's
+    job goes (a running tick rolls back). The caller owns ``runtime.opened`` and closes it."""
     tasks: list[asyncio.Task[None]] = []
     own_keeper = keeper is None
     keeper = keeper or Timekeeper(runtime.store, runtime.settings)
@@ -148,10 +168,12 @@ async def run_town(
         )
         stopped = await keeper.add(runtime)
         runtime.keeper = keeper
+        runtime.watch.hold(runtime)
         if ready:
             ready(runtime)
         await asyncio.gather(*tasks, stopped)
     finally:
+        runtime.watch.drop(runtime)
         runtime.keeper = None
         await keeper.remove(runtime)
         if own_keeper:

@@ -19,6 +19,7 @@ from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.scheduler import Pace, Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
+from bot.runtime.watch import COMMITTED, PAUSED, ROLLED_BACK, Watch
 from town.authoring.living import follow_persona
 from town.features.consent.member import Member
 from town.features.ratings.reactions import Reacted, react
@@ -27,9 +28,10 @@ from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
+from town.llm.report import AnswerReport
 from town.outbox import audit
 from town.store.db import Store
-from town.store.usage import DailyTokenBudget
+from town.store.usage import DailyTokenBudget, StoredUsage
 from town.text import clean_text
 from town.tick.engine import Engine, TickReport, TownChanged
 from town.views import card
@@ -52,6 +54,7 @@ class TownRuntime:
     # What a tick may raise to end the run (a worker's LeaseLost); anything else is logged and
     # the tick rolled back.
     stop_on: tuple[type[BaseException], ...] = ()
+    watch: Watch = field(default_factory=Watch)  # the process's: ticks and replies are told it
     commands: Commands = field(init=False)
     keeper: Timekeeper | None = field(default=None, init=False)  # while run_town runs it
     visitor_rate: VisitorRateLimit = field(init=False)  # each visitor's messages a minute
@@ -102,6 +105,14 @@ class TownRuntime:
         return self.opened.town.name
 
     @property
+    def usage(self) -> StoredUsage:
+        return self.opened.usage
+
+    def platforms(self) -> list[str]:
+        """The platforms the town is on in this process (its outbox's deliverers)."""
+        return [adapter.name for adapter in self.adapters]
+
+    @property
     def store(self) -> Store:
         return self.opened.services.store
 
@@ -123,11 +134,20 @@ class TownRuntime:
         adapter to tell the visitor; an unknown place is logged."""
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
         area, platform = visit.area, visit.platform
+        heard_at, answered = self.watch.clock(), False
+
+        async def post(outbox_ids: list[int]) -> None:  # the first answer's wait, watched
+            nonlocal answered
+            if outbox_ids and not answered:
+                answered = True
+                self.watch.replied(self.town_name, platform, self.watch.clock() - heard_at)
+            await self.post_now(outbox_ids)
+
         for attempt in (1, 2):
             try:
                 with urgency.person_waiting(urgency.VISITOR):  # its reply goes to the model first
                     result = await visitor.say(
-                        self.engine, visit, rate=rate, typing=self._typing, post=self.post_now
+                        self.engine, visit, rate=rate, typing=self._typing, post=post
                     )
             except TownChanged:  # rolled back whole: heard again, and counted once
                 if attempt == 2:
@@ -205,10 +225,19 @@ class TownRuntime:
         behind = self.clock_behind()
         return replace(found, behind=behind) if behind else found
 
+    def clock_behind_pct(self) -> float | None:
+        """How far the clock is behind its pace lately (None: no tick job runs it here)."""
+        return self.keeper.clock_behind_pct(self.town_id) if self.keeper is not None else None
+
+    @property
+    def report(self) -> AnswerReport:
+        """The town's brain's answers by who made them (for /metrics' fallbacks)."""
+        return self.engine.llm.report
+
     def clock_behind(self) -> str:
         """How far the clock is behind its pace lately, and which tasks went offline today to
         keep it ("" while it keeps its pace)."""
-        pct = self.keeper.clock_behind_pct(self.town_id) if self.keeper is not None else None
+        pct = self.clock_behind_pct()
         kept = self.engine.llm.report.offline_for_pace()
         said = f"clock {pct:.0f}% behind its pace" if pct else ""
         if kept:
@@ -247,7 +276,8 @@ class TownRuntime:
         the next one tries again. What ``stop_on`` names is raised, to end the run. A live update
         of the town's folder from another process (``bottown town update``) is followed first:
         the engine takes the town from the folder (the adapters make a new place's channel when
-        it is first posted to)."""
+        it is first posted to). Its outcome and time are told the watch."""
+        started = self.watch.clock()
         try:
             self.persona_seen = follow_persona(self.engine, self.persona_seen)
             report = await self.engine.tick()
@@ -259,12 +289,16 @@ class TownRuntime:
                 "(the clock did not move) and runs again",
                 self.town_name,
             )
+            self.watch.ticked(self.town_name, ROLLED_BACK, self.watch.clock() - started)
             return None
         except Exception:
             log.exception(
                 "%s: a tick failed and was rolled back; the clock did not move", self.town_name
             )
+            self.watch.ticked(self.town_name, ROLLED_BACK, self.watch.clock() - started)
             return None
+        outcome = PAUSED if report.skipped else COMMITTED
+        self.watch.ticked(self.town_name, outcome, self.watch.clock() - started)
         if report.events:
             self.wake.set()
         return report

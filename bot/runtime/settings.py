@@ -197,6 +197,31 @@ class Settings(BaseSettings):
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 
+    # -- running for months (issue 50): health and metrics, logs, replays ----------------------
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address /healthz and /metrics listen on with metrics_port."
+    )
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Port for /healthz and /metrics of a process without the web adapter (a "
+        "worker); none: only on the web adapter's port.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text: for people; json: one JSON object a line, for a log shipper."
+    )
+    log_file: Path | None = Field(None, description="A log file besides the console, rotated.")
+    log_file_bytes: int = Field(
+        10_000_000, ge=1024, description="Size at which the log file rotates."
+    )
+    log_file_backups: int = Field(5, ge=0, le=1000, description="Rotated log files kept.")
+    replay_retention_days: int = Field(
+        30,
+        ge=0,
+        description="Game days a replay keeps, one file a day (<name>.<day>.jsonl); 0: every day.",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,

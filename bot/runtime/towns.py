@@ -18,6 +18,7 @@ from town.authoring.living import town_spec
 from town.features.coaching.room import plug_in
 from town.features.consent.forget import finish_pending
 from town.outbox.events import TownEvent
+from town.outbox.replays import ReplayWriter
 from town.store.models import Town
 from town.store.usage import StoredUsage
 from town.tick.engine import Engine, TickReport
@@ -118,7 +119,8 @@ async def simulate(
     replay: Path,
     progress: Callable[[TickReport], None] | None = None,
 ) -> RunSummary:
-    """Tick until the clock reaches ``until``, appending every event to the ``replay`` file.
+    """Tick until the clock reaches ``until``, appending every event to the ``replay`` file (a
+    file a game day, ``replay_retention_days`` of them kept: ``town.outbox.replays``).
 
     The clock and everything else are in the store after each tick, so a run that is stopped
     (Ctrl-C, a crash) resumes from its last committed tick when started again.
@@ -127,12 +129,12 @@ async def simulate(
     with opened.services.store.session() as s:
         clock = engine.town(s).clock
     summary = RunSummary(start=clock, end=clock)
-    replay.parent.mkdir(parents=True, exist_ok=True)
-    with replay.open("a", encoding="utf-8") as out:
+    keep_days = opened.services.settings.replay_retention_days
+    with ReplayWriter(replay, keep_days) as out:
         while clock < until:
             report = await engine.tick(force=True)
             for event in report.events:
-                out.write(replay_line(event) + "\n")
+                out.write(replay_line(event), event.at)
             out.flush()
             summary.add(report)
             clock = report.clock

@@ -36,10 +36,11 @@ from uuid import uuid4
 from sqlmodel import col, select
 
 from bot.runtime.held_town import HeldTown, found_named_town, how_it_ended, open_held_town
-from bot.runtime.live import run_town
+from bot.runtime.live import run_town, watch_served
 from bot.runtime.run import PLATFORMS, TownRuntime
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
+from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
 from bot.runtime.worker_connection import OUTAGE_ERRORS, outage_reason, worker_url
 from town.memory.vectors import VectorIndexError
@@ -77,6 +78,7 @@ class Worker:
     services: Services | None = None
     leases: Leases | None = None
     keeper: Timekeeper | None = None  # the ticks of the towns this worker runs
+    watch: Watch = field(default_factory=Watch)  # /healthz and /metrics of its towns
     _free_since: dict[int, float] = field(default_factory=dict)
     _cooldown: dict[int, float] = field(default_factory=dict)
     _unfoundable: set[str] = field(default_factory=set)
@@ -96,7 +98,13 @@ class Worker:
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set; then stop every town and give its lease back."""
+        """Run until ``stop`` is set; then stop every town and give its lease back. With
+        ``metrics_port`` set, ``/healthz`` and ``/metrics`` are served there from the start
+        (503 until the database answers)."""
+        async with watch_served(self.watch, self.settings):
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         if not await self._connect(stop):
             return
         assert self.leases is not None
@@ -164,6 +172,7 @@ class Worker:
                 self.services = await asyncio.to_thread(self._open_services)
                 self.leases = Leases(self.services.store, self.name, self.lease_s, self.instance)
                 self.keeper = Timekeeper(self.services.store, self.settings)
+                self.watch.store = self.services.store
                 if self.services.store.is_sqlite:
                     self._tick_lock = asyncio.Lock()
                 return True
@@ -284,7 +293,7 @@ class Worker:
             self.wake.set()
 
         opened.engine.guard = self.leases.guard(lease, on_lost)
-        runtime = TownRuntime(opened, self.settings)
+        runtime = TownRuntime(opened, self.settings, watch=self.watch)
         runtime.stop_on = (LeaseLost,)  # a tick that finds the lease gone ends the town's run
         run = run_town(runtime, self.platforms, keeper=self.keeper)
         task = asyncio.create_task(run, name=f"town-{name}")

@@ -23,9 +23,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Session
 
@@ -226,6 +226,15 @@ class Store:
         callbacks = session.info.setdefault(_AFTER_ROLLBACK, [])
         if fn not in callbacks:
             callbacks.append(fn)
+
+    def unreachable(self) -> str:
+        """Why the database does not answer a ``SELECT 1`` ("" when it does): ``/healthz``."""
+        try:
+            with self.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+        except SQLAlchemyError as exc:
+            return _first_line(exc)
+        return ""
 
     def dispose(self) -> None:
         self.engine.dispose()

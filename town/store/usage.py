@@ -126,6 +126,26 @@ class StoredUsage:
     def calls_today(self) -> int:
         return self.spent_today()[0]
 
+    def spent_by_task(self) -> dict[str, tuple[int, int, int]]:
+        """task -> (calls, prompt tokens, completion tokens) on every day, flushed or not: the
+        town's totals, which only grow (``/metrics``)."""
+        with self.store.session() as s:
+            rows = s.exec(
+                select(
+                    LlmUsage.task,
+                    func.sum(LlmUsage.calls),
+                    func.sum(LlmUsage.prompt_tokens),
+                    func.sum(LlmUsage.completion_tokens),
+                )
+                .where(LlmUsage.town_id == self.town_id)
+                .group_by(LlmUsage.task)
+            ).all()
+        out = {task: (int(c or 0), int(p or 0), int(t or 0)) for task, c, p, t in rows}
+        for (_, task, _), (calls, prompt, completion, _f) in list(self._pending.items()):
+            c, p, t = out.get(task, (0, 0, 0))
+            out[task] = (c + calls, p + prompt, t + completion)
+        return out
+
     def by_task_today(self) -> dict[str, tuple[int, int]]:
         """task -> (calls, tokens) for today, flushed or not."""
         day = self.today()

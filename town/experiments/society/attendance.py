@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from town.outbox.replays import replay_parts
 from town.store.models import Conversation
 from town.world.persona import Event
 from town.world.places import World
@@ -33,21 +34,23 @@ def aware(at: datetime) -> datetime:
 
 
 def read_replay(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The replay's events, and how many lines could not be read (they are skipped)."""
+    """The replay's events (its past days' files first: ``town.outbox.replays``), and how many
+    lines could not be read (they are skipped)."""
     events: list[dict[str, Any]] = []
     bad = 0
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                item["at"] = aware(datetime.fromisoformat(item["at"]))
-            except (ValueError, KeyError, TypeError):
-                bad += 1
-                continue
-            if isinstance(item, dict):
-                events.append(item)
+    for part in replay_parts(path) or [path]:  # (a missing file: its error)
+        with part.open(encoding="utf-8") as lines:
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                    item["at"] = aware(datetime.fromisoformat(item["at"]))
+                except (ValueError, KeyError, TypeError):
+                    bad += 1
+                    continue
+                if isinstance(item, dict):
+                    events.append(item)
     return events, bad
 
 

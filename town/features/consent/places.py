@@ -18,6 +18,7 @@ from sqlmodel import Session, SQLModel, col, select
 from town.features.consent.member import FORGOTTEN, GONE, Member
 from town.features.ratings.reactions import pseudonym
 from town.outbox.chatlog import thread_of
+from town.outbox.replays import replay_parts
 from town.store.models import (
     AuditEntry,
     ChatLine,
@@ -316,8 +317,8 @@ def _files(paths: Sequence[Path]) -> list[Path]:
     for path in paths:
         if path.is_dir():
             found.extend(sorted(path.glob("*.jsonl")))
-        elif path.is_file():
-            found.append(path)
+        else:  # a replay's file, and its past days' files
+            found.extend(replay_parts(path))
     return found
 
 
