@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from town.store.usage import StoredUsage
 from town.tick.engine import Engine, TickReport
 from town.tick.seed import found_town
 from town.world.load import load_town
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,6 +52,10 @@ async def open_town(
     with services.store.session() as s:
         town = s.exec(select(Town).where(func.lower(Town.name) == name.lower())).first()
     founded = False
+    if town is None and not create and (demo := _demo_of(settings)) is not None:
+        services.close()  # the town is the demo's (``make demo``): the shell reaches it there
+        log.info("the town %r is the demo's: using %s", name, demo.data_dir)
+        return await open_town(demo, name, persona=persona, start=start)
     if town is None:
         if not create:
             raise LookupError(f"no town named {name!r}: run `bottown simulate --town {name}` first")
@@ -82,6 +89,15 @@ async def open_town(
     plug_in(engine, folder)  # the mock interview, in a town with interview rooms
     await finish_pending(engine, replay_paths(settings.data_dir))  # forgets a crash cut short
     return OpenTown(services, engine, usage, town, founded)
+
+
+def _demo_of(settings: Settings) -> Settings | None:
+    """The settings of ``make demo``'s own folder (``<data_dir>/demo``), when the configured
+    store is the default one in the data folder and the demo has a store there."""
+    folder = settings.data_dir / "demo"
+    if settings.database_url is not None or not (folder / "bottown.db").exists():
+        return None
+    return settings.model_copy(update={"data_dir": folder})
 
 
 @dataclass

@@ -318,3 +318,17 @@ def test_a_benchmarks_progress_bar_is_redrawn_twice_a_second(
         progress(1, 2)
     assert [bar.live.refresh_per_second for bar in made] == [2.0]
     assert progress_bar().live.refresh_per_second == 10.0
+
+
+def test_the_shell_reaches_the_demo_s_town_in_its_own_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BOTTOWN_EMBEDDER", "hash")
+    monkeypatch.setenv("BOTTOWN_DATA_DIR", "data/demo")  # where `make demo` keeps its town
+    args = ["simulate", "--town", str(MINITOWN), "--name", "Smallville", "--days", "0.06"]
+    assert runner.invoke(app, args).exit_code == 0
+    monkeypatch.delenv("BOTTOWN_DATA_DIR")  # the shell, as a newcomer runs it
+    said = runner.invoke(app, ["say", "Hobbs Cafe", "Hello Isabella!", "--as", "Alice"])
+    assert said.exit_code == 0, said.output
+    assert "heard by: Isabella Rodriguez" in said.output
+    assert "the demo's" in said.output and "data/demo" in said.output
