@@ -25,6 +25,12 @@ For each pending event (an outbox row with no delivery row for this platform yet
    speech keeps messages of its own, after the digest, in order, and what the minute cannot
    take waits for a later round, still pending and in order. Only the parts of one long
    message wait inside a round, so one busy channel never holds up the others.
+   **A channel shows the present**: what is more than one tick of the clock behind the town
+   (its game time older than the clock less a tick's minutes), speech included, folds into the
+   digest, a scene line quoting its best words, and the present goes out after it; and no
+   resident's line older than a reply to a visitor is posted on its own after that reply (it
+   would read as the answer): it folds too. So a channel that cannot keep up is never more
+   than about a tick behind.
 7. A credentials problem (a revoked token, a missing scope or permission: ``DeliveryError``
    with ``credentials``) pauses delivery to that platform: the claim is released, the events
    stay pending, the log says what to fix, and every ``credentials_retry_s`` one channel tries
@@ -41,6 +47,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import exists
 from sqlmodel import col, select
@@ -52,7 +59,7 @@ from adapters.core.ports import DeliveryError, Outgoing, Platform
 from adapters.core.text import render
 from town.outbox.keys import digest_key, part_key
 from town.store.db import Store
-from town.store.models import Delivery, OutboxEvent
+from town.store.models import Delivery, OutboxEvent, Town
 from town.text import in_parts
 
 log = logging.getLogger(__name__)
@@ -71,6 +78,7 @@ class Pending:
     emoji: str
     clock: str  # "HH:MM" game time, for digests
     reply: bool = False  # a resident's answer to a visitor: first, and never in a digest
+    stale: bool = False  # more than a tick of the clock behind the town: folded, speech too
 
 
 @dataclass
@@ -104,6 +112,7 @@ class OutboxPump:
     _claims: Claims = field(init=False)
     _news: asyncio.Event | None = None  # set while ``run`` waits: news that ends a round early
     _probe_at: float = 0.0  # while paused: when one channel may try again
+    _replied: dict[str, int] = field(default_factory=dict)  # area -> its latest reply posted
 
     def __post_init__(self) -> None:
         self._claims = Claims(self.store, self.town_id, self.platform.name)
@@ -146,7 +155,8 @@ class OutboxPump:
         for area, items in by_area.items():
             for item in items:
                 message = Outgoing(item.key, area, item.author, item.text, item.emoji, reply=True)
-                await self._post([item], message, "sent", attempts=1)
+                if await self._post([item], message, "sent", attempts=1):
+                    self._note_reply(item)
         return self.stats.events - before
 
     async def run(self, wake: asyncio.Event, poll_s: float = 2.0) -> None:
@@ -180,6 +190,7 @@ class OutboxPump:
         if only is not None:
             query = query.where(col(OutboxEvent.id).in_(only))
         with self.store.session() as s:
+            present = _present_from(s.get(Town, self.town_id))
             rows = s.exec(query.order_by(col(OutboxEvent.id)).limit(BATCH)).all()
             for row in rows:
                 assert row.id is not None
@@ -198,6 +209,7 @@ class OutboxPump:
                         emoji,
                         f"{row.game_time:%H:%M}",
                         bool(row.payload.get("reply_to")),
+                        present is not None and _aware(row.game_time) < present,
                     )
                 )
         return by_area
@@ -213,6 +225,17 @@ class OutboxPump:
         rest = [i for i in items if not i.reply]
         if not await self._one_by_one(area, replies, reply=True):
             return  # the rest waits behind a reply still pending
+        if not rest:
+            return
+        answered = self._replied.get(area, 0)  # speech older than a reply never follows it
+        past = [i for i in rest if i.stale or (i.author and i.outbox_id < answered)]
+        for start in range(0, len(past), MOST):  # the past, speech too, as scene lines
+            scene = past[start : start + MOST]
+            if not await self._post(scene, self._digest(area, scene), "digested"):
+                return  # the rest waits, in order
+            self.stats.digests += 1
+        folded = {i.outbox_id for i in past}
+        rest = [i for i in rest if i.outbox_id not in folded]
         if not rest:
             return
         room = self._allowance.room(area, reply=False)
@@ -241,7 +264,12 @@ class OutboxPump:
             message = Outgoing(item.key, area, item.author, item.text, item.emoji, reply=reply)
             if not await self._post([item], message, "sent"):
                 return False  # keep the channel's order: the rest waits for the next round
+            if reply:
+                self._note_reply(item)
         return True
+
+    def _note_reply(self, item: Pending) -> None:
+        self._replied[item.area] = max(self._replied.get(item.area, 0), item.outbox_id)
 
     def _digest(self, area: str, items: list[Pending]) -> Outgoing:
         return Outgoing(digest_key(i.outbox_id for i in items), area, "", digest_text(items))
@@ -363,3 +391,14 @@ class OutboxPump:
     def _release(self, ids: list[int]) -> None:
         self._claims.release(ids)
         self.stats.released += len(ids)
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _present_from(town: Town | None) -> datetime | None:
+    """The game time a channel's present begins at: one tick of the clock before the town's."""
+    if town is None:
+        return None
+    return _aware(town.clock) - timedelta(minutes=max(1, town.minutes_per_tick))

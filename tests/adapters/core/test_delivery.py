@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 from sqlmodel import select
@@ -14,7 +15,7 @@ from tests.fakes.platform import Clock, FakePlatform, Sleeps
 from town.outbox.events import TownEvent, write_outbox
 from town.outbox.keys import digest_holds
 from town.store.db import Store
-from town.store.models import Delivery
+from town.store.models import Delivery, Town
 
 
 def statuses(store: Store, platform: str = "fake") -> list[str]:
@@ -204,3 +205,43 @@ async def test_a_revoked_token_pauses_delivery_and_loses_nothing(store: Store) -
     assert sorted(m.text for m in platform.sent) == sorted(text for _, _, text in events)
     assert [m.text for m in platform.sent if m.area == "Cafe"] == ["Cafe 0", "Cafe 1", "Cafe 2"]
     assert statuses(store) == ["sent"] * 6
+
+
+async def test_a_channel_shows_the_present_and_folds_what_is_a_tick_behind(store: Store) -> None:
+    events = [("said", "Cafe", "Happy Valentine's Day, everyone, and welcome!")]
+    events += [("action", "Cafe", f"narration {i}") for i in range(3)]
+    events += [("said", "Cafe", "Cheers!"), ("said", "Cafe", "now")]
+    town_id = town_with_events(store, events)  # game times 09:00 to 09:05
+    with store.session() as s:  # the clock went on: 09:00-09:04 is more than a tick behind
+        town = s.get(Town, town_id)
+        assert town is not None
+        town.clock, town.minutes_per_tick = T0 + timedelta(minutes=15), 10
+        s.add(town)
+    platform = FakePlatform()
+    pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
+    assert await pump.deliver_pending() == 6
+    scene, present = platform.sent
+    assert scene.key == "digest:1-5" and scene.author == ""
+    first = scene.text.splitlines()[0]
+    assert first.startswith("09:00-09:04: Isabella talked here: “Happy Valentine's Day")
+    assert first.endswith("; 3 other things happened:")
+    assert "09:04 Isabella: Cheers!" in scene.text  # each line, for the page to open
+    assert (present.author, present.text) == ("Isabella", "now")  # 09:05: the present
+
+
+async def test_no_line_older_than_a_reply_is_posted_alone_after_it(store: Store) -> None:
+    town_id = town_with_events(store, [("said", "Cafe", "Pretty well, thanks!")])
+    with store.session() as s:
+        reply = TownEvent("said", "Cafe", T0, "Isabella", "Hi Alice!", {"reply_to": "Alice"})
+        (row,) = write_outbox(s, town_id, "say:a", [reply])
+        later = TownEvent("said", "Cafe", T0, "Isabella", "Anyone for cake?", {})
+        write_outbox(s, town_id, "t2", [later])
+    assert row.id is not None
+    platform = FakePlatform()
+    pump = OutboxPump(store, town_id, platform, sleep=Sleeps())
+    assert await pump.post_now([row.id]) == 1
+    assert await pump.deliver_pending() == 2
+    reply_post, folded, after = platform.sent
+    assert reply_post.text == "Hi Alice!"
+    assert folded.key == "digest:1" and "Pretty well, thanks!" in folded.text  # never alone
+    assert after.text == "Anyone for cake?"  # said after the reply: its own message
