@@ -79,7 +79,8 @@ class Pacer:
         self.in_flight = 0
         self.timeouts = 0
         self.cuts = 0  # town calls cut for a person's call
-        self.asked = False  # the server was asked its slots (town.llm.slots)
+        self.asked = asyncio.Event()  # the server was asked its slots (town.llm.slots)
+        self.asking = False
         self.streams = True  # the server streams a reply asked for so (else: read whole)
         self._clock = clock
         self._recent: deque[float] = deque(maxlen=20)

@@ -67,11 +67,18 @@ async def told_slots(client: openai.AsyncOpenAI) -> int | None:
 
 async def ask_once(pacer: Pacer, client: openai.AsyncOpenAI) -> None:
     """Before a pacer's first call: ask the server its slots, and tell the pacer if it says.
-    Calls made while the answer comes go at the slots set."""
-    if pacer.asked:
+    Calls made while the answer comes wait for it, so none goes out past slots the server
+    has not got."""
+    if pacer.asked.is_set():
         return
-    pacer.asked = True
-    slots = await told_slots(client)
-    if slots is not None:
-        pacer.told(slots)
-        log.info("the LLM server answers %d call%s at once", slots, "" if slots == 1 else "s")
+    if pacer.asking:
+        await pacer.asked.wait()
+        return
+    pacer.asking = True
+    try:
+        slots = await told_slots(client)
+        if slots is not None:
+            pacer.told(slots)
+            log.info("the LLM server answers %d call%s at once", slots, "" if slots == 1 else "s")
+    finally:
+        pacer.asked.set()

@@ -3,12 +3,17 @@ that has no such route."""
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
 import pytest
 
 from standins.llm.server import running
+from tests.helpers import Composed, sample
 from town.llm.client import open_client
 from town.llm.pacing import Pacer
 from town.llm.slots import ask_once, default_slots, props_url, told_slots
+from town.llm.tasks import EMOJI
 
 
 @pytest.mark.parametrize(
@@ -24,7 +29,7 @@ async def test_a_server_is_asked_once_and_its_slots_told_to_the_pacer() -> None:
         client = open_client(url, "key", 5.0)
         pacer = Pacer(8, 60)
         await ask_once(pacer, client)
-        assert pacer.asked and pacer.said_by == "server" and pacer.slots == 2
+        assert pacer.asked.is_set() and pacer.said_by == "server" and pacer.slots == 2
         pacer.slots = 5
         await ask_once(pacer, client)  # asked once only
         assert pacer.slots == 5
@@ -77,3 +82,15 @@ async def test_a_server_without_props_or_gone_says_nothing() -> None:
     gone = open_client(url, "key", 5.0)  # nobody listens there any more
     assert await told_slots(gone) is None
     await gone.close()
+
+
+async def test_calls_made_while_the_server_is_asked_wait_for_its_answer() -> None:
+    async with running(slots=1, latency_ms=50) as url:
+        client = open_client(url, "key", 5.0)
+        brain = Composed(client, "m", slots=64)  # as set: more than the server has
+        await asyncio.gather(*(brain.run(EMOJI, sample(EMOJI)) for _ in range(8)))
+        await client.close()
+        stats_url = url.removesuffix("/v1") + "/_fake/stats"
+        async with aiohttp.ClientSession() as http, http.get(stats_url) as response:
+            stats = await response.json()
+    assert stats["max_in_flight"] == 1  # none went out at the setting's 64 before it said one
