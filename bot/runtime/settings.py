@@ -2,7 +2,8 @@
 
 Precedence: keyword arguments, then environment variables, then the TOML file (``bottown.toml`` in
 the working directory, or the file named by ``BOTTOWN_CONFIG``), then the defaults below. Every key
-is documented in the README. Secrets are ``SecretStr``: they never appear in ``repr`` or logs.
+is documented in docs/configuration.md. Secrets are ``SecretStr``: they never appear in ``repr``
+or logs.
 """
 
 from __future__ import annotations
