@@ -25,7 +25,7 @@ import pytest
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings, load_settings
-from town.llm.report import UNPARSEABLE, answers_of
+from town.llm.report import UNPARSEABLE
 from town.tick.engine import COMMITTED, THINKING, WRITING
 
 pytest_plugins = ["tests.servers", "tests.llama_server"]  # tests.servers first: it imports it
@@ -185,8 +185,7 @@ async def test_smallville_thinks_on_the_model_while_the_page_reads_and_visitors_
         await asyncio.wait_for(watch.all_watched.wait(), RUN_GUARD_S)
         await asyncio.wait_for(speaking, RUN_GUARD_S)
         await asyncio.gather(*watch.getting)
-        report = answers_of(runtime.engine.brain)
-        assert report is not None
+        report = runtime.engine.llm.report  # kept where the town's brain was composed
         thought = {task for (_, task), n in report.model.items() if n}
         refused = {task for (_, task, why), n in report.fallback.items() if why == UNPARSEABLE}
     assert {"summarize", "plan_day"} <= thought  # the ticks: the model
