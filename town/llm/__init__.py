@@ -1,9 +1,9 @@
-"""The town's single way to think: tasks, the offline brain, the LLM gateway.
+"""The town's single way to think: tasks, the offline brain, the model's brain as one chain.
 
 ``await brain.run(REACT, ReactInput(...), resident="Isabella Rodriguez")`` works the same with
-every :class:`Brain`: the :class:`LLMGateway`, the :class:`OfflineBrain` or a
-:class:`ScriptedBrain` in tests. The fake OpenAI-compatible server is
-:mod:`standins.llm.server`, outside the town.
+every :class:`Brain`: the chain :func:`town.llm.chain.compose` builds (report, fallback, the
+:class:`LLMGateway`), the :class:`OfflineBrain` or a :class:`ScriptedBrain` in tests. The fake
+OpenAI-compatible server is :mod:`standins.llm.server`, outside the town.
 """
 
 from town.llm.gateway import LLMGateway
