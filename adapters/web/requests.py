@@ -120,3 +120,20 @@ class ServerLog(logging.LoggerAdapter[logging.Logger]):
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
         return msg, kwargs
+
+
+async def listen(
+    app: web.Application, host: str, port: int, what: str, **options: Any
+) -> tuple[web.AppRunner, str]:
+    """Serve ``app`` on ``host:port`` (our log, no access log): the runner and its URL, or an
+    ``OSError`` that says ``what`` cannot listen there."""
+    runner = web.AppRunner(
+        app, access_log=None, logger=ServerLog(logging.getLogger("aiohttp.server")), **options
+    )
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise OSError(exc.errno, f"{what} cannot listen on {host}:{port}: {exc}") from exc
+    return runner, f"http://{url_host(host)}:{runner.addresses[0][1]}"

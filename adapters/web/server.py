@@ -42,12 +42,11 @@ from adapters.web.pages import add_pages
 from adapters.web.requests import (
     MAX_TEXT,
     BadInput,
-    ServerLog,
     body_of,
     check_origin,
     is_loopback,
+    listen,
     text_of,
-    url_host,
     visitor_of,
 )
 from adapters.web.views import TownViews
@@ -102,23 +101,9 @@ class WebAdapter:
     async def start(self) -> None:
         self.feed = Feed()  # a new run: ids count from 1 again under a new epoch
         self._seen_line = self.history.load(self.feed, self.town.areas())
-        runner = web.AppRunner(
-            self.app(),
-            access_log=None,
-            shutdown_timeout=2.0,
-            logger=ServerLog(logging.getLogger("aiohttp.server")),
+        self._runner, self.url = await listen(
+            self.app(), self.host, self.tcp_port, "the web page", shutdown_timeout=2.0
         )
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.host, self.tcp_port).start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise OSError(
-                exc.errno, f"the web page cannot listen on {self.host}:{self.tcp_port}: {exc}"
-            ) from exc
-        self._runner = runner
-        bound = runner.addresses[0][1]
-        self.url = f"http://{url_host(self.host)}:{bound}"
         self._following = asyncio.create_task(self._follow_visitors(), name="web-visitors")
         log.info("the town is open on %s", self.url)
 

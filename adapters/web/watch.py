@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from adapters.web.requests import ServerLog, url_host
+from adapters.web.requests import listen
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +47,7 @@ class WatchServer:
     async def start(self) -> None:
         app = web.Application()
         add_watch_routes(app, self.watch)
-        runner = web.AppRunner(
-            app, access_log=None, logger=ServerLog(logging.getLogger("aiohttp.server"))
-        )
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.host, self.port).start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise OSError(
-                exc.errno, f"/metrics cannot listen on {self.host}:{self.port}: {exc}"
-            ) from exc
-        self._runner = runner
-        self.url = f"http://{url_host(self.host)}:{runner.addresses[0][1]}"
+        self._runner, self.url = await listen(app, self.host, self.port, "/metrics")
         log.info("health and metrics on %s/healthz and /metrics", self.url)
 
     async def stop(self) -> None:

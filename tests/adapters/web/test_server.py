@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestServer
 from sqlmodel import col, select
 
@@ -151,3 +152,17 @@ async def test_bad_input_gets_clear_errors_never_a_500(
     # the longest message allowed, from the page's own origin, is taken (the town truncates it)
     fine = await http.post(say, json=good | {"text": "y" * 10_000}, headers={"Origin": web.url})
     assert fine.status == 200
+
+
+async def test_a_port_in_use_is_said_with_what_could_not_listen() -> None:
+    from aiohttp import web
+
+    from adapters.web.requests import listen
+
+    first, url = await listen(web.Application(), "127.0.0.1", 0, "the web page")
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        with pytest.raises(OSError, match=rf"/metrics cannot listen on 127.0.0.1:{port}"):
+            await listen(web.Application(), "127.0.0.1", port, "/metrics")
+    finally:
+        await first.cleanup()
