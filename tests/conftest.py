@@ -82,13 +82,15 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
 
 
 @pytest.fixture
-def fake_llm() -> Iterator[str]:
-    """The fake OpenAI-compatible server on loopback, in a thread of its own."""
+def fake_llm(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The fake OpenAI-compatible server on loopback, in a thread of its own (a test's
+    ``@pytest.mark.parametrize("fake_llm", [{...}], indirect=True)`` gives its options)."""
+    options: dict[str, Any] = getattr(request, "param", {})
     ready: list[str] = []
     stop = threading.Event()
 
     async def serve() -> None:
-        async with running() as url:
+        async with running(**options) as url:
             ready.append(url)
             await asyncio.to_thread(stop.wait)
 

@@ -33,7 +33,7 @@ async def reset(request: web.Request) -> web.StreamResponse:
     state.by_task.clear()
     state.by_fault.clear()
     state.last.clear()
-    state.requests = state.embeddings = state.max_in_flight = state.max_serving = 0
+    state.requests = state.embeddings = state.tokens = state.max_in_flight = state.max_serving = 0
     return _json({"reset": True})
 
 

@@ -166,6 +166,7 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
     cached = wire.cached_tokens(prompt, list(state.prompts))
     state.prompts.append(prompt)
     reply = wire.completion_body(state.model, number, content, wire.prompt_tokens(body), cached)
+    state.tokens += reply["usage"]["prompt_tokens"]  # (the completion's: as it is sent)
     if fault == "empty_choices":
         reply["choices"] = []
     if fault == "interrupted" and streamed:  # (a reply sent whole cannot be)
@@ -175,6 +176,7 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
         usage = isinstance(options, dict) and options.get("include_usage") is True
         chunks = wire.stream_chunks(reply, usage=usage, interrupted=fault == "interrupted")
         return await _stream(state, request, chunks, began)
+    state.tokens += reply["usage"]["completion_tokens"]
     return _json(reply)
 
 
@@ -191,6 +193,7 @@ async def _stream(
             if state.latency_s > 0:
                 await sleep_until(began + state.latency_s * n / len(chunks))
             await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+            state.tokens += wire.estimate_tokens(wire.chunk_text(chunk))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
     except (asyncio.CancelledError, ConnectionError):

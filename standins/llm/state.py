@@ -40,6 +40,7 @@ class FakeState:
     prompts: deque[str] = field(default_factory=lambda: deque(maxlen=CACHED_PROMPTS))
     requests: int = 0
     embeddings: int = 0
+    tokens: int = 0  # prompt tokens read and completion tokens sent (a stream's: until it is cut)
     in_flight: int = 0  # requests received and not yet answered, waiting ones included
     max_in_flight: int = 0
     serving_now: int = 0  # requests holding a slot (all of them with no slots)
@@ -65,6 +66,7 @@ class FakeState:
             "by_task": dict(self.by_task),
             "by_fault": dict(self.by_fault),
             "embeddings": self.embeddings,
+            "tokens": self.tokens,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
             "slots": self.slots,

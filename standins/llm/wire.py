@@ -258,14 +258,18 @@ def completion_body(
 
 STREAM_PIECES = 8
 """The pieces a streamed reply's content comes in, spread over the latency (a server's tokens)."""
+PIECE_CHARS = 64
+"""The most a piece holds (about 16 tokens): a long reply comes in more pieces, as a server
+writes its tokens a few at a time."""
 
 
 def stream_chunks(
     reply: dict[str, Any], *, usage: bool, interrupted: bool = False
 ) -> list[dict[str, Any]]:
     """A completion (:func:`completion_body`) as the chunks of a stream: the role, the content
-    in ``STREAM_PIECES`` pieces, the finish reason, and the usage in a last chunk of no choices
-    when ``stream_options.include_usage`` asks for it. ``interrupted``: the first half only."""
+    in ``STREAM_PIECES`` pieces (more for a long one), the finish reason, and the usage in a
+    last chunk of no choices when ``stream_options.include_usage`` asks for it.
+    ``interrupted``: the first half only."""
     head = {k: reply.get(k) for k in ("id", "created", "model", "system_fingerprint")}
     head["object"] = "chat.completion.chunk"
 
@@ -274,7 +278,7 @@ def stream_chunks(
         return {**head, "choices": choices if reply["choices"] else []}
 
     content = (reply["choices"][0]["message"].get("content") if reply["choices"] else "") or ""
-    size = max(1, -(-len(content) // STREAM_PIECES))
+    size = min(max(1, -(-len(content) // STREAM_PIECES)), PIECE_CHARS)
     pieces = [content[n : n + size] for n in range(0, len(content), size)]
     chunks = [chunk({"role": "assistant", "content": ""})]
     chunks += [chunk({"content": piece}) for piece in pieces]
@@ -284,6 +288,12 @@ def stream_chunks(
     if usage and "usage" in reply:
         chunks.append({**head, "choices": [], "usage": reply["usage"]})
     return chunks
+
+
+def chunk_text(chunk: dict[str, Any]) -> str:
+    """The content a stream's chunk carries (none for the role, the finish and the usage)."""
+    choices = chunk.get("choices") or [{}]
+    return str(choices[0].get("delta", {}).get("content") or "")
 
 
 def _map(value: Any, fault: str) -> Any:

@@ -54,5 +54,5 @@ def context_full(status: int, message: str) -> str:
 def overrun(completion: int, max_tokens: int) -> str:
     return (
         f"the LLM server ignores max_tokens (a reply of {completion} tokens against a cap of "
-        f"{max_tokens}): replies are cut at the cap and counted as the cap"
+        f"{max_tokens}): streamed replies are cut off past it; each is counted as served"
     )

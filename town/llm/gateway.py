@@ -27,7 +27,7 @@ from town.llm.lenient import NoJSON
 from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.replies import Reply, problem_of
 from town.llm.shapes import max_tokens_for
-from town.llm.spend import ExplainedBudget, Spend, Unusable
+from town.llm.spend import ExplainedBudget, Spend, Unusable, worst_reply_tokens
 from town.llm.spend import current as spending_now
 from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import (
@@ -226,7 +226,7 @@ class LLMGateway:
             chars = sum(len(str(m.get("content", ""))) for m in wire)
             # the call's worst case is held against the budget before it is sent, so calls in
             # flight never pass it together; once back, what it spent is held until recorded
-            worst = Hold(worst_prompt_tokens(chars) + max_tokens, 1)
+            worst = Hold(worst_prompt_tokens(chars) + worst_reply_tokens(max_tokens), 1)
             if not self._holds.reserve(worst):
                 raise Unusable("the daily budget has no room for this call", why.BUDGET)
             if self._budget_noted:
@@ -234,8 +234,8 @@ class LLMGateway:
                 self._budget_noted = False
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
-                cuttable = cuts < streamed.CUT_ROUNDS  # (then it is sent whole, left to end)
-                reply = await self._send(task, schema, wire, kind, max_tokens, spend, cuttable)
+                streams = cuts < streamed.CUT_ROUNDS  # (then it is sent whole, left to end)
+                reply = await self._send(task, schema, wire, kind, max_tokens, spend, streams)
                 content, overrun = spend.count(reply, messages, max_tokens)
                 if overrun is not None:
                     self._warn_once("overrun", advice.overrun(overrun, max_tokens))
@@ -307,10 +307,11 @@ class LLMGateway:
         kind: str,
         max_tokens: int,
         spend: Spend,
-        cuttable: bool,
+        streams: bool,
     ) -> Reply:
-        """The completion, read (a town's call streamed, ``cuttable``: see
-        :mod:`town.llm.streamed`); the client's errors for a status it did not retry away."""
+        """The completion, read (streamed unless not ``streams``; a town's streamed call can be
+        cut: see :mod:`town.llm.streamed`); the client's errors for a status it did not retry
+        away."""
         name = task.name
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
         await slots.ask_once(self.pacer, self._client)
@@ -328,12 +329,12 @@ class LLMGateway:
         }
         if self._priority:  # vLLM's --scheduling-policy priority: lower goes first, as ours
             request["extra_body"] = {"priority": urgent}
-        # a town's call streams, so a person's may cut it (on a server that streams)
-        cuttable = cuttable and not person and self.pacer.streams
+        streams = streams and self.pacer.streams  # (a server that does not is read whole)
+        cuttable = streams and not person  # a town's call, so that a person's may cut it
         async with self.pacer.slot(urgent, patience, person=person, cuttable=cuttable) as call:
             spend.calls += 1
             began = time.monotonic()
-            reply, retries = await streamed.send(self._client, request, call, self.pacer)
+            reply, retries = await streamed.send(self._client, request, call, self.pacer, streams)
             self.pacer.answered(time.monotonic() - began)
         spend.calls += retries
         return reply

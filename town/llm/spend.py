@@ -39,6 +39,12 @@ OVERRUN = 1.5
 a server's tokenizer may count a few more) ran past the cap: the server ignores it."""
 
 
+def worst_reply_tokens(max_tokens: int) -> int:
+    """The most a streamed reply is read to, in tokens: past it, the server ignores the cap
+    and the stream is closed (the server stops writing)."""
+    return math.ceil(OVERRUN * max_tokens)
+
+
 @runtime_checkable
 class ExplainedBudget(Budget, Protocol):
     """A budget that can say which of its limits is spent (e.g. "500 of 500 calls today")."""
@@ -71,19 +77,20 @@ class Spend:
     def count(
         self, reply: Reply, messages: list[Message], max_tokens: int
     ) -> tuple[str, int | None]:
-        """Count the reply's tokens (the server's, else estimated); its text, and its length
-        in tokens when it ran past ``max_tokens`` (else None).
+        """Count the reply's tokens as served (the server's counts, else estimated from what
+        was read); its text, and its length in tokens when it ran past ``max_tokens`` (else
+        None).
 
-        A reply longer than ``max_tokens`` (a server that ignores the cap) is cut at the cap and
-        counted as at most the cap: each call then spends at most what it reserved, so the calls
-        in flight together pass the budget by at most one call's cap. Raises :class:`Unusable`
-        for a body that is no chat completion, after counting the tokens the server said it
-        used (none are estimated for it).
+        A reply longer than ``max_tokens`` (a server that ignores the cap) is cut at the cap for
+        reading, and counted as long as it was: a stream is read no further than
+        :func:`worst_reply_tokens` (the server stops there), a whole body was served whole.
+        Raises :class:`Unusable` for a body that is no chat completion, after counting the
+        tokens the server said it used (none are estimated for it).
         """
         prompt, completion = reply.prompt_tokens, reply.completion_tokens
         if reply.problem is not None:
             self.prompt_tokens += prompt or 0
-            self.completion_tokens += min(completion or 0, max_tokens)
+            self.completion_tokens += completion or 0
             raise Unusable(
                 f"the server's reply was not a chat completion ({reply.problem})",
                 why.UNPARSEABLE,
@@ -95,7 +102,6 @@ class Spend:
         content, overrun = reply.content, None
         if estimate_tokens(len(content)) > OVERRUN * max_tokens:  # (a count: a tokenizer's)
             overrun = completion
-            completion = min(completion, max_tokens)
             content = cut_at_cap(content, max_tokens)
         self.prompt_tokens += prompt
         self.completion_tokens += completion

@@ -10,7 +10,9 @@ llama-cpp-python's ends one with no finish reason when another request comes in 
 ``interrupt_requests``); that reply is incomplete, and the call is sent again too. A call cut
 ``CUT_ROUNDS`` times is sent whole, not streamed, and left to end.
 
-A stream is also read only up to a cap: a server that ignores ``max_tokens`` is cut off there.
+Every call streams, a person's too: a stream is read only up to its cap
+(:func:`~town.llm.spend.worst_reply_tokens`), so a server that ignores ``max_tokens`` is cut
+off there and never serves past what the budget held for the call.
 
 A server may ignore ``stream`` (some proxies and small servers answer with the whole body, as to
 a call that did not ask to stream): that body is read as the reply it is, and the pacer is told
@@ -20,8 +22,8 @@ the server does not stream, so the town's calls are read whole from then on (and
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import math
 from collections.abc import Coroutine
 from typing import Any
 
@@ -31,7 +33,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from town.llm.pacing import OnWire, Pacer
 from town.llm.replies import Reply, count, parsed, read_reply
-from town.llm.spend import OVERRUN
+from town.llm.spend import worst_reply_tokens
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,8 @@ async def read(client: openai.AsyncOpenAI, cap_chars: int, **request: Any) -> tu
         raise openai.APITimeoutError(request=error.request) from None
     except httpx2.HTTPError as error:
         raise openai.APIConnectionError(request=error.request) from None
+    except openai.APIError as error:  # an event holding an error (the client raises it)
+        return Reply("", None, None, f"an error: {error.message[:80]}"), raw.retries_taken
     content = "".join(parts)
     if not chose:
         return Reply("", count(usage, "prompt_tokens"), None, "no choices"), raw.retries_taken
@@ -107,23 +111,29 @@ async def read(client: openai.AsyncOpenAI, cap_chars: int, **request: Any) -> tu
 
 
 async def _whole(response: httpx2.Response) -> Reply:
-    """A whole body's reply (a chat completion's JSON), read as the stock path reads one."""
+    """A whole body's reply (a chat completion's JSON), read as the stock path reads one: the
+    client builds its completion from any JSON object without validating it."""
     try:
-        body = await response.aread()
-        return read_reply(ChatCompletion.model_validate_json(body))
-    except (ValueError, httpx2.HTTPError):
+        body = json.loads(await response.aread())
+    except httpx2.HTTPError:
         return Reply("", None, None, "not a chat completion")
+    except ValueError:  # (not JSON, or not UTF-8)
+        return Reply("", None, None, "not JSON")
+    if not isinstance(body, dict):
+        return Reply("", None, None, "not a JSON object")
+    return read_reply(ChatCompletion.construct(**body))
 
 
 async def send(
-    client: openai.AsyncOpenAI, request: dict[str, Any], call: OnWire, pacer: Pacer
+    client: openai.AsyncOpenAI, request: dict[str, Any], call: OnWire, pacer: Pacer, streams: bool
 ) -> tuple[Reply, int]:
-    """One call on the wire, holding its slot: a cuttable (town's) call streamed until the
-    pacer cuts it, read no further than a reply past its cap (``spend.OVERRUN``); any other
-    read whole (the client's stock path). The reply and the client's retries. A server that
-    answers a stream with a whole body is told to the ``pacer`` (``streams``)."""
-    if call.cuttable:
-        cap_chars = 4 * math.ceil(OVERRUN * request["max_tokens"])
+    """One call on the wire, holding its slot: with ``streams``, streamed, read no further
+    than its cap (:func:`~town.llm.spend.worst_reply_tokens`) and, a cuttable (town's) call,
+    until the pacer cuts it; else read whole (the client's stock path). The reply and the
+    client's retries. A server that answers a stream with a whole body is told to the
+    ``pacer`` (``streams``)."""
+    if streams:
+        cap_chars = 4 * worst_reply_tokens(request["max_tokens"])
         try:
             return await until_cut(read(client, cap_chars, **request), call.cut)
         except Whole as whole:

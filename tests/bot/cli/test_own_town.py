@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,30 @@ def test_update_and_reload_from_the_shell(tmp_path: Path) -> None:
     lived = runner.invoke(app, ["simulate", "--town", "mini", "--name", "mini", "--days", "0.2"])
     assert lived.exit_code == 0, lived.output
     assert "Finn Reed" in lived.output and "Klaus Mueller" not in lived.output
+
+
+@pytest.mark.parametrize(
+    "fake_llm", [{"overrun_tokens": 3_000, "ignores_stream": True}], indirect=True
+)
+def test_a_draft_under_a_small_budget_stops_asking_once_it_is_spent(
+    fake_llm: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Against a server that ignores ``max_tokens`` and ``stream`` (every reply 3,000 tokens
+    long, sent whole), the draft counts what it was served, is served at most one call past
+    the daily budget, and the offline brain drafts the rest."""
+    monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", fake_llm)
+    monkeypatch.setenv("BOTTOWN_DAILY_TOKEN_BUDGET", "8000")
+    describe = "a lighthouse island with a bakery"
+    drafted = runner.invoke(app, ["town", "draft", "isle", "--describe", describe])
+    assert drafted.exit_code == 0, drafted.output
+    served = fake_stats(fake_llm)
+    assert 0 < served["requests"] < 8  # the budget ran out before the eight pieces
+    one_call = 3_000 + 1_000  # a reply at its length and a piece's prompt, at most
+    assert served["tokens"] <= 8_000 + one_call
+    said = " ".join(drafted.output.split())
+    assert "the offline brain drafted those parts" in said
+    counted = re.search(r"(\d+) LLM calls, ([\d,]+) prompt and ([\d,]+) completion tokens", said)
+    assert counted is not None, said
+    calls, prompt, completion = (int(n.replace(",", "")) for n in counted.groups())
+    assert (calls, prompt + completion) == (served["requests"], served["tokens"])
+    assert runner.invoke(app, ["town", "check", "./isle"]).exit_code == 0

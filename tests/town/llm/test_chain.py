@@ -15,6 +15,7 @@ from bot.runtime.wiring import build_brain
 from standins.llm.server import running
 from tests.factories import open_runtime
 from tests.helpers import Composed, sample
+from town.inputs.query import interview
 from town.inputs.visit import Visit
 from town.llm import made, urgency
 from town.llm.check import Server, check_llm
@@ -124,13 +125,44 @@ async def test_founding_and_interviews_count_against_the_town_s_budget(tmp_path:
         finally:
             runtime.opened.services.close()
     assert calls == served["requests"]  # every call the server got is the town's, founding too
-    one_call = 3_000  # at most one call's worth past the budget (a reply counted at its cap)
+    one_call = 3_000  # at most one call's worth past the budget
     assert tokens <= 6_000 + one_call
-    assert handles_budget_spent(runtime)
+    fallbacks = runtime.opened.engine.llm.report.as_json()["fallbacks_by_task"]
+    assert any("budget" in reasons for reasons in fallbacks.values())  # then it ran offline
 
 
-def handles_budget_spent(runtime: Any) -> bool:
-    return bool(runtime.opened.engine.llm.budget.exhausted())
+async def test_founding_and_interviews_are_served_one_call_past_the_budget_at_most(
+    tmp_path: Path,
+) -> None:
+    """A server that ignores ``max_tokens`` and ``stream`` serves every reply whole at 3,000
+    tokens: the town counts what it was served, so the founding and a reporter's interviews
+    are served at most one call past the daily budget, and then answered offline."""
+    async with running(overrun_tokens=3_000, ignores_stream=True) as url:
+        settings = load_settings(
+            data_dir=tmp_path,
+            embedder="hash",
+            brain="llm",
+            llm_base_url=url,
+            daily_token_budget=12_000,
+            visitor_messages_per_minute=0,
+        )
+        runtime = await open_runtime(settings)
+        try:
+            engine = runtime.opened.engine
+            answers = [
+                await interview(engine, "Isabella", f"What is on your mind, {n}?", "a reporter")
+                for n in range(6)
+            ]
+            served = await stats(url)
+            report = engine.llm.report.as_json()
+        finally:
+            runtime.opened.services.close()
+    one_call = 3_000 + 1_500  # a reply at the server's length and an interview's prompt
+    assert served["by_task"].get("interview", 0) >= 1  # the budget left room for some
+    assert served["tokens"] <= 12_000 + one_call
+    assert all(answers) and report["fallbacks_by_task"]["interview"] == {
+        "budget": 6 - (served["by_task"]["interview"])
+    }
 
 
 async def test_an_offline_line_is_never_credited_to_the_model(tmp_path: Path) -> None:

@@ -325,10 +325,13 @@ def events(body: bytes) -> bytes:
 
 @asynccontextmanager
 async def stand_in(
-    *replies: bytes | tuple[int, bytes], content_type: str = "application/json"
+    *replies: bytes | tuple[int, bytes],
+    content_type: str = "application/json",
+    streams: bool = True,
 ) -> AsyncIterator[StandIn]:
     """A server that answers each of ``replies`` in turn (the last one again after): a body
-    with 200, or a (status, body)."""
+    with 200, or a (status, body); a streamed request as events, unless it ignores ``stream``
+    (``streams=False``)."""
     server = StandIn("")
 
     async def reply(request: web.Request) -> web.Response:
@@ -336,7 +339,7 @@ async def stand_in(
         server.seen.append((dict(request.headers), asked))
         found = replies[min(len(server.seen), len(replies)) - 1]
         status, body = found if isinstance(found, tuple) else (200, found)
-        if status == 200 and asked.get("stream") is True:  # a town's call: as events
+        if status == 200 and asked.get("stream") is True and streams:
             return web.Response(body=events(body), content_type="text/event-stream")
         return web.Response(status=status, body=body, content_type=content_type)
 
@@ -462,17 +465,30 @@ async def test_a_body_that_is_no_chat_completion_falls_back_with_a_warning(
     rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
     body, content_type, problem = NOT_COMPLETIONS[kind]
-    async with stand_in(body, content_type=content_type) as server:
+    async with stand_in(body, content_type=content_type, streams=False) as server:
         rig = rig_factory(server.url)
         with caplog.at_level(logging.WARNING, logger="town.llm"), urgency.person_waiting():
-            result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")  # (not streamed)
+            result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")
     assert result == OfflineBrain().answer(EMOJI, sample(EMOJI))
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = [r.getMessage() for r in caplog.records if "no usable" in r.getMessage()]
     assert warnings == [
         f"LLM gave no usable emoji answer (the server's reply was not a chat completion "
         f"({problem})); the offline brain answers"
     ]
     assert len(server.seen) == 1  # neither retried nor "repaired"
+
+
+async def test_an_error_in_a_stream_falls_back_with_the_server_s_words(
+    rig_factory: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with stand_in(b'{"error": {"message": "the model crashed"}}') as server:
+        rig = rig_factory(server.url)
+        with caplog.at_level(logging.WARNING, logger="town.llm"):
+            result = await rig.gateway.run(EMOJI, sample(EMOJI), resident="Sam")
+    assert result == OfflineBrain().answer(EMOJI, sample(EMOJI))
+    said = [r.getMessage() for r in caplog.records if "no usable" in r.getMessage()]
+    assert len(said) == 1 and "an error: the model crashed" in said[0]
+    assert server.seen[0][1]["stream"] is True and len(server.seen) == 1
     usage = rig.tally.by_resident["Sam"]
     assert (usage.calls, usage.fallbacks, usage.prompt_tokens, usage.completion_tokens) == (
         1,
