@@ -11,9 +11,10 @@ ceiling for a hosted API). Nothing is guessed from latency. One pacer serves one
 by every model and town that calls it (:mod:`town.llm.chain`).
 
 A town's call may be ``cuttable`` (it streams, :mod:`town.llm.streamed`): a person's call that
-finds every slot taken cuts the least urgent such call on the wire, unless it is near its end
-(past half a usual call's time, ``CUT_BEFORE``, and not past the whole of it), so a person waits
-at most about half a call for a town call to end; the cut call is sent again.
+finds every slot taken cuts the least urgent such call on the wire (of those alike, the latest
+sent: it loses the least), unless a call on the wire is near its end (within ``NEAR_END`` of a
+usual call's time), so a person waits at most about a quarter of a call for a slot; the cut
+call is sent again.
 
 A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
 the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
@@ -36,10 +37,10 @@ from dataclasses import dataclass, field
 TIMEOUT_CEILING_S = 600.0
 LATENCY_FACTOR = 3.0
 """A call may take this many times the slowest recent answer before it counts as timed out."""
-CUT_BEFORE = 0.5
-"""A town's call is left to end, not cut for a person's, once this share of a usual call's time
-has passed since it went (until the whole of it): the person then waits less than the town would
-lose."""
+NEAR_END = 0.25
+"""A call on the wire within this share of a usual call's time of its end frees its slot soon:
+a person's call waits for it rather than cut a town call (which would lose more than the person
+waits)."""
 
 
 class WaitedTooLong(Exception):
@@ -195,16 +196,16 @@ class Pacer:
 
     def _cut_one(self) -> None:
         """Ask the least urgent cuttable call on the wire (the latest sent, of those alike) to
-        end, if one is there not already asked and not near its end: between ``CUT_BEFORE`` of
-        a usual call's time and the whole of it (past it, a long one, its end not in sight)."""
+        end, if one is there not already asked, unless a call on the wire (a person's too) is
+        near its end: within ``NEAR_END`` of a usual call's time (past the whole of it, a long
+        one, its end not in sight)."""
         now, typical = self._clock(), self.typical_s
-        cuttable = [
-            c
+        if typical is not None and any(
+            (1 - NEAR_END) * typical <= now - c.began <= typical and not c.cut.is_set()
             for c in self._on_wire
-            if c.cuttable
-            and not c.cut.is_set()
-            and (typical is None or not CUT_BEFORE * typical <= now - c.began <= typical)
-        ]
+        ):
+            return
+        cuttable = [c for c in self._on_wire if c.cuttable and not c.cut.is_set()]
         if cuttable:
             max(reversed(cuttable), key=lambda c: c.urgency).cut.set()
             self.cuts += 1

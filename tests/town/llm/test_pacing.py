@@ -154,7 +154,7 @@ async def test_a_persons_call_that_finds_every_slot_taken_cuts_the_least_urgent_
     assert "a third" in wires
 
 
-async def test_a_town_call_past_half_its_usual_time_is_left_to_end() -> None:
+async def test_a_town_call_near_its_usual_end_is_left_to_end() -> None:
     now = [0.0]
     pacer = Pacer(8, 60, clock=lambda: now[0])
     pacer.told(1)
@@ -164,14 +164,14 @@ async def test_a_town_call_past_half_its_usual_time_is_left_to_end() -> None:
         async with pacer.slot(0, person=True):
             pass
 
-    for elapsed, cut in ((1.2, False), (0.8, True), (2.5, True)):
+    for elapsed, cut in ((1.6, False), (1.2, True), (2.5, True)):
         now[0] = 10.0
         async with pacer.slot(4, cuttable=True) as town:
             now[0] += elapsed
             waiting = asyncio.create_task(person())
             await settled(lambda: pacer.waiting == 1)
-            assert town.cut.is_set() == cut  # (past half of 2 s: the person waits the rest;
-        await waiting  # past the whole of it, a long call: its end is not in sight)
+            assert town.cut.is_set() == cut  # (the last quarter of 2 s: the person waits the
+        await waiting  # rest; past the whole of it, a long call: its end is not in sight)
     assert pacer.cuts == 2
 
 
@@ -207,3 +207,27 @@ def test_every_slot_taken_or_calls_waiting_is_a_busy_server() -> None:
     assert pacer.busy
     pacer.in_flight, pacer._waiting = 1, [(3, 1)]
     assert pacer.busy
+
+
+async def test_a_slot_that_frees_soon_spares_the_other_town_calls() -> None:
+    now = [0.0]
+    pacer = Pacer(8, 60, clock=lambda: now[0])
+    pacer.told(2)
+    pacer.answered(2.0)  # a call takes 2 s
+
+    async def person() -> None:
+        async with pacer.slot(0, person=True):
+            pass
+
+    async with pacer.slot(4, cuttable=True) as ending:
+        now[0] += 1.8  # this one ends in 0.2 s
+        async with pacer.slot(5, cuttable=True) as fresh:
+            waiting = asyncio.create_task(person())
+            await settled(lambda: pacer.waiting == 1)
+            assert not fresh.cut.is_set() and not ending.cut.is_set()
+            now[0] += 0.5  # the first is past its usual time now: the freshest call is cut
+            second = asyncio.create_task(person())
+            await settled(lambda: pacer.waiting == 2)
+            assert fresh.cut.is_set() and not ending.cut.is_set()
+    await asyncio.gather(waiting, second)
+    assert pacer.cuts == 1
