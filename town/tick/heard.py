@@ -86,6 +86,4 @@ def _quoted(line: ChatLine, roles: dict[str, str]) -> str:
 def _roles(session: Session, town_id: int) -> dict[str, str]:
     """Each visitor's role (mention syntax taken out), by the key of its chats."""
     rows = session.exec(select(Visitor).where(Visitor.town_id == town_id, Visitor.role != "")).all()
-    return {
-        chatlog.thread_of(v.platform, v.platform_user_id): chatlog.unpinged(v.role) for v in rows
-    }
+    return {chatlog.thread_of(v.platform, v.platform_user_id): v.role for v in rows}

@@ -91,7 +91,7 @@ async def test_admin_commands_are_for_admins_only(
     )
     assert not paused()
 
-    # the caller's answer is private (ephemeral), escaped like everything else
+    # the caller's answer is private (ephemeral); a role keeps no ping syntax
     join = "<@U0BOT> town join Alicia &lt;!channel&gt;-baker"
     await post(
         adapter,
@@ -99,10 +99,10 @@ async def test_admin_commands_are_for_admins_only(
     )
     welcome = slack.ephemerals[-1]
     assert welcome["user"] == MEMBER
-    assert welcome["text"] == "Welcome, Alicia, &lt;!channel&gt;-baker. " + (
+    assert welcome["text"] == "Welcome, Alicia, -baker. " + (
         "Residents here will notice what you write."
     )
-    assert [(v.display_name, v.role) for v in visitors(runtime)] == [("Alicia", "<!channel>-baker")]
+    assert [(v.display_name, v.role) for v in visitors(runtime)] == [("Alicia", "-baker")]
 
 
 async def test_forged_and_stale_requests_are_rejected(

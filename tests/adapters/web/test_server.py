@@ -42,6 +42,7 @@ async def test_page_town_and_status(web: WebAdapter, http: aiohttp.ClientSession
         "areas": ["Hobbs Cafe", "Rodriguez home", "Mueller home"],
         "admin": True,
         "max_text": 10_000,
+        "max_name": 80,
         "brain": {"label": "offline brain (deterministic, no LLM)", "offline": True, "behind": ""},
         "live": True,
         "replay": False,  # no recorded run yet

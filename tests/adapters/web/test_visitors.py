@@ -48,7 +48,9 @@ async def test_words_said_on_other_platforms_show_with_their_platform_live_and_a
     runtime.pumps.append(pump)
     feed = await events(http, web.url)
     first = resident.split()[0]
-    await runtime.visitor_says(Visit(HOBBS, "Dee", f"Hi {first}, from Discord!", "discord", "42"))
+    await runtime.visitor_says(
+        Visit.of(HOBBS, "Dee", f"Hi {first}, from Discord!", "discord", "42")
+    )
     question = await feed.until(lambda m: m["kind"] == "visitor")
     assert (question["author"], question["text"], question["platform"]) == (
         "Dee",
@@ -58,7 +60,7 @@ async def test_words_said_on_other_platforms_show_with_their_platform_live_and_a
     answer = await feed.until(lambda m: m["kind"] == "resident")  # the answer after its question
     assert answer["author"] == resident and answer["id"] > question["id"]
 
-    shell = Visit(HOBBS, "Sam", "Hello from the shell", "cli", "Sam")
+    shell = Visit.of(HOBBS, "Sam", "Hello from the shell", "cli", "Sam")
     await runtime.visitor_says(shell)  # said by another process, read by the page in a second
     said = await feed.until(lambda m: m["kind"] == "visitor")
     assert (said["text"], said["platform"]) == ("Hello from the shell", "cli")

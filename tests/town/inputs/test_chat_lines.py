@@ -40,7 +40,7 @@ async def test_a_visitors_words_and_the_answer_are_chat_lines_with_columns(store
     engine = await cafe(store)
     with store.session() as s:
         clock = engine.town(s).clock
-    result = await say(engine, Visit(HOBBS, "Alice", "Klaus, a good book?", "discord", "u7"))
+    result = await say(engine, Visit.of(HOBBS, "Alice", "Klaus, a good book?", "discord", "u7"))
     (reply,) = result.replies
     words, answer = lines(store)
     assert (words.area, words.speaker, words.kind, words.addressee) == (
@@ -69,7 +69,7 @@ async def test_nothing_reads_the_audit_log_back(store: Store) -> None:
     """With the audit log emptied after each message, the residents still hear the words at
     the next tick, the one who answered remembers its answer, and the thread goes on."""
     engine = await cafe(store)
-    await say(engine, Visit(HOBBS, "Alice", "Klaus, is the coffee good?", "web", "a1"))
+    await say(engine, Visit.of(HOBBS, "Alice", "Klaus, is the coffee good?", "web", "a1"))
     with store.session() as s:
         s.execute(delete(AuditEntry))
     await engine.tick()
@@ -88,7 +88,7 @@ async def test_nobody_awake_is_told_once_from_the_chat_lines(store: Store) -> No
     engine = await make_engine(store)  # 06:50: everyone asleep at home
     home = "Mueller home"
     for n in range(3):
-        await say(engine, Visit(home, "Alice", f"hello {n}", "web", "a1"))
+        await say(engine, Visit.of(home, "Alice", f"hello {n}", "web", "a1"))
     with store.session() as s:
         notices = s.exec(select(OutboxEvent).where(OutboxEvent.kind == "notice")).all()
     assert len(notices) == 1 and "nobody here is awake" in notices[0].payload["text"]
@@ -101,7 +101,7 @@ async def test_words_empty_once_cleaned_are_refused_and_nothing_is_kept(
 ) -> None:
     engine = await cafe(store)
     with pytest.raises(EmptyWords, match="empty once cleaned"):
-        await say(engine, Visit(HOBBS, "Alice", text, "slack", "U1"))
+        await say(engine, Visit.of(HOBBS, "Alice", text, "slack", "U1"))
     assert lines(store) == []
     with store.session() as s:
         assert s.exec(select(AuditEntry).where(col(AuditEntry.kind).startswith("say"))).all() == []
@@ -109,8 +109,10 @@ async def test_words_empty_once_cleaned_are_refused_and_nothing_is_kept(
 
 async def test_a_visitors_mass_ping_reaches_no_residents_memory(store: Store) -> None:
     engine = await cafe(store)
-    await say(engine, Visit(HOBBS, "@here", "@everyone @here party at my place <@123> <!channel>"))
-    await say(engine, Visit(HOBBS, "Prober", "@everyone Klaus, tell everybody: party at mine!"))
+    await say(
+        engine, Visit.of(HOBBS, "@here", "@everyone @here party at my place <@123> <!channel>")
+    )
+    await say(engine, Visit.of(HOBBS, "Prober", "@everyone Klaus, tell everybody: party at mine!"))
     for _ in range(6):  # heard, reacted to, talked about
         await engine.tick()
     with store.session() as s:
@@ -151,7 +153,7 @@ async def test_the_words_are_stored_while_answers_are_thought_and_each_answer_on
         first_posted.set()
 
     said = asyncio.create_task(
-        say(engine, Visit(HOBBS, "Alice", "Hello everyone!", "web", "a1"), post=post)
+        say(engine, Visit.of(HOBBS, "Alice", "Hello everyone!", "web", "a1"), post=post)
     )
     await asyncio.wait_for(composing.wait(), 30)
     await asyncio.wait_for(first_posted.wait(), 30)  # Isabella's, while Klaus composes

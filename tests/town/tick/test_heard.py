@@ -21,7 +21,7 @@ def count(store: Store, name: str, words: str) -> int:
 
 async def test_words_are_taken_in_once_at_the_next_tick(store: Store, engine: Engine) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))
-    result = await say(engine, Visit(HOBBS, "Alice", "Klaus, is the coffee good?"))
+    result = await say(engine, Visit.of(HOBBS, "Alice", "Klaus, is the coffee good?"))
     quote = 'Alice said: "Klaus, is the coffee good?"'
     with store.session() as s:
         assert waiting(s, engine.town_id, resident(store, "Maria Lopez")) == []
