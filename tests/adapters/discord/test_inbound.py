@@ -334,6 +334,9 @@ async def test_a_message_empty_once_cleaned_is_refused_privately_and_not_kept(
     assert refusal["to"] == alice["id"] and "empty once cleaned" in refusal["content"]
     await fake.member_says(alice, cafe, "@everyone @here")
     await until(lambda: fake.direct[1:])
+    for n, blank in enumerate(("\u3164", "\ufe0f", "\u2800", "\u0301\u0308"), start=2):
+        await fake.member_says(alice, cafe, blank)  # blank by Unicode category
+        await until(lambda n=n: fake.direct[n:])
     assert visitors(runtime) == set()
     with runtime.store.session() as s:
         assert s.exec(select(ChatLine)).all() == []

@@ -239,10 +239,11 @@ async def test_a_message_empty_once_cleaned_is_refused_privately_and_not_kept(
     runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
 ) -> None:
     _, channel, _ = await occupied(runtime, slack)
-    for text in ("\u200b\u200b", "\u202e", "&lt;!here&gt;"):  # (Slack sends "<" escaped)
+    blanks = ("\u3164", "\ufe0f", "\u2800", "\u0301\u0308")  # blank by Unicode category
+    for text in ("\u200b\u200b", "\u202e", "&lt;!here&gt;", *blanks):  # (Slack escapes "<")
         assert await post(adapter, message(channel, text)) == 200
     refusals = [e for e in slack.ephemerals if "empty once cleaned" in e["text"]]
-    assert len(refusals) == 3 and all(e["user"] == MEMBER for e in refusals)
+    assert len(refusals) == 7 and all(e["user"] == MEMBER for e in refusals)
     assert visitors(runtime) == []
     with runtime.store.session() as s:
         assert s.exec(select(ChatLine)).all() == []

@@ -95,7 +95,10 @@ async def test_nobody_awake_is_told_once_from_the_chat_lines(store: Store) -> No
     assert [line.kind for line in lines(store)] == ["visitor", "town", "visitor", "visitor"]
 
 
-@pytest.mark.parametrize("text", ["\u200b\u200b", "\u0000\u0001", "\u202e", "\ud800", " \t\n"])
+@pytest.mark.parametrize(
+    "text",
+    ["\u200b\u200b", "\u0000\u0001", "\u202e", "\ud800", " \t\n", "\u3164", "\ufe0f", "\u2800"],
+)
 async def test_words_empty_once_cleaned_are_refused_and_nothing_is_kept(
     store: Store, text: str
 ) -> None:
