@@ -129,6 +129,19 @@ async def test_a_visitors_mass_ping_reaches_no_residents_memory(store: Store) ->
     assert any("@everyone @here party" in t for t in said)
 
 
+async def test_a_visitor_named_with_ping_syntax_is_told_and_stored_as_a_visitor(
+    store: Store,
+) -> None:
+    engine = await make_engine(store)  # 06:50: everyone asleep at home
+    await say(engine, Visit.of("Mueller home", "<!channel>", "hello?", "slack", "U2"))
+    with store.session() as s:
+        (notice,) = s.exec(select(OutboxEvent).where(OutboxEvent.kind == "notice")).all()
+        speakers = [line.speaker for line in s.exec(select(ChatLine)).all()]
+    assert notice.payload["text"].startswith("a visitor: nobody here is awake")
+    assert notice.payload["to"] == "a visitor" and "a visitor" in speakers
+    assert not [t for t in (notice.payload["text"], *speakers) if "<!" in t]
+
+
 async def test_the_words_are_stored_while_answers_are_thought_and_each_answer_on_its_own(
     store: Store,
 ) -> None:
