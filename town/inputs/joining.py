@@ -13,12 +13,6 @@ from town.text import NAME_LIMIT, ROLE_LIMIT, Line, Name, Plain, name_of, plain
 from town.tick.engine import Engine
 
 
-def quoted(who: Name, role: str, words: Plain) -> str:
-    """A visitor's words as residents perceive them: a quotation, never an instruction (the
-    name, role and words plain as given)."""
-    return f'{who}{f" ({role})" if role else ""} said: "{words}"'
-
-
 def marked(name: Name, residents: dict[str, Resident]) -> Name:
     """The visitor's name, marked if it could pass for another (the marker kept whole within
     ``NAME_LIMIT``)."""

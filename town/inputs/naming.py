@@ -19,9 +19,11 @@ from functools import cache
 
 from confusable_homoglyphs.confusables import confusables_data
 
+from town.outbox.chatlog import MARKER
 from town.text import Line, Name, Plain
 
-MARKER = " (a visitor)"
+__all__ = ["MARKER", "needs_marker", "skeleton", "visitor_name"]
+
 _INNER_VOICE = re.compile(r"^\W*inner\s*voice", re.IGNORECASE)
 _DIRECTION_MARKS = str.maketrans("", "", "\u200e\u200f")
 _SEPARATORS = re.compile(r"[\W_]+")

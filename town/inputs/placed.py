@@ -29,7 +29,7 @@ from uuid import uuid4
 from sqlmodel import Session
 
 from town.inputs.handlers import place_handlers
-from town.inputs.joining import known_name, known_visitor, marked, quoted, remember_visitor
+from town.inputs.joining import known_name, known_visitor, marked, remember_visitor
 from town.inputs.unit import think_apart
 from town.inputs.visit import Visit
 from town.outbox import audit, chatlog
@@ -79,7 +79,7 @@ async def say_to_place(engine: Engine, area: str, visit: Visit) -> PlaceAnswer:
     def write(session: Session, read: _Read, said: PlaceAnswer) -> None:
         town_id, tick, answer = engine.town_id, read.tick, said.answer
         _write_changes(session, town_id, read)
-        words = quoted(read.who, read.role, visit.spoken.heard)
+        words = chatlog.quoted(read.who, read.role, visit.spoken.heard)
         for name in said.heard_by:
             if answer is None or name != answer.resident:
                 session.add(PendingInput(town_id=town_id, resident=name, kind=OBSERVED, text=words))

@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 from town.inputs import chat, consent
 from town.inputs.handlers import place_handlers
-from town.inputs.joining import join, known_name, known_visitor, marked, quoted, remember_visitor
+from town.inputs.joining import join, known_name, known_visitor, marked, remember_visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.placed import say_to_place
 from town.inputs.unit import area_named
@@ -33,7 +33,7 @@ from town.text import Name, Plain, name_of, plain
 from town.tick.engine import Engine
 from town.world.places import World
 
-__all__ = ["EmptyWords", "SayResult", "Visit", "join", "quoted", "say"]
+__all__ = ["EmptyWords", "SayResult", "Visit", "join", "say"]
 
 NOTICE_AGAIN_MIN = 60  # "nobody here is awake" is told a visitor once in this many game minutes
 Typing = Callable[[str, str], Awaitable[None]]  # (area, resident): a resident starts composing

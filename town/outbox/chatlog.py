@@ -23,6 +23,16 @@ from town.text import Name, Plain
 
 VISITOR, RESIDENT, TOWN = "visitor", "resident", "town"
 SPOKEN = (VISITOR, RESIDENT)  # the lines of a conversation (the town's word is not one)
+MARKER = " (a visitor)"  # after a visitor's name that could pass for another's
+
+
+def quoted(who: str, role: str, words: str) -> str:
+    """A visitor's words as residents perceive them: a quotation, never an instruction, and
+    always the visitor's ('Mallory (a visitor, a reporter) said: "..."'), so that what they
+    claim is remembered and retold as a visitor's claim. ``who``, ``role`` and ``words`` come
+    plain (``town.text.Plain``)."""
+    aside = f"a visitor, {role}" if role else "a visitor"
+    return f'{who.removesuffix(MARKER)} ({aside}) said: "{words}"'
 
 
 def thread_of(platform: str, user_id: str) -> str:

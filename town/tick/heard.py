@@ -79,8 +79,7 @@ def waiting(session: Session, town_id: int, resident: Resident) -> list[str]:
 
 def _quoted(line: ChatLine, roles: dict[str, str]) -> str:
     """A visitor's words as residents perceive them: a quotation, never an instruction."""
-    role = roles.get(line.thread, "")
-    return f'{line.speaker}{f" ({role})" if role else ""} said: "{line.text}"'
+    return chatlog.quoted(line.speaker, roles.get(line.thread, ""), line.text)
 
 
 def _roles(session: Session, town_id: int) -> dict[str, str]:

@@ -46,7 +46,9 @@ async def test_a_members_message_is_heard_by_the_residents_there(
         channel = slack.channel_id(channel_name("mini", area))
         status = await post(adapter, message(channel, f"Hello &lt;friends&gt; number {n}!"))
         assert status == 200
-        assert heard_by(runtime, f'Alice said: "Hello <friends> number {n}!"') == set(here)
+        assert heard_by(runtime, f'Alice (a visitor) said: "Hello <friends> number {n}!"') == set(
+            here
+        )
     [visitor] = visitors(runtime)
     assert (visitor.platform_user_id, visitor.display_name) == (MEMBER, "Alice")
 

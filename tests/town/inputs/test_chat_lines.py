@@ -73,7 +73,7 @@ async def test_nothing_reads_the_audit_log_back(store: Store) -> None:
     with store.session() as s:
         s.execute(delete(AuditEntry))
     await engine.tick()
-    quote = 'Alice said: "Klaus, is the coffee good?"'
+    quote = 'Alice (a visitor) said: "Klaus, is the coffee good?"'
     assert all(any(quote in m.text for m in memories(store, n)) for n in CAFE_PAIR)
     assert any(
         m.text.startswith("Klaus Mueller said to Alice") for m in memories(store, "Klaus Mueller")

@@ -52,7 +52,9 @@ async def test_an_addressed_resident_answers_in_one_call_and_everyone_hears_it_n
     assert sorted(result.heard_by) == sorted(CAFE_PAIR)
     await engine.tick()  # rated and reacted to in the tick's batch, like any observation
     for name in CAFE_PAIR:
-        assert any('Alice (a poet) said: "Hi Klaus' in m.text for m in memories(store, name))
+        assert any(
+            'Alice (a visitor, a poet) said: "Hi Klaus' in m.text for m in memories(store, name)
+        )
     klaus = memories(store, "Klaus Mueller")
     assert any(m.kind == "chat" and m.text.startswith("Klaus Mueller said to Alice") for m in klaus)
     state = ResidentState.of(resident(store, "Klaus Mueller"))

@@ -232,7 +232,7 @@ async def test_visitor_is_heard_by_everyone_present_and_no_one_else(
     assert result.replies and result.replies[0].resident == "Isabella Rodriguez"
     await engine.tick()  # heard at once, perceived in the next tick's batch
     for name in ("Isabella Rodriguez", "Klaus Mueller"):
-        assert any("Alice (a reporter) said" in m.text for m in memories(store, name))
+        assert any("Alice (a visitor, a reporter) said" in m.text for m in memories(store, name))
     assert not any("Alice" in m.text for m in memories(store, "Maria Lopez"))
 
 
