@@ -150,6 +150,19 @@ async def test_a_huge_visitor_message_is_cut_not_fatal(
     assert 'said: "role bla bla' in found[0]  # mention tags read as names, never as pings
 
 
+async def test_discords_markup_is_read_as_people_see_it_before_the_town_hears_it(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    alice = fake.add_member("Alice")
+    line = "<:party:1234> at <t:1676394000:R> for @everyone <a:wave:99>"
+    await fake.member_says(alice, channel_of(runtime, "Hobbs Cafe"), line)
+    found = await until(
+        lambda: [t for t in inbox(runtime, "Klaus Mueller") if "Alice (a visitor) said" in t]
+    )
+    assert found[0].endswith('said: ":party: at 2023-02-14 17:00 UTC for :wave:"')
+
+
 async def test_admin_command_is_refused_to_members_and_works_for_admins(
     runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
 ) -> None:

@@ -56,6 +56,8 @@ async def test_a_members_message_is_heard_by_the_residents_there(
     channel = slack.channel_id(channel_name("mini", area))
     await post(adapter, message(channel, "hello <@U0ADMIN>, see <https://x.example|this>"))
     assert heard_by(runtime, 'said: "hello Ada, see this"') == set(here)  # no @: no ping
+    await post(adapter, message(channel, "<!channel> party at <#C0CAFE|cafe> <!here|@here>!"))
+    assert heard_by(runtime, 'said: "party at #cafe !"') == set(here)  # markup read, pings gone
     assert len(slack.called("users.info")) == 2  # each member looked up once, then cached
 
 
