@@ -15,6 +15,7 @@ from typing import Protocol
 
 from town.features.ratings.reactions import Reacted
 from town.inputs.visit import Visit
+from town.text import Name
 from town.views.card import ResidentCard, TownMap
 
 
@@ -93,7 +94,7 @@ class TownPort(Protocol):
         message, the member is muted, or nothing changed. Never raises for bad input."""
         ...
 
-    def visitor_name(self, name: str) -> str:
+    def visitor_name(self, name: Name) -> Name:
         """``name`` as the town shows a visitor's: marked ("Isabella Rodriguez (a visitor)")
         if it could pass for a resident, an inner voice or a mention."""
         ...

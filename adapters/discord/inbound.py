@@ -10,7 +10,7 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import discord
@@ -59,8 +59,9 @@ class Inbound:
                 user_id = f"{who.id}:{who.display_name}"  # one proxy webhook, many characters
                 words = _readable(message, message.content)
                 replying_to = await self._replying_to(message, area)
-                visit = Visit(area, who.display_name, words, PLATFORM, user_id)
-                await self._visitor_says(message, replace(visit, replying_to=replying_to))
+                await self._visitor_says(
+                    message, area, who.display_name, words, user_id, replying_to
+                )
             return
         if message.author.bot or message.webhook_id is not None:
             return  # our webhooks, our replies, other bots
@@ -73,13 +74,24 @@ class Inbound:
                 return  # a proxy bot deleted it: its repost is heard instead
             words = _readable(message, text)
             author, replying_to = message.author, await self._replying_to(message, area)
-            visit = Visit(area, author.display_name, words, PLATFORM, str(author.id))
-            await self._visitor_says(message, replace(visit, replying_to=replying_to))
+            await self._visitor_says(
+                message, area, author.display_name, words, str(author.id), replying_to
+            )
 
-    async def _visitor_says(self, message: discord.Message, visit: Visit) -> None:
-        """The words to the town; a message with nothing left once cleaned (invisible
-        characters, mentions only) is refused, and the member told so privately."""
+    async def _visitor_says(
+        self,
+        message: discord.Message,
+        area: str,
+        name: str,
+        words: str,
+        user_id: str,
+        replying_to: str,
+    ) -> None:
+        """The words (plain text: mentions read as names) to the town; a message with nothing
+        left once cleaned (invisible characters, mentions only) is refused, and the member told
+        so privately."""
         try:
+            visit = Visit.of(area, name, words, PLATFORM, user_id, replying_to=replying_to)
             await self.town.visitor_says(visit)
         except EmptyWords as exc:
             await self._reply(message, Reply(str(exc), private=True, ok=False))
@@ -245,7 +257,9 @@ def _caller(user: discord.User | discord.Member, area: str | None) -> Caller:
 
 
 def _readable(message: discord.Message, text: str) -> str:
-    """Mention tags as the names people see (``<@123>`` -> ``@Alice``)."""
+    """Discord's markup as plain text, the names people see: ``<@123>`` -> ``@Alice``,
+    ``<@&1>`` -> ``@Role``, ``<#1>`` -> ``#cafe``, custom emoji ``<:name:1>`` -> ``:name:``,
+    timestamps ``<t:1700000000:R>`` -> the time they stand for."""
     users = {str(u.id): u.display_name for u in message.mentions}
     roles = {str(r.id): r.name for r in message.role_mentions}
     guild = message.guild
@@ -256,4 +270,14 @@ def _readable(message: discord.Message, text: str) -> str:
 
     text = re.sub(r"<@!?(\d+)>", lambda m: "@" + users.get(m.group(1), "someone"), text)
     text = re.sub(r"<@&(\d+)>", lambda m: "@" + roles.get(m.group(1), "role"), text)
+    text = re.sub(r"<a?(:\w+:)\d+>", r"\1", text)
+    text = re.sub(r"<t:(-?\d+)(?::[tTdDfFR])?>", _timestamp, text)
     return re.sub(r"<#(\d+)>", channel, text)
+
+
+def _timestamp(match: re.Match[str]) -> str:
+    """A Discord timestamp tag as the time it stands for (UTC)."""
+    try:
+        return datetime.fromtimestamp(int(match.group(1)), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError):
+        return "some time"

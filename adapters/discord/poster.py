@@ -50,6 +50,7 @@ MAX_CHARS = 2000
 MIN_INTERVAL_S = 2.5
 DEFAULT_AVATAR = "https://cdn.discordapp.com/embed/avatars/{n}.png"  # Discord's own six
 ZWSP = "\u200b"
+WEBHOOK_NAME = 80  # characters Discord allows in a webhook message's username
 
 _FORBIDDEN_IN_NAME = re.compile(r"discord|clyde", re.IGNORECASE)
 _RESERVED_NAMES = ("everyone", "here")  # refused as a whole name, in any case
@@ -65,7 +66,7 @@ def webhook_name(name: str, fallback: str = "Town") -> str:
     not "everyone" or "here" (they become "everyone (resident)")."""
     text = name.replace("```", " ").translate(str.maketrans("@#:", "   "))
     text = " ".join(text.split())
-    text = _FORBIDDEN_IN_NAME.sub(_break_word, text)[:80].strip()
+    text = _FORBIDDEN_IN_NAME.sub(_break_word, text)[:WEBHOOK_NAME].strip()
     if text.casefold() in _RESERVED_NAMES:
         text = f"{text} (resident)"
     if text:

@@ -173,8 +173,8 @@ class Inbound:
         member = await self.members.get(user)
         words = await self._readable(text)
         replying_to = await self._replying_to(channel, thread) if thread else ""
-        visit = Visit(area, member.name, words, PLATFORM, user, replying_to=replying_to)
         try:
+            visit = Visit.of(area, member.name, words, PLATFORM, user, replying_to=replying_to)
             await self.town.visitor_says(visit)
         except EmptyWords as exc:  # invisible characters or mentions only: told privately
             await self.poster.answer_mention(channel, user, Reply(str(exc), True, False))

@@ -13,10 +13,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from town.text import clean_text
+from town.text import NAME_LIMIT, shows_something
 
 MAX_TEXT = 10_000  # characters in a message or a command line (the town keeps fewer)
-MAX_NAME = 80
 VISITOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -71,12 +70,11 @@ def visitor_of(data: dict[str, Any], *, required_name: bool) -> tuple[str, str]:
     name = data.get("name", "")
     if not isinstance(name, str):
         raise BadInput(400, "name must be a string")
-    if len(name) > MAX_NAME:
-        raise BadInput(400, f"a name has at most {MAX_NAME} characters")
-    name = clean_text(name, MAX_NAME)
-    if required_name and not name:
+    if len(name) > NAME_LIMIT:
+        raise BadInput(400, f"a name has at most {NAME_LIMIT} characters")
+    if required_name and not shows_something(name):
         raise BadInput(400, "name is empty: say who you are")
-    return visitor, name or "a visitor"
+    return visitor, name
 
 
 def host_of(netloc: str) -> str:

@@ -52,8 +52,9 @@ from adapters.web.requests import (
 from adapters.web.views import TownViews
 from adapters.web.watch import ProcessWatch, add_watch_routes
 from town.features.ratings.reactions import Reacted
-from town.inputs.visit import EmptyWords, Visit, words_of
+from town.inputs.visit import EmptyWords, Visit
 from town.store.db import Store
+from town.text import NAME_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,7 @@ class WebAdapter:
                 "areas": self.town.areas(),
                 "admin": self.owner_is_local,
                 "max_text": MAX_TEXT,
+                "max_name": NAME_LIMIT,
                 "brain": asdict(self.town.thinking()),
                 "live": True,
                 "replay": self.views.replay_path() is not None,
@@ -215,15 +217,15 @@ class WebAdapter:
         area = self._area(data.get("area"))
         visitor, name = visitor_of(data, required_name=True)
         text = text_of(data, "text")
-        try:
-            words = words_of(text)
-        except EmptyWords as exc:  # nothing left once cleaned: refused, nothing shown or kept
-            raise BadInput(400, str(exc)) from None
         # the town's rate limit keys on the visitor id and the connection (ids are the page's)
         peer = request.remote or ""
-        who = self.town.visitor_name(name)
-        shown = self.feed.add(area, who, words, kind="visitor", platform=self.name)
-        await self.town.visitor_says(Visit(area, name, text, self.name, visitor, connection=peer))
+        try:  # the words and the name made plain, once, for the feed and the town
+            visit = Visit.of(area, name, text, self.name, visitor, connection=peer)
+        except EmptyWords as exc:  # nothing left once cleaned: refused, nothing shown or kept
+            raise BadInput(400, str(exc)) from None
+        who = self.town.visitor_name(visit.name)
+        shown = self.feed.add(area, who, visit.spoken.heard, kind="visitor", platform=self.name)
+        await self.town.visitor_says(visit)
         return web.json_response({"ok": True, "id": shown.id})
 
     async def _command(self, request: web.Request) -> web.Response:

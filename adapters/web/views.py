@@ -9,8 +9,9 @@ from aiohttp import web
 
 from adapters.core.ports import TownPort
 from adapters.web.replay import ReplayError, read_replay, town_replay
-from adapters.web.requests import MAX_NAME, BadInput
+from adapters.web.requests import BadInput
 from adapters.web.townmap import card_json, layout, map_json
+from town.text import NAME_LIMIT
 
 
 class TownViews:
@@ -36,7 +37,7 @@ class TownViews:
 
     async def _resident(self, request: web.Request) -> web.Response:
         name = request.query.get("name", "").strip()
-        if not name or len(name) > MAX_NAME:
+        if not name or len(name) > NAME_LIMIT:
             raise BadInput(400, "which resident? give ?name= (a full or first name)")
         try:
             card = await self.town.resident_card(name)

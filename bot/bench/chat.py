@@ -257,7 +257,7 @@ async def _visitor(
             text = rng.choice(FOLLOW_UPS)
         message = Message(kind, time.perf_counter(), awake_there=bool(awake.get(area)))
 
-        words = visitor.Visit(area, name, text, "bench", f"v{n}")
+        words = visitor.Visit.of(area, name, text, "bench", f"v{n}")
         # each answer stored, then posted at once, as a running town does
         with urgency.person_waiting(urgency.VISITOR):  # as the runtime's visitor_says
             result = await visitor.say(engine, words, typing=runtime._typing, post=runtime.post_now)

@@ -28,6 +28,7 @@ from bot.runtime.towns import simulate as run_simulation
 from town.inputs import admin, query, visitor
 from town.outbox import audit
 from town.store.usage import DailyTokenBudget
+from town.text import clean_text, name_of
 from town.tick.engine import Engine, TickReport, until_unchanged
 from town.world.gametime import parse_game_time
 
@@ -177,8 +178,12 @@ def say(
     town: Annotated[str, typer.Option(help="Town name.")] = "smallville",
 ) -> None:
     """Speak as a visitor at a location; residents there hear it and may answer."""
-    words = visitor.Visit(location, as_name, text, "cli", role=role)
-    result = _on_town(town, lambda engine: visitor.say(engine, words))
+    result = _on_town(  # (words empty once cleaned: refused there, as a fixable error)
+        town,
+        lambda engine: visitor.say(
+            engine, visitor.Visit.of(location, as_name, text, "cli", role=role)
+        ),
+    )
     heard = ", ".join(result.heard_by) or "nobody (the place is empty)"
     out.print(f"at {result.area}, heard by: {heard}", markup=False)
     for event in result.replies:  # people's words: never read as rich markup
@@ -205,7 +210,9 @@ def command(
                 replays=replay_paths(settings.data_dir),
             )
             caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
-            await audit.record_command(opened.engine, "cli", as_name, as_name, at or "", line)
+            await audit.record_command(
+                opened.engine, "cli", as_name, name_of(as_name), at or "", clean_text(line)
+            )
             return await commands.handle(caller, line)
         finally:
             opened.services.close()

@@ -24,6 +24,7 @@ from town.experiments.believability import (
     table_as_data,
     trueskill_table,
 )
+from town.text import NAME_LIMIT
 
 STATIC = Path(__file__).parent / "static"
 PAGES = {
@@ -35,7 +36,6 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-MAX_RATER = 80
 
 
 class BadRequest(Exception):
@@ -99,7 +99,7 @@ class RatingSession:
 
 
 def _rater(value: Any) -> str:
-    name = " ".join(str(value or "").split())[:MAX_RATER]
+    name = " ".join(str(value or "").split())[:NAME_LIMIT]
     if not name:
         raise BadRequest(400, "give your name (or any label) as rater")
     return name

@@ -116,7 +116,7 @@ async def run_demo(settings: Settings, out: Console, hours: float = 5.0) -> None
     out.print()
     hello = "Hi Isabella! What is new at the cafe?"
     visit = await say(
-        opened.engine, Visit("Hobbs Cafe", "Alice", hello, role="a visiting reporter")
+        opened.engine, Visit.of("Hobbs Cafe", "Alice", hello, role="a visiting reporter")
     )
     out.print(
         f"[bold]#hobbs-cafe[/bold] Alice (a visiting reporter): Hi Isabella! What is new "

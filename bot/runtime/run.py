@@ -32,7 +32,7 @@ from town.llm.report import AnswerReport
 from town.outbox import audit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget, StoredUsage
-from town.text import clean_text
+from town.text import Name, clean_text, name_of
 from town.tick.engine import Engine, TickReport, TownChanged
 from town.views import card
 from town.views.card import ResidentCard, TownMap
@@ -124,8 +124,8 @@ class TownRuntime:
     def areas(self) -> list[str]:
         return [area.name for area in self.opened.engine.spec.areas]
 
-    def visitor_name(self, name: str) -> str:
-        return visitor_name(clean_text(name, 80), [r.name for r in self.engine.spec.residents])
+    def visitor_name(self, name: Name) -> Name:
+        return visitor_name(name, [r.name for r in self.engine.spec.residents])
 
     async def visitor_says(self, visit: Visit) -> None:
         """The words are stored and heard, and each answer stored, then posted at once by every
@@ -208,9 +208,9 @@ class TownRuntime:
                 self.opened.engine,
                 caller.platform,
                 caller.user_id,
-                caller.display_name,
+                name_of(caller.display_name),
                 caller.location or "",
-                line,
+                clean_text(line),
             )
         with urgency.person_waiting(urgency.PERSON):  # its calls go ahead of the town's
             reply = await self.commands.handle(caller, line)

@@ -136,6 +136,8 @@ async def _serve(state: FakeState, request: web.Request, began: float) -> web.St
     spoken = wire.speech_inputs(body) if task is None else None
     state.by_task[task.name if task else spoken[0].name if spoken else "unknown"] += 1
     content, refused = _answer(state, task, body)
+    if state.says and refused is None:
+        content = wire.saying(state.says, content)
     streamed = body.get("stream") is True and not state.ignores_stream
     if state.latency_s > 0 and not streamed:  # (a stream's chunks are spread over it)
         await sleep_until(began + state.latency_s)
@@ -279,11 +281,13 @@ def make_app(
     slots: int = 0,
     overrun_tokens: int = 0,
     ignores_stream: bool = False,
+    says: str = "",
 ) -> web.Application:
     """The fake server's application (``hang_s``: how long a "hang" fault lasts at most;
     ``slots``: completions answered at once, 0 for no limit; ``overrun_tokens``: the length of
     every reply, past any ``max_tokens``, 0 to keep replies as they are; ``ignores_stream``: a
-    streamed request is answered with the whole body, as some proxies and small servers do)."""
+    streamed request is answered with the whole body, as some proxies and small servers do;
+    ``says``: put before every text of every reply, as a model that writes "@everyone" would)."""
     if not 0 <= fault_rate <= 1:
         raise ValueError("fault_rate must be between 0 and 1")
     if slots < 0 or overrun_tokens < 0:
@@ -299,6 +303,7 @@ def make_app(
         slots,
         overrun_tokens,
         ignores_stream,
+        says,
     )
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/embeddings", embeddings)

@@ -32,6 +32,7 @@ class FakeState:
     slots: int = 0
     overrun_tokens: int = 0
     ignores_stream: bool = False  # a streamed request is answered with the whole body
+    says: str = ""  # put before every text of every reply (a model that writes pings, say)
     brain: OfflineBrain = field(default_factory=OfflineBrain)
     queue: deque[str] = field(default_factory=deque)
     by_task: Counter[str] = field(default_factory=Counter)

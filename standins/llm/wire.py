@@ -315,6 +315,26 @@ def _map(value: Any, fault: str) -> Any:
     return value
 
 
+def saying(says: str, content: str) -> str:
+    """A reply with ``says`` put before each of its texts: each string of a JSON reply (a
+    string an enum closes then fails the schema, as a model's would), or the speech."""
+    try:
+        found = json.loads(content)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict | list):
+        return f"{says} {content}"
+    return json.dumps(_before(found, says), ensure_ascii=False)
+
+
+def _before(value: Any, says: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _before(v, says) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_before(v, says) for v in value]
+    return f"{says} {value}" if isinstance(value, str) else value
+
+
 def distort(fault: str, content: str) -> str:
     """A reply's JSON content as a content fault (:data:`CONTENT_FAULTS`) writes it."""
     if fault == "prose":

@@ -53,6 +53,6 @@ async def test_a_visitors_answer_is_thought_holding_no_connection(store: Store) 
     engine = await make_engine(store, brain)
     await until(engine, at_cafe(store, *CAFE_PAIR))
     brain.held.clear()
-    result = await say(engine, Visit("Hobbs Cafe", "Alice", "Hi Klaus, what are you reading?"))
+    result = await say(engine, Visit.of("Hobbs Cafe", "Alice", "Hi Klaus, what are you reading?"))
     assert result.replies
     assert [held for task, held in brain.held if task == "utter"] == [0]

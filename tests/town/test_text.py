@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from town.text import clean_text, cut, in_parts
+from town.text import EmptyWords, clean_text, cut, in_parts, name_of, plain, shows_something, spoken
 
 # -- one clean line ------------------------------------------------------------------------------
 
@@ -16,6 +16,40 @@ def test_a_clean_line_has_no_control_characters_and_folded_space() -> None:
     )
     assert clean_text("Alice\x1b[31m") == "Alice [31m"
     assert clean_text("\u200b\u200b \u202e\t") == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "heard"),
+    [
+        ("@everyone @here party at mine <@U0123456789> <!channel>", "party at mine"),
+        ("<!subteam^S1|@team name> ＠channel hi @Isabella", "hi Isabella"),
+        ("mail me at bo@here.com", "mail me at bo@here.com"),
+        ("<3 you", "<3 you"),
+    ],
+)
+def test_a_plain_line_holds_no_ping_or_mention_markup(text: str, heard: str) -> None:
+    assert plain(text) == heard
+    assert plain(heard) == heard  # (made once; again it changes nothing)
+
+
+@pytest.mark.parametrize(
+    "blank", ["\u3164", "\ufe0f", "\u2800", "\u0301\u0308", "\u200b", " ", "", "\u115f\uffa0", "?!"]
+)
+def test_words_that_show_no_letter_digit_or_emoji_are_blank(blank: str) -> None:
+    assert not shows_something(blank)
+    with pytest.raises(EmptyWords):
+        spoken("Bo", blank)
+
+
+@pytest.mark.parametrize("words", ["hi", "7", "👍", "♥", "e\u0301", "안녕", "\u3164hi"])
+def test_words_with_a_letter_digit_or_emoji_are_heard(words: str) -> None:
+    assert shows_something(words) and spoken("Bo", words).heard
+
+
+def test_spoken_words_keep_what_was_said_apart_from_what_is_heard() -> None:
+    said = spoken("<!channel>", "@everyone hi\x07 there")
+    assert (said.said, said.heard, said.name) == ("@everyone hi there", "hi there", "a visitor")
+    assert name_of("x" * 100) == "x" * 79 + "…"
 
 
 def test_dropped_unprintables_leave_no_gap_but_white_space_still_parts_words() -> None:

@@ -22,6 +22,7 @@ from town.memory.stream import NewMemory
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import Location, Resident, Town
+from town.text import name_of
 from town.tick.engine import Engine, TownChanged
 from town.tick.seed import add_objects, add_places, rate_seeds, seeds_of, settle
 from town.tick.state import ResidentState
@@ -102,7 +103,7 @@ async def apply_update(
             unit.town.persona_revision += 1
             unit.session.add(unit.town)
             _announce(unit, arriving, changes, left)
-            who = audit.identity(by, platform, "")
+            who = audit.identity(name_of(by), platform, "")
             said = "; ".join(changes.lines()) or "no changes"
             unit.audit(audit.IN, "update", who, said, platform=platform, channel="")
             engine.spec = spec  # under the engine's lock: the next tick sees the new town

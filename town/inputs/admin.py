@@ -23,7 +23,7 @@ from town.inputs.unit import InputUnit, input_unit
 from town.outbox import audit
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import PendingInput
-from town.text import clean_text
+from town.text import clean_text, name_of
 from town.tick.engine import Engine
 from town.tick.pending import WHISPER
 from town.world.places import World
@@ -43,7 +43,7 @@ async def whisper(
         row = unit.resident(resident)
         pending = PendingInput(town_id=engine.town_id, resident=row.name, kind=WHISPER, text=words)
         unit.session.add(pending)
-        who = audit.identity(by, platform, user_id)
+        who = audit.identity(name_of(by), platform, user_id)
         area = World.area_of(row.location)
         said = f"{row.name}: {words}"
         unit.audit(audit.IN, "whisper", who, said, platform=platform, channel=area)
@@ -78,7 +78,7 @@ async def set_object(
             {"object": f"{place}: {name}", "state": words},
         )
         write_outbox(unit.session, engine.town_id, f"set:{uuid4().hex}", [event])
-        who = audit.identity(by, platform, user_id)
+        who = audit.identity(name_of(by), platform, user_id)
         done = f"{place}: {name} = {words}"
         unit.audit(audit.IN, "set", who, done, platform=platform, channel=area)
     return f"{place}: {name}"

@@ -25,7 +25,7 @@ from town.llm.tasks import UTTER
 from town.memory.stream import MemoryStream
 from town.outbox import chatlog
 from town.store.models import Resident
-from town.text import clean_text
+from town.text import Plain, plain
 from town.tick.state import ResidentState
 from town.world.gametime import hhmm, spoken_day
 
@@ -146,10 +146,11 @@ async def answer(
     talk: Thread,
     now: datetime,
     recalled: Recalled,
-) -> tuple[str, str]:
+) -> tuple[Plain, str]:
     """The resident's answer to the visitor's ``words``: what it ``recall``ed, the thread so
-    far, then one ``utter`` call (made holding nothing). The words, and who made them (the
-    model, or the offline brain and why: :mod:`town.llm.made`)."""
+    far, then one ``utter`` call (made holding nothing). The words as a plain line (a model's
+    ping syntax taken out), and who made them (the model, or the offline brain and why:
+    :mod:`town.llm.made`)."""
     history = talk.said or [Utterance(speaker=visitor, text=words)]
     if history[-1].text != words or history[-1].speaker != visitor:
         history = [*history, Utterance(speaker=visitor, text=words)]
@@ -167,7 +168,7 @@ async def answer(
         ),
         resident=resident.name,
     )
-    return clean_text(reply.text, 1000), made_by(reply)
+    return plain(reply.text, 1000), made_by(reply)
 
 
 def situation(resident: Responder, now: datetime) -> str:

@@ -87,7 +87,7 @@ def muted_words(engine: Engine, visit: Visit) -> str | None:
             audit.IN,
             MUTED,
             who,
-            visit.words,
+            visit.spoken.said,
             game_time=engine.town(session).clock,
             platform=visit.platform,
             channel=area,

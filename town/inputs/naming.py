@@ -1,11 +1,14 @@
-"""A visitor's name as the town shows it: never passing for a resident, an inner voice or a
-mention. A name that equals or holds a resident's name (or first name), begins with "Inner
-voice", or holds mention syntax is shown, stored and given to residents with a visitor marker.
+"""A visitor's name as the town shows it: never passing for a resident or an inner voice. A
+name that looks like a resident's name (or first name) or begins with "Inner voice" is shown,
+stored and given to residents with a visitor marker. Names come plain (``town.text.Name``: no
+mention syntax is left to pass for a mention).
 
 Names are compared by what they look like, not by their code points: NFKC (fullwidth letters,
 ligatures), then Unicode's confusable skeleton (UTS #39: a Cyrillic "а" or "ѕ" reads as the
-Latin letter), then case folding; underscores, dots and dashes part words like spaces. The
-confusables come from the ``confusable-homoglyphs`` package (Unicode's confusables.txt)."""
+Latin letter), then case folding, and without their separators (spaces, underscores, dots,
+dashes, zero-width characters): "I_s_a_b_e_l_l_a", "I s a b e l l a" and "Isabel la
+Rodriguez" look like Isabella Rodriguez. The confusables come from the
+``confusable-homoglyphs`` package (Unicode's confusables.txt)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,11 @@ from functools import cache
 
 from confusable_homoglyphs.confusables import confusables_data
 
-MARKER = " (a visitor)"
-_MENTION = re.compile(r"<[@#!]|@\w|@everyone|@here", re.IGNORECASE)
+from town.outbox.chatlog import MARKER
+from town.text import Line, Name, Plain
+
+__all__ = ["MARKER", "needs_marker", "skeleton", "visitor_name"]
+
 _INNER_VOICE = re.compile(r"^\W*inner\s*voice", re.IGNORECASE)
 _DIRECTION_MARKS = str.maketrans("", "", "\u200e\u200f")
 _SEPARATORS = re.compile(r"[\W_]+")
@@ -55,35 +61,37 @@ def skeleton(name: str, *, fold_first: bool = True) -> str:
 
 
 def needs_marker(name: str, residents: Iterable[str]) -> bool:
-    """Whether ``name`` could pass for a resident, an inner voice or a mention."""
-    plain = unicodedata.normalize("NFKC", name)
-    folded = " ".join(plain.split()).casefold()
-    if _INNER_VOICE.search(folded) or _MENTION.search(plain) or _MENTION.search(name):
-        return True
-    if _INNER_VOICE.search(skeleton(name)):
+    """Whether ``name`` could pass for a resident or an inner voice."""
+    if _inner_voice(name) or _INNER_VOICE.search("".join(skeleton(name).split())):
         return True
     residents = list(residents)
-    return any(_holds(name, residents, fold_first=f) for f in (True, False))
+    return any(_looks_like(name, residents, fold_first=f) for f in (True, False))
 
 
-def _holds(name: str, residents: list[str], *, fold_first: bool) -> bool:
-    looks = skeleton(name, fold_first=fold_first)
-    words = set(looks.split())
+def _inner_voice(name: str) -> bool:
+    folded = " ".join(unicodedata.normalize("NFKC", name).split()).casefold()
+    return bool(_INNER_VOICE.search(folded) or _INNER_VOICE.search(skeleton(name)))
+
+
+def _looks_like(name: str, residents: list[str], *, fold_first: bool) -> bool:
+    """Whether ``name`` read without its separators holds a resident's full name, or a run of
+    its words joined is a resident's first name ("Isa Bella", "I s a b e l l a")."""
+    words = skeleton(name, fold_first=fold_first).split()
+    joined = "".join(words)
+    runs = {"".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
     for resident in residents:
-        full = skeleton(resident, fold_first=fold_first)
-        if full and (full in looks or full.split()[0] in words):
+        full = skeleton(resident, fold_first=fold_first).split()
+        if full and ("".join(full) in joined or full[0] in runs):
             return True
     return False
 
 
-def visitor_name(name: str, residents: Iterable[str]) -> str:
+def visitor_name(name: Name, residents: Iterable[str]) -> Name:
     """``name`` with the visitor marker when it needs one ("Isabella Rodriguez (a visitor)"); a
     name beginning with "Inner voice" is quoted, so the residents' words about it never begin
     like an admin's inner voice does."""
     if name.endswith(MARKER) or not needs_marker(name, residents):
         return name
-    if _INNER_VOICE.search(unicodedata.normalize("NFKC", name)) or _INNER_VOICE.search(
-        skeleton(name)
-    ):
-        return f'"{name}"{MARKER}'
-    return f"{name}{MARKER}"
+    if _inner_voice(name):
+        return Name(Plain(Line(f'"{name}"{MARKER}')))
+    return Name(Plain(Line(f"{name}{MARKER}")))

@@ -29,13 +29,13 @@ from uuid import uuid4
 from sqlmodel import Session
 
 from town.inputs.handlers import place_handlers
-from town.inputs.joining import known_visitor, marked, quoted, remember_visitor
-from town.inputs.naming import visitor_name
+from town.inputs.joining import known_name, known_visitor, marked, remember_visitor
 from town.inputs.unit import think_apart
 from town.inputs.visit import Visit
 from town.outbox import audit, chatlog
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import PendingInput
+from town.text import ROLE_LIMIT, Name, Plain, plain
 from town.tick.engine import Engine
 from town.tick.pending import CHANGED, OBSERVED, Change, changes_on_top
 from town.tick.state import ResidentState
@@ -54,8 +54,8 @@ class _Read:
     """What the handler thinks from: a tick over the snapshot, and who spoke."""
 
     tick: Tick
-    who: str
-    role: str
+    who: Name
+    role: Plain
     new_visitor: bool
     # each resident as read (the row with the changes pending on top): its state and emoji
     # (``Tick.start`` has its action)
@@ -72,13 +72,14 @@ async def say_to_place(engine: Engine, area: str, visit: Visit) -> PlaceAnswer:
         return _read(engine, session, visit)
 
     async def think(read: _Read) -> PlaceAnswer:
-        said = replace(visit, area=area, name=read.who, role=read.role)
+        named = replace(visit.spoken, name=read.who)
+        said = replace(visit, area=area, spoken=named, role=read.role)
         return PlaceAnswer(_present(read, area), await handler(read.tick, said))
 
     def write(session: Session, read: _Read, said: PlaceAnswer) -> None:
         town_id, tick, answer = engine.town_id, read.tick, said.answer
         _write_changes(session, town_id, read)
-        words = quoted(read.who, read.role, visit.words)
+        words = chatlog.quoted(read.who, read.role, visit.spoken.heard)
         for name in said.heard_by:
             if answer is None or name != answer.resident:
                 session.add(PendingInput(town_id=town_id, resident=name, kind=OBSERVED, text=words))
@@ -105,8 +106,8 @@ def _read(engine: Engine, session: Session, visit: Visit) -> _Read:
     emojis = {name: row.emoji for name, row in residents.items()}
     known = known_visitor(session, engine.town_id, visit.platform, visit.user_id)
     if known is not None and not visit.role:  # a visitor who joined keeps name and role
-        who = visitor_name(known.display_name, residents)
-        return _Read(tick, who, known.role, False, was, emojis)
+        who = known_name(known, residents)
+        return _Read(tick, who, plain(known.role, ROLE_LIMIT), False, was, emojis)
     return _Read(tick, marked(visit.name, residents), visit.role, True, was, emojis)
 
 
@@ -128,7 +129,7 @@ def _write_changes(session: Session, town_id: int, read: _Read) -> None:
 
 
 def _record(
-    session: Session, town_id: int, area: str, clock: datetime, who: str, visit: Visit
+    session: Session, town_id: int, area: str, clock: datetime, who: Name, visit: Visit
 ) -> None:
     """The audit row and the chat line (for the record and the pages: heard as a pending
     input, not again from the chat lines)."""
@@ -139,7 +140,7 @@ def _record(
         audit.IN,
         "say:place",
         logged_as,
-        visit.words,
+        visit.spoken.said,
         game_time=clock,
         platform=visit.platform,
         channel=area,
@@ -152,7 +153,7 @@ def _record(
         who,
         chatlog.VISITOR,
         thread,
-        visit.words,
+        visit.spoken.heard,
         clock,
         platform=visit.platform,
         heard=False,

@@ -13,7 +13,7 @@ from town.inputs.unit import find_resident, input_unit
 from town.llm.schemas import InterviewInput
 from town.llm.tasks import INTERVIEW
 from town.outbox import audit
-from town.text import clean_text
+from town.text import clean_text, name_of
 from town.tick.engine import Engine
 from town.world.places import World
 
@@ -54,7 +54,7 @@ async def interview(
         resident=row.name,
     )
     area = World.area_of(row.location)
-    asked = audit.identity(asker, platform, user_id)
+    asked = audit.identity(name_of(asker), platform, user_id)
     put = f"{row.name}: {words}"
     async with input_unit(engine, changes_town=False) as unit:
         unit.audit(audit.IN, "interview", asked, put, platform=platform, channel=area)

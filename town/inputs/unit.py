@@ -17,6 +17,7 @@ from town.outbox import audit
 from town.store.db import Store
 from town.store.ids import blocks
 from town.store.models import Resident, Town
+from town.text import clean_text
 from town.tick.engine import Engine
 from town.world.places import UnknownPlace, World
 
@@ -50,14 +51,15 @@ class InputUnit:
         platform: str,
         channel: str,
     ) -> None:
-        """One row of the audit log, at the town's clock."""
+        """One row of the audit log, at the town's clock: ``text`` made one clean line here,
+        where the input came in."""
         audit.record(
             self.session,
             self.engine.town_id,
             direction,
             kind,
             who,
-            text,
+            clean_text(text),
             game_time=self.town.clock,
             platform=platform,
             channel=channel,

@@ -1,29 +1,17 @@
 """A visitor's words as they come from a platform: one value, from the adapters to the town.
 
 ``Visit`` is what an adapter knows of a message in a location channel (where, who, what, and
-on which platform); ``words_of`` is what the town keeps of it, and refuses a message with
-nothing left once cleaned.
+on which platform). ``Visit.of`` makes it once, at the adapter's edge, with the words and the
+name in the forms the town keeps (``town.text.spoken``): below, nothing cleans them again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from town.outbox.chatlog import unpinged
-from town.text import clean_text
+from town.text import ROLE_LIMIT, EmptyWords, Name, Plain, Spoken, plain, spoken
 
-MAX_WORDS = 2000  # characters of a visitor's words the town keeps (as the audit log does)
-
-
-class EmptyWords(ValueError):
-    """A message with nothing to hear once cleaned: spaces, control or invisible characters,
-    mention syntax only. The visitor is told; nothing is stored."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "say what? the message is empty once cleaned (only spaces, invisible or control "
-            "characters, or mentions); write some words"
-        )
+__all__ = ["EmptyWords", "Visit"]
 
 
 @dataclass(frozen=True)
@@ -35,19 +23,32 @@ class Visit:
     reply, a Slack thread): a resident of that name present and awake answers, as if named."""
 
     area: str
-    name: str
-    words: str
-    platform: str = "cli"
-    user_id: str = ""
-    role: str = ""
-    connection: str = ""
-    replying_to: str = ""
+    spoken: Spoken
+    platform: str
+    user_id: str
+    role: Plain
+    connection: str
+    replying_to: str
 
+    @classmethod
+    def of(
+        cls,
+        area: str,
+        name: str,
+        words: str,
+        platform: str = "cli",
+        user_id: str = "",
+        *,
+        role: str = "",
+        connection: str = "",
+        replying_to: str = "",
+    ) -> Visit:
+        """The visit of ``name`` saying ``words`` (plain text: the platform's markup already
+        read as people see it). Raises :class:`EmptyWords` when the words show nothing once
+        cleaned; a visitor with no user id is known by name."""
+        said, plain_role = spoken(name, words), plain(role, ROLE_LIMIT)
+        return cls(area, said, platform, user_id or said.name, plain_role, connection, replying_to)
 
-def words_of(text: str) -> str:
-    """The words the town keeps of ``text``: one line, cut, with no mention syntax or mass
-    ping. Raises :class:`EmptyWords` when nothing is left."""
-    words = unpinged(clean_text(text, MAX_WORDS))
-    if not words:
-        raise EmptyWords()
-    return words
+    @property
+    def name(self) -> Name:
+        return self.spoken.name

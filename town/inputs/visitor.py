@@ -2,7 +2,8 @@
 
 A visitor's words reach residents only as a quoted observation, never as an instruction (only
 an admin's inner voice is a directive, ``town.inputs.admin``), and with no mention syntax or
-mass ping (``town.outbox.chatlog.unpinged``).
+mass ping: the adapter made them plain once (``Visit.of``, ``town.text.spoken``), and nothing
+here cleans them again.
 """
 
 from __future__ import annotations
@@ -19,21 +20,20 @@ from sqlmodel import Session
 
 from town.inputs import chat, consent
 from town.inputs.handlers import place_handlers
-from town.inputs.joining import heard_as, join, known_visitor, marked, quoted, remember_visitor
+from town.inputs.joining import join, known_name, known_visitor, marked, remember_visitor
 from town.inputs.limits import VisitorRateLimit
-from town.inputs.naming import visitor_name
 from town.inputs.placed import say_to_place
 from town.inputs.unit import area_named
-from town.inputs.visit import EmptyWords, Visit, words_of
+from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
 from town.llm.depth import chained
 from town.outbox import audit, chatlog
 from town.outbox.events import TownEvent, write_outbox
-from town.text import clean_text
+from town.text import Name, Plain, name_of, plain
 from town.tick.engine import Engine
 from town.world.places import World
 
-__all__ = ["EmptyWords", "SayResult", "Visit", "join", "quoted", "say"]
+__all__ = ["EmptyWords", "SayResult", "Visit", "join", "say"]
 
 NOTICE_AGAIN_MIN = 60  # "nobody here is awake" is told a visitor once in this many game minutes
 Typing = Callable[[str, str], Awaitable[None]]  # (area, resident): a resident starts composing
@@ -57,8 +57,8 @@ class _Heard:
 
     result: SayResult
     clock: datetime
-    visit: Visit  # its words as the town keeps them, its name cleaned
-    who: str = ""
+    visit: Visit
+    who: Name = field(default_factory=lambda: name_of(""))  # as shown (marked if need be)
     role: str = ""
     new_visitor: bool = False  # the visitor row is written with the words
     addressee: str = ""  # the resident the words were said to ("" the room)
@@ -105,9 +105,6 @@ async def say(
     it is only recorded, and the first such message of a minute gets one polite notice. A
     ``visit.connection`` (the web's peer address) has an allowance of its own beside the
     visitor's, so ids a page makes up do not multiply it."""
-    as_said = text_as_said(visit.words)  # (the audit log's record)
-    name = clean_text(visit.name, 80) or "a visitor"
-    visit = replace(visit, name=name, words=words_of(visit.words), user_id=visit.user_id or name)
     if (area := consent.muted_words(engine, visit)) is not None:
         return SayResult(area)  # a muted member: audited as received, nothing else
     heard = _hear(engine, visit, rate)
@@ -116,7 +113,7 @@ async def say(
     if heard.handled:
         return await _say_to_place(engine, heard.result.area, visit)
     # the words are written while the answers are thought (never after: an answer waits)
-    words = asyncio.ensure_future(asyncio.to_thread(_write, engine, heard, as_said))
+    words = asyncio.ensure_future(asyncio.to_thread(_write, engine, heard))
     answers = [chained(_answer(engine, heard, r, typing, post, words)) for r in heard.answering]
     try:
         done = await asyncio.gather(*answers)
@@ -132,14 +129,9 @@ async def say(
     return heard.result
 
 
-def text_as_said(text: str) -> str:
-    """What the audit log keeps of a visitor's words: as they came, on one line."""
-    return clean_text(text)
-
-
 def _hear(engine: Engine, visit: Visit, rate: VisitorRateLimit | None) -> _Heard:
     """What hearing the words reads: the place, the visitor, the thread, who answers."""
-    words = visit.words
+    words = visit.spoken.heard
     with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
         clock = engine.town(session).clock
         area = area_named(World.load(session, engine.town_id, engine.spec), visit.area)
@@ -150,7 +142,7 @@ def _hear(engine: Engine, visit: Visit, rate: VisitorRateLimit | None) -> _Heard
         residents = engine.residents(session)
         known = known_visitor(session, engine.town_id, visit.platform, visit.user_id)
         if known is not None and not visit.role:  # a visitor who joined keeps name and role
-            heard.who, heard.role = visitor_name(known.display_name, residents), known.role
+            heard.who, heard.role = known_name(known, residents), known.role
         else:
             heard.who, heard.role = marked(visit.name, residents), visit.role
             heard.new_visitor = True
@@ -199,9 +191,9 @@ async def _answer(
     """One resident's answer: composed outside any lock, stored once the words are, then
     ``post``ed; with the id of its outbox row. None: the visitor was forgotten or muted while
     it was composed, and nothing is stored or posted."""
-    event = await _compose(engine, heard, resident, typing)
+    event, answer = await _compose(engine, heard, resident, typing)
     await asyncio.shield(words)
-    outbox_id = await asyncio.to_thread(_store_answer, engine, heard, event)
+    outbox_id = await asyncio.to_thread(_store_answer, engine, heard, event, answer)
     if outbox_id is None:
         return None
     if post is not None:
@@ -211,12 +203,13 @@ async def _answer(
 
 async def _compose(
     engine: Engine, heard: _Heard, resident: chat.Responder, typing: Typing | None
-) -> TownEvent:
-    """One resident's answer, composed outside any lock, with nothing written."""
+) -> tuple[TownEvent, Plain]:
+    """One resident's answer, composed outside any lock, with nothing written: its event and
+    its words as a plain line."""
     area = heard.result.area
     if typing is not None:
         await typing(area, resident.name)
-    visitor, words = heard_as(heard.who), heard.visit.words
+    visitor, words = heard.who, heard.visit.spoken.heard
     with Session(engine.store.engine, expire_on_commit=False) as session:  # reads only
         stream = engine.streams(resident.id)
         recalled = await chat.recall(stream, session, resident, visitor, words, heard.clock)
@@ -228,19 +221,19 @@ async def _compose(
             engine.brain, resident, visitor, words, heard.thread, heard.clock, recalled
         )
     data = {"to": heard.who, "reply_to": heard.who, "emoji": resident.emoji, "model": made_by}
-    return TownEvent("said", area, heard.clock, resident.name, text, data)
+    return TownEvent("said", area, heard.clock, resident.name, text, data), text
 
 
-def _write(engine: Engine, heard: _Heard, as_said: str) -> None:
+def _write(engine: Engine, heard: _Heard) -> None:
     """``_store``, once more if a message of the same new visitor (from another process, say)
     stored the visitor first."""
     try:
-        _store(engine, heard, as_said)
+        _store(engine, heard)
     except IntegrityError:
-        _store(engine, heard, as_said)
+        _store(engine, heard)
 
 
-def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
+def _store(engine: Engine, heard: _Heard) -> None:
     """The write of a visitor's words: the visitor, the words as a chat line, the audit row,
     the notices (outbox events; the "nobody here" one a chat line too)."""
     area, clock, visit, town_id = heard.result.area, heard.clock, heard.visit, engine.town_id
@@ -258,7 +251,7 @@ def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
             audit.IN,
             kind,
             logged_as,
-            as_said,
+            visit.spoken.said,
             game_time=clock,
             platform=visit.platform,
             channel=area,
@@ -266,24 +259,25 @@ def _store(engine: Engine, heard: _Heard, as_said: str) -> None:
         line = (session, town_id, area)
         chatlog.add_line(
             *line,
-            heard_as(heard.who),
+            heard.who,
             chatlog.VISITOR,
             heard.thread_key,
-            visit.words,
+            visit.spoken.heard,
             clock,
-            addressee=heard.addressee,
+            addressee=name_of(heard.addressee),
             platform=visit.platform,
             heard=not limited,
         )
         write_outbox(session, town_id, f"notice:{uuid4().hex}", heard.notices)
         for notice in heard.notices:
             if not limited:  # (told lately: a rate notice has its own once a minute)
-                chatlog.add_line(*line, "", chatlog.TOWN, heard.thread_key, notice.text, clock)
+                told = plain(notice.text)
+                chatlog.add_line(*line, name_of(""), chatlog.TOWN, heard.thread_key, told, clock)
     if engine.after_commit:
         engine.after_commit()
 
 
-def _store_answer(engine: Engine, heard: _Heard, event: TownEvent) -> int | None:
+def _store_answer(engine: Engine, heard: _Heard, event: TownEvent, answer: Plain) -> int | None:
     """The write of one resident's answer: its outbox event and its chat line. Returns the
     outbox row's id; None, writing nothing, when the visitor is no longer to be answered."""
     visit = heard.visit
@@ -295,12 +289,12 @@ def _store_answer(engine: Engine, heard: _Heard, event: TownEvent) -> int | None
             session,
             engine.town_id,
             heard.result.area,
-            event.resident,
+            name_of(event.resident),
             chatlog.RESIDENT,
             heard.thread_key,
-            event.text,
+            answer,
             heard.clock,
-            addressee=heard_as(heard.who),
+            addressee=heard.who,
             platform=heard.visit.platform,
         )
         session.flush()

@@ -28,7 +28,7 @@ from town.memory.vectors import VectorIndex
 from town.store.db import Store
 from town.store.ids import new_ids
 from town.store.models import MEMORY_KINDS, Memory
-from town.text import clean_text
+from town.text import Plain, plain
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +339,8 @@ def _upsert(pending: list[_Write]) -> None:
             stream.arrays.forget()
 
 
-def stored_text(text: str) -> str:
-    """A memory's text as the stream stores it: one clean line (``town.text.clean_text``), its
+def stored_text(text: str) -> Plain:
+    """A memory's text as the stream stores it: one plain line (``town.text.plain``: no ping or
+    mention markup, whoever wrote it: a model, a persona, an admin's inner voice), its
     unprintable characters dropped, at most MAX_TEXT long."""
-    return clean_text(text, MAX_TEXT, unprintable="")
+    return plain(text, MAX_TEXT, unprintable="")

@@ -12,8 +12,9 @@ resident's answer to a visitor (``reply``, shown as ``reply_line``), a notice to
 
 Each row is written in the same transaction as what it records (``town.inputs`` for inputs,
 ``town.outbox.events.write_outbox`` for the town's words), so a rolled-back tick leaves no row and a
-committed one never lacks its rows. Text is stored cleaned: one line, no control characters,
-cut like inputs are (``town.text.clean_text``).
+committed one never lacks its rows. Text comes cleaned (``town.text.Line``: one line, no
+control characters, cut like inputs are), made once where it came in; the log stores it as
+given.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from sqlmodel.sql.expression import Select
 
 from town.store.db import Store
 from town.store.models import AuditEntry, Town
-from town.text import clean_text
+from town.text import Line, Name, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ SAY, REPLY = "say", "reply"
 OUTPUT_EVENTS = frozenset({"said", "notice"})  # town event kinds that are audited outputs
 PRUNE_BATCH = 5000  # rows deleted per transaction, so a big prune never holds the writer long
 DAY_S = 24 * 3600.0
+WHO = 200  # characters of who did it: a name and where it came from
+WHERE = 110  # of those, where: the platform and the person's id there
 
 
 class RunningTown(Protocol):
@@ -57,17 +60,18 @@ class RunningTown(Protocol):
     def town(self, session: Session) -> Town: ...
 
 
-def identity(name: str, platform: str = "", user_id: str = "") -> str:
+def identity(name: Name, platform: str = "", user_id: str = "") -> Line:
     """How the log names a person: ``Alice (discord:1234)``; ``someone`` when nothing is known."""
-    shown = clean_text(name, 80) or "someone"
+    shown = name or "someone"
     where = f"{platform}:{user_id}" if platform and user_id else platform or user_id
-    return f"{shown} ({clean_text(where, 110)})" if where else shown
+    # two clean lines joined by a space are one (the name was made plain where it came in)
+    return Line(f"{shown} ({clean_text(where, WHERE)})" if where else shown)
 
 
-def reply_line(to: str, text: str) -> str:
+def reply_line(to: str, text: str) -> Line:
     """How the log shows a resident's answer to a visitor: ``(to Alice) Hello!`` (for people
     reading the log: nothing reads it back; the chat lines are ``town.outbox.chatlog``)."""
-    return f"(to {clean_text(to, 100)}) {text}"
+    return clean_text(f"(to {to}) {text}")
 
 
 def record(
@@ -76,14 +80,14 @@ def record(
     direction: str,
     kind: str,
     who: str,
-    text: str,
+    text: Line,
     *,
     game_time: datetime,
     platform: str = "",
     channel: str = "",
 ) -> None:
     """Add one row in the unit of work ``session`` (it commits or rolls back with it), its
-    values cut to the columns' sizes."""
+    values cut to the columns' sizes (``who``: a name from ``identity``, or the town's)."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be in or out, not {direction!r}")
     session.add(
@@ -93,15 +97,15 @@ def record(
             kind=kind[:20],
             platform=platform[:20],
             channel=channel[:300],
-            who=clean_text(who, 200),
-            text=clean_text(text),
+            who=who[:WHO],
+            text=text,
             game_time=game_time,
         )
     )
 
 
 async def record_command(
-    engine: RunningTown, platform: str, user_id: str, name: str, channel: str, line: str
+    engine: RunningTown, platform: str, user_id: str, name: Name, channel: str, line: Line
 ) -> None:
     """A command line as it entered the town, at the town's clock. Under the engine's lock, so
     it never waits on a tick's transaction (SQLite has one writer)."""

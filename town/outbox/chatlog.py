@@ -4,14 +4,14 @@ words (``town.inputs.visitor``); read by the next tick, which gives the words to
 there (``town.tick.heard``), by the resident who answers next (the thread,
 ``town.inputs.chat``), and by the web page's history.
 
-A line holds the words as residents perceive and remember them: one line of printable text
-with no mention syntax and no mass pings (``unpinged``): "@everyone @here party at my place"
-is heard as "party at my place". The audit log keeps what came in as it came.
+A line holds the words as residents perceive and remember them: plain (``town.text.Plain``:
+one line of printable text with no mention syntax and no mass ping, made once where the words
+came in); "@everyone @here party at my place" is heard as "party at my place". The audit log
+keeps what came in as it came.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from sqlalchemy import func
@@ -19,24 +19,20 @@ from sqlmodel import Session, col, select
 
 from town.store.ids import new_ids
 from town.store.models import ChatLine
-from town.text import clean_text
+from town.text import Name, Plain
 
 VISITOR, RESIDENT, TOWN = "visitor", "resident", "town"
 SPOKEN = (VISITOR, RESIDENT)  # the lines of a conversation (the town's word is not one)
-
-_MASS_PING = re.compile(
-    r"(?<![\w@])[@＠](?:everyone|here|channel)\b|<!(?:everyone|here|channel)(?:\|[^<>]*)?>",
-    re.IGNORECASE,
-)
-_MENTION_SYNTAX = re.compile(r"<[@#!][^<>\s]*>")  # <@123>, <@!1>, <@&1>, <#1>, <!subteam^S1>
-_AT_NAME = re.compile(r"(?<![\w@])[@＠](?=\w)")  # "@Isabella" -> "Isabella"
+MARKER = " (a visitor)"  # after a visitor's name that could pass for another's
 
 
-def unpinged(text: str) -> str:
-    """``text`` with no mass ping (``@everyone``, ``@here``, ``<!channel>``...) and no mention
-    syntax (``<@123>``; ``@Isabella`` keeps the name), as one line."""
-    text = _MENTION_SYNTAX.sub(" ", _MASS_PING.sub(" ", text))
-    return " ".join(_AT_NAME.sub("", text).split())
+def quoted(who: str, role: str, words: str) -> str:
+    """A visitor's words as residents perceive them: a quotation, never an instruction, and
+    always the visitor's ('Mallory (a visitor, a reporter) said: "..."'), so that what they
+    claim is remembered and retold as a visitor's claim. ``who``, ``role`` and ``words`` come
+    plain (``town.text.Plain``)."""
+    aside = f"a visitor, {role}" if role else "a visitor"
+    return f'{who.removesuffix(MARKER)} ({aside}) said: "{words}"'
 
 
 def thread_of(platform: str, user_id: str) -> str:
@@ -48,17 +44,17 @@ def add_line(
     session: Session,
     town_id: int,
     area: str,
-    speaker: str,
+    speaker: Name,
     kind: str,
     thread: str,
-    text: str,
+    text: Plain,
     game_time: datetime,
     *,
-    addressee: str = "",
+    addressee: Name | None = None,
     platform: str = "",
     heard: bool = True,
 ) -> ChatLine:
-    """One line in the unit of work ``session``; names and words ``unpinged`` and cut. Its id
+    """One line in the unit of work ``session``, its names and words plain as given. Its id
     comes from ``town.store.ids`` (never one a forgotten line had: residents keep chat-line ids
     as how far they have heard)."""
     (line_id,) = new_ids(session, "chatline", 1)
@@ -66,13 +62,13 @@ def add_line(
         id=line_id,
         town_id=town_id,
         area=area[:300],
-        speaker=unpinged(clean_text(speaker, 80)) or "a visitor",
+        speaker=speaker,
         kind=kind,
-        addressee=unpinged(clean_text(addressee, 80)),
+        addressee=addressee or "",
         thread=thread[:130],
         platform=platform[:20],
         heard=heard,
-        text=unpinged(clean_text(text)),
+        text=text,
         game_time=game_time,
     )
     session.add(row)

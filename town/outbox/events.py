@@ -14,6 +14,7 @@ from sqlmodel import Session
 from town.outbox import audit, switches
 from town.outbox.keys import event_key
 from town.store.models import OutboxEvent
+from town.text import clean_text
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def write_outbox(
                 audit.OUT,
                 audit.REPLY if to else event.kind,
                 event.resident or "town",
-                audit.reply_line(to, event.text) if to else event.text,
+                audit.reply_line(to, event.text) if to else clean_text(event.text),
                 game_time=event.at,
                 platform=str(event.data.get("for_platform", "")),
                 channel=event.channel,

@@ -26,6 +26,7 @@ from town.llm.tasks import Task
 from town.outbox import audit
 from town.store.db import Store
 from town.store.models import Town
+from town.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class ModeratedBrain:
                 audit.OUT,
                 MODERATED,
                 resident or "town",
-                f"{task} flagged ({verdict.category}); the offline brain's was used instead",
+                clean_text(f"{task} flagged ({verdict.category}); the offline brain's was used"),
                 game_time=town.clock,
                 channel=str(getattr(inputs, "location", "") or "").partition(":")[0],
             )

@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from town.text import NAME_LIMIT
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -49,7 +51,7 @@ class Resident(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("town_id", "name"),)
     id: int | None = Field(default=None, primary_key=True)
     town_id: int = Field(foreign_key="town.id", index=True)
-    name: str = Field(max_length=80)
+    name: str = Field(max_length=NAME_LIMIT)
     persona: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
     location: str = Field(default="", max_length=300)
     action: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -113,7 +115,7 @@ class Visitor(SQLModel, table=True):
     town_id: int = Field(foreign_key="town.id", index=True)
     platform: str = Field(max_length=20)
     platform_user_id: str = Field(max_length=100)
-    display_name: str = Field(max_length=80)
+    display_name: str = Field(max_length=NAME_LIMIT)
     role: str = Field(default="", max_length=200)
     first_seen: datetime = Field(default_factory=utcnow)
 
@@ -151,7 +153,7 @@ class LlmUsage(SQLModel, table=True):
     town_id: int = Field(foreign_key="town.id")
     day: date
     task: str = Field(max_length=40)
-    resident: str = Field(default="", max_length=80)
+    resident: str = Field(default="", max_length=NAME_LIMIT)
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -218,9 +220,9 @@ class ChatLine(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     town_id: int = Field(foreign_key="town.id")
     area: str = Field(max_length=300)  # the place (a top-level area: one chat channel)
-    speaker: str = Field(max_length=80)  # the visitor's name as shown, or the resident's
+    speaker: str = Field(max_length=NAME_LIMIT)  # the visitor's name as shown, or the resident's
     kind: str = Field(max_length=10)  # visitor, resident, town
-    addressee: str = Field(default="", max_length=80)  # who it is said to ("" the room)
+    addressee: str = Field(default="", max_length=NAME_LIMIT)  # who it is said to ("" the room)
     thread: str = Field(max_length=130)  # the visitor's "platform:user id": one chat a place
     platform: str = Field(default="", max_length=20)  # where the visitor wrote it
     # False: not for the next tick to take in (over the visitor's message rate, nobody heard
@@ -308,7 +310,7 @@ class PendingInput(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     town_id: int = Field(foreign_key="town.id", index=True)
-    resident: str = Field(max_length=80)
+    resident: str = Field(max_length=NAME_LIMIT)
     kind: str = Field(max_length=20)  # whisper
     text: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
@@ -330,7 +332,7 @@ class Reaction(SQLModel, table=True):
     platform: str = Field(max_length=20)
     member: str = Field(max_length=64)
     emoji: str = Field(max_length=80)
-    resident: str = Field(max_length=80)
+    resident: str = Field(max_length=NAME_LIMIT)
     task: str = Field(max_length=20)  # visitor (an answer), conversation, narration
     model: str = Field(default="", max_length=120)  # '' when the message did not record one
     place: str = Field(max_length=300)

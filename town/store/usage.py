@@ -12,6 +12,7 @@ from sqlmodel import select
 
 from town.store.db import Store
 from town.store.models import LlmUsage
+from town.text import NAME_LIMIT
 
 
 def today_utc() -> date:
@@ -56,7 +57,7 @@ class StoredUsage:
         completion_tokens: int,
         fallback: bool,
     ) -> None:
-        key = (self.today(), task, (resident or "")[:80])
+        key = (self.today(), task, (resident or "")[:NAME_LIMIT])
         row = self._pending.setdefault(key, [0, 0, 0, 0])
         row[0] += calls
         row[1] += prompt_tokens

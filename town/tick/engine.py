@@ -53,6 +53,7 @@ from town.tick import dialogue, heard, reflection
 from town.tick.mind import may_begin, think
 from town.tick.pending import take_pending
 from town.tick.perceive import Observation, perceive
+from town.tick.plain_answers import PlainAnswers
 from town.tick.turn import Tick
 from town.world.persona import MOVED_AWAY, ResidentSpec, TownSpec
 from town.world.places import World
@@ -258,7 +259,7 @@ class Engine:
             session=session,
             now=now,
             world=world,
-            brain=self.brain,
+            brain=PlainAnswers(self.brain),  # what a model writes is stored plain
             llm=self.llm,
             streams=self.streams,
             residents={n: r for n, r in residents.items() if n in specs},

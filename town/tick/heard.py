@@ -79,13 +79,10 @@ def waiting(session: Session, town_id: int, resident: Resident) -> list[str]:
 
 def _quoted(line: ChatLine, roles: dict[str, str]) -> str:
     """A visitor's words as residents perceive them: a quotation, never an instruction."""
-    role = roles.get(line.thread, "")
-    return f'{line.speaker}{f" ({role})" if role else ""} said: "{line.text}"'
+    return chatlog.quoted(line.speaker, roles.get(line.thread, ""), line.text)
 
 
 def _roles(session: Session, town_id: int) -> dict[str, str]:
     """Each visitor's role (mention syntax taken out), by the key of its chats."""
     rows = session.exec(select(Visitor).where(Visitor.town_id == town_id, Visitor.role != "")).all()
-    return {
-        chatlog.thread_of(v.platform, v.platform_user_id): chatlog.unpinged(v.role) for v in rows
-    }
+    return {chatlog.thread_of(v.platform, v.platform_user_id): v.role for v in rows}

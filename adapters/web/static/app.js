@@ -334,6 +334,8 @@ async function main() {
   }
   state.name = town.name;
   state.areas = town.areas;
+  $("name").maxLength = town.max_name;
+  $("text").maxLength = town.max_text;
   document.title = `${town.name} · bottown`;
   $("town-name").textContent = town.name;
   if (!town.live || location.pathname === "/replay") {

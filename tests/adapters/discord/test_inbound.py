@@ -48,7 +48,7 @@ async def test_member_message_is_observed_there_and_the_reply_goes_out_by_webhoo
     cafe = channel_of(runtime, "Hobbs Cafe")
     await fake.member_says(alice, cafe, "Isabella, what is on the menu today?")
 
-    quote = 'Alice said: "Isabella, what is on the menu today?"'
+    quote = 'Alice (a visitor) said: "Isabella, what is on the menu today?"'
 
     def heard(name: str) -> bool:  # perceived at the next tick: in the inbox till then
         said = [m.text for m in memories(runtime.store, name)] + inbox(runtime, name)
@@ -131,7 +131,7 @@ async def test_message_content_intent_off_mentions_still_work(
         await until(lambda: (cafe, asked["id"], "📬") in fake.reactions)  # marked after the DM
         assert visitors(runtime) == set()  # the blank message was nobody's words
         await fake.member_says(alice, cafe, "hello Isabella, how are you?", mention_bot=True)
-        quote = 'Alice said: "hello Isabella, how are you?"'
+        quote = 'Alice (a visitor) said: "hello Isabella, how are you?"'
         await until(lambda: any(quote in text for text in inbox(runtime, "Klaus Mueller")))
     finally:
         await bot.stop()
@@ -143,9 +143,24 @@ async def test_a_huge_visitor_message_is_cut_not_fatal(
     await morning(runtime)
     alice = fake.add_member("Alice")
     await fake.member_says(alice, channel_of(runtime, "Hobbs Cafe"), "<@&1> " + "bla " * 25_000)
-    found = await until(lambda: [t for t in inbox(runtime, "Klaus Mueller") if "Alice said" in t])
+    found = await until(
+        lambda: [t for t in inbox(runtime, "Klaus Mueller") if "Alice (a visitor) said" in t]
+    )
     assert len(found[0]) < 2200 and found[0].count("bla") < 600
     assert 'said: "role bla bla' in found[0]  # mention tags read as names, never as pings
+
+
+async def test_discords_markup_is_read_as_people_see_it_before_the_town_hears_it(
+    runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
+) -> None:
+    await morning(runtime)
+    alice = fake.add_member("Alice")
+    line = "<:party:1234> at <t:1676394000:R> for @everyone <a:wave:99>"
+    await fake.member_says(alice, channel_of(runtime, "Hobbs Cafe"), line)
+    found = await until(
+        lambda: [t for t in inbox(runtime, "Klaus Mueller") if "Alice (a visitor) said" in t]
+    )
+    assert found[0].endswith('said: ":party: at 2023-02-14 17:00 UTC for :wave:"')
 
 
 async def test_admin_command_is_refused_to_members_and_works_for_admins(
@@ -257,7 +272,7 @@ async def test_a_proxied_message_is_heard_once_under_the_proxied_name(
         await until(lambda: bot.proxies._deleted)
         await fake.member_says(alice, cafe, "!town time")  # a later message: the first is done
         await until(lambda: fake.calls_of("POST", r"/channels/\d+/messages"))
-        assert heard() == ['Starling said: "Hello from Starling!"']
+        assert heard() == ['Starling (a visitor) said: "Hello from Starling!"']
         assert visitors(runtime) == {"Starling"}
     finally:
         await bot.stop()
@@ -334,6 +349,9 @@ async def test_a_message_empty_once_cleaned_is_refused_privately_and_not_kept(
     assert refusal["to"] == alice["id"] and "empty once cleaned" in refusal["content"]
     await fake.member_says(alice, cafe, "@everyone @here")
     await until(lambda: fake.direct[1:])
+    for n, blank in enumerate(("\u3164", "\ufe0f", "\u2800", "\u0301\u0308"), start=2):
+        await fake.member_says(alice, cafe, blank)  # blank by Unicode category
+        await until(lambda n=n: fake.direct[n:])
     assert visitors(runtime) == set()
     with runtime.store.session() as s:
         assert s.exec(select(ChatLine)).all() == []

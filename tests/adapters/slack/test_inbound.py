@@ -46,7 +46,9 @@ async def test_a_members_message_is_heard_by_the_residents_there(
         channel = slack.channel_id(channel_name("mini", area))
         status = await post(adapter, message(channel, f"Hello &lt;friends&gt; number {n}!"))
         assert status == 200
-        assert heard_by(runtime, f'Alice said: "Hello <friends> number {n}!"') == set(here)
+        assert heard_by(runtime, f'Alice (a visitor) said: "Hello <friends> number {n}!"') == set(
+            here
+        )
     [visitor] = visitors(runtime)
     assert (visitor.platform_user_id, visitor.display_name) == (MEMBER, "Alice")
 
@@ -54,6 +56,8 @@ async def test_a_members_message_is_heard_by_the_residents_there(
     channel = slack.channel_id(channel_name("mini", area))
     await post(adapter, message(channel, "hello <@U0ADMIN>, see <https://x.example|this>"))
     assert heard_by(runtime, 'said: "hello Ada, see this"') == set(here)  # no @: no ping
+    await post(adapter, message(channel, "<!channel> party at <#C0CAFE|cafe> <!here|@here>!"))
+    assert heard_by(runtime, 'said: "party at #cafe !"') == set(here)  # markup read, pings gone
     assert len(slack.called("users.info")) == 2  # each member looked up once, then cached
 
 
@@ -91,7 +95,7 @@ async def test_admin_commands_are_for_admins_only(
     )
     assert not paused()
 
-    # the caller's answer is private (ephemeral), escaped like everything else
+    # the caller's answer is private (ephemeral); a role keeps no ping syntax
     join = "<@U0BOT> town join Alicia &lt;!channel&gt;-baker"
     await post(
         adapter,
@@ -99,10 +103,10 @@ async def test_admin_commands_are_for_admins_only(
     )
     welcome = slack.ephemerals[-1]
     assert welcome["user"] == MEMBER
-    assert welcome["text"] == "Welcome, Alicia, &lt;!channel&gt;-baker. " + (
+    assert welcome["text"] == "Welcome, Alicia, -baker. " + (
         "Residents here will notice what you write."
     )
-    assert [(v.display_name, v.role) for v in visitors(runtime)] == [("Alicia", "<!channel>-baker")]
+    assert [(v.display_name, v.role) for v in visitors(runtime)] == [("Alicia", "-baker")]
 
 
 async def test_forged_and_stale_requests_are_rejected(
@@ -239,10 +243,11 @@ async def test_a_message_empty_once_cleaned_is_refused_privately_and_not_kept(
     runtime: TownRuntime, adapter: SlackAdapter, slack: FakeSlack
 ) -> None:
     _, channel, _ = await occupied(runtime, slack)
-    for text in ("\u200b\u200b", "\u202e", "&lt;!here&gt;"):  # (Slack sends "<" escaped)
+    blanks = ("\u3164", "\ufe0f", "\u2800", "\u0301\u0308")  # blank by Unicode category
+    for text in ("\u200b\u200b", "\u202e", "&lt;!here&gt;", *blanks):  # (Slack escapes "<")
         assert await post(adapter, message(channel, text)) == 200
     refusals = [e for e in slack.ephemerals if "empty once cleaned" in e["text"]]
-    assert len(refusals) == 3 and all(e["user"] == MEMBER for e in refusals)
+    assert len(refusals) == 7 and all(e["user"] == MEMBER for e in refusals)
     assert visitors(runtime) == []
     with runtime.store.session() as s:
         assert s.exec(select(ChatLine)).all() == []

@@ -42,6 +42,7 @@ async def test_page_town_and_status(web: WebAdapter, http: aiohttp.ClientSession
         "areas": ["Hobbs Cafe", "Rodriguez home", "Mueller home"],
         "admin": True,
         "max_text": 10_000,
+        "max_name": 80,
         "brain": {"label": "offline brain (deterministic, no LLM)", "offline": True, "behind": ""},
         "live": True,
         "replay": False,  # no recorded run yet
@@ -80,7 +81,7 @@ async def test_a_visitor_is_answered_live_through_the_outbox(
         heard = s.exec(
             select(Memory.text)
             .join(Resident, col(Resident.id) == col(Memory.resident_id))
-            .where(Resident.name == resident, col(Memory.text).contains("Alice said"))
+            .where(Resident.name == resident, col(Memory.text).contains("Alice (a visitor) said"))
         ).all()
         assert heard, "the resident remembers the visitor's words"
         ids = s.exec(select(Delivery.message_id).where(Delivery.status == "sent")).all()

@@ -27,7 +27,7 @@ async def test_visitors_elsewhere_show_with_their_platform_and_empty_words_are_r
         await expect(page.locator("#channel-title")).to_have_text(HOBBS)
         await expect(page.locator("#connection")).to_have_text("live")
         first = resident.split()[0]
-        await runtime.visitor_says(Visit(HOBBS, "Dee", f"Hi {first}!", "discord", "42"))
+        await runtime.visitor_says(Visit.of(HOBBS, "Dee", f"Hi {first}!", "discord", "42"))
         words = page.locator("#feed .msg.visitor", has_text=f"Hi {first}!")
         await expect(words).to_be_visible()
         await expect(words.locator(".tag")).to_have_text("visitor on discord")

@@ -17,8 +17,13 @@ from tests.adapters.web.support import HOBBS, events, someone_awake_at
 from town.inputs.visit import Visit
 from town.store.models import AuditEntry, ChatLine
 
+# blank by category: a Hangul filler, a variation selector, a blank Braille cell, marks alone
+BLANKS = ["\u3164", "\ufe0f", "\u2800", "\u0301\u0308", "\u3164 \u2800\ufe0f"]
 
-@pytest.mark.parametrize("text", ["\u200b\u200b", "\u0000\u0001", "\u202e", "\ud800", "@everyone"])
+
+@pytest.mark.parametrize(
+    "text", ["\u200b\u200b", "\u0000\u0001", "\u202e", "\ud800", "@everyone", *BLANKS]
+)
 async def test_a_message_empty_once_cleaned_is_refused_and_nothing_is_kept(
     runtime: TownRuntime, web: WebAdapter, http: aiohttp.ClientSession, text: str
 ) -> None:
@@ -39,6 +44,21 @@ async def test_a_message_empty_once_cleaned_is_refused_and_nothing_is_kept(
         assert s.exec(select(AuditEntry).where(AuditEntry.kind == "say")).all() == []
 
 
+@pytest.mark.parametrize(
+    "name", ["I_s_a_b_e_l_l_a", "I s a b e l l a  R o d r i g u e z", "Isabel la Rodriguez"]
+)
+async def test_a_spaced_out_or_split_look_alike_of_a_resident_is_marked(
+    runtime: TownRuntime, web: WebAdapter, http: aiohttp.ClientSession, name: str
+) -> None:
+    body = {"area": HOBBS, "name": name, "visitor_id": "v-look", "text": "the party is off"}
+    assert (await http.post(web.url + "/api/say", json=body)).status == 200
+    (shown,) = [m for m in web.feed.recent(HOBBS, 200) if m.kind == "visitor"]
+    assert shown.author == " ".join(name.split()) + " (a visitor)"
+    with runtime.store.session() as s:
+        (line,) = s.exec(select(ChatLine).where(ChatLine.kind == "visitor")).all()
+    assert line.speaker == shown.author  # what residents hear is marked too
+
+
 async def test_words_said_on_other_platforms_show_with_their_platform_live_and_after_a_restart(
     runtime: TownRuntime, web: WebAdapter, http: aiohttp.ClientSession
 ) -> None:
@@ -48,7 +68,9 @@ async def test_words_said_on_other_platforms_show_with_their_platform_live_and_a
     runtime.pumps.append(pump)
     feed = await events(http, web.url)
     first = resident.split()[0]
-    await runtime.visitor_says(Visit(HOBBS, "Dee", f"Hi {first}, from Discord!", "discord", "42"))
+    await runtime.visitor_says(
+        Visit.of(HOBBS, "Dee", f"Hi {first}, from Discord!", "discord", "42")
+    )
     question = await feed.until(lambda m: m["kind"] == "visitor")
     assert (question["author"], question["text"], question["platform"]) == (
         "Dee",
@@ -58,7 +80,7 @@ async def test_words_said_on_other_platforms_show_with_their_platform_live_and_a
     answer = await feed.until(lambda m: m["kind"] == "resident")  # the answer after its question
     assert answer["author"] == resident and answer["id"] > question["id"]
 
-    shell = Visit(HOBBS, "Sam", "Hello from the shell", "cli", "Sam")
+    shell = Visit.of(HOBBS, "Sam", "Hello from the shell", "cli", "Sam")
     await runtime.visitor_says(shell)  # said by another process, read by the page in a second
     said = await feed.until(lambda m: m["kind"] == "visitor")
     assert (said["text"], said["platform"]) == ("Hello from the shell", "cli")

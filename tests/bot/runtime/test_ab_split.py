@@ -44,7 +44,7 @@ async def test_raters_who_prefer_one_model_put_it_ahead(fake_llm: str, tmp_path:
                 for name in ("Isabella", "Klaus"):
                     line = f"{name}, what do you recommend today?"
                     await runtime.visitor_says(
-                        Visit("Hobbs Cafe", f"Visitor {n}", line, "web", f"v{n}")
+                        Visit.of("Hobbs Cafe", f"Visitor {n}", line, "web", f"v{n}")
                     )
             platform = FakePlatform(name="web")
             await OutboxPump(runtime.store, runtime.town_id, platform).deliver_pending()

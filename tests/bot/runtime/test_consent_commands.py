@@ -36,7 +36,7 @@ async def test_forget_me_asks_first_then_forgets(commands: Commands, store: Stor
     engine = commands.engine
     await say(
         engine,
-        Visit(
+        Visit.of(
             "Hobbs Cafe",
             "Alice",
             "Isabella, I collect teapots shaped like owls",
@@ -65,7 +65,7 @@ async def test_forget_is_for_admins_and_an_unknown_name_changes_nothing(
     unknown = await commands.handle(ADMIN, "forget Bob")
     assert "Nobody called 'Bob'" in unknown.text and "nothing was changed" in unknown.text
     await say(
-        commands.engine, Visit("Hobbs Cafe", "Bob", "hi all", platform="slack", user_id="U-BOB")
+        commands.engine, Visit.of("Hobbs Cafe", "Bob", "hi all", platform="slack", user_id="U-BOB")
     )
     assert "forgotten bob" in (await commands.handle(ADMIN, "forget bob")).text
 
@@ -75,7 +75,7 @@ async def test_a_muted_members_commands_still_work(commands: Commands, store: St
     assert "Hobbs Cafe" in (await commands.handle(MEMBER, "look")).text
     result = await say(
         commands.engine,
-        Visit("Hobbs Cafe", "Alice", "Isabella, hello?", platform="slack", user_id="U-ALICE"),
+        Visit.of("Hobbs Cafe", "Alice", "Isabella, hello?", platform="slack", user_id="U-ALICE"),
     )
     assert result.replies == []
     assert "Unmuted" in (await commands.handle(MEMBER, "unmute")).text
@@ -137,7 +137,7 @@ async def test_forget_me_takes_the_characters_a_member_wrote_as_through_a_proxy_
     engine = commands.engine
     await say(
         engine,
-        Visit(
+        Visit.of(
             "Hobbs Cafe",
             "Sparkle",
             "Isabella, glitter is my whole personality",

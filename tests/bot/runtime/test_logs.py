@@ -78,7 +78,7 @@ async def test_a_visitors_words_are_not_logged_at_info(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     words = "my phone number is 555-0199"
-    await runtime.visitor_says(Visit(HOBBS, "Alice", words, "web", "v-alice"))
+    await runtime.visitor_says(Visit.of(HOBBS, "Alice", words, "web", "v-alice"))
     await runtime.tick()
     with runtime.store.session() as s:
         kept = s.exec(select(ChatLine.text).where(ChatLine.kind == "visitor")).all()

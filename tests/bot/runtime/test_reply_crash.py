@@ -23,7 +23,7 @@ async def test_an_answer_stored_but_never_posted_goes_out_once_after_a_restart(
     engine = runtime.opened.engine
     await until(engine, at_cafe(runtime.store, *CAFE_PAIR))
     # the town stores the answer, then the process dies before posting it
-    result = await say(engine, Visit(HOBBS, "Alice", "Hi Isabella!", "web", "a1"))
+    result = await say(engine, Visit.of(HOBBS, "Alice", "Hi Isabella!", "web", "a1"))
     (reply,) = result.replies
     platform = FakePlatform()
     restarted = OutboxPump(runtime.store, runtime.town_id, platform, sleep=Sleeps())
@@ -40,7 +40,7 @@ async def test_an_answer_whose_post_a_kill_interrupted_is_never_posted_again(
 ) -> None:
     engine = runtime.opened.engine
     await until(engine, at_cafe(runtime.store, *CAFE_PAIR))
-    result = await say(engine, Visit(HOBBS, "Alice", "Hi Isabella!", "web", "a1"))
+    result = await say(engine, Visit.of(HOBBS, "Alice", "Hi Isabella!", "web", "a1"))
     dying = OutboxPump(runtime.store, runtime.town_id, FakePlatform(), sleep=Sleeps())
     assert dying._claims.claim(
         result.outbox_ids

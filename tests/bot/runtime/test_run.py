@@ -63,7 +63,7 @@ async def test_shell_inputs_beside_a_running_town_fail_no_tick(runtime: TownRunt
     assert failed == 0
     # (residents come and go meanwhile: those at the cafe when a message came heard it)
     heard = " ".join(m.text for name in CAFE_PAIR for m in memories(runtime.store, name))
-    assert any(f'Shelley said: "Hi Isabella, message {n}"' in heard for n in range(3))
+    assert any(f'Shelley (a visitor) said: "Hi Isabella, message {n}"' in heard for n in range(3))
     with runtime.store.session() as s:
         said_in = list(s.exec(select(AuditEntry.text).where(AuditEntry.kind == "say")).all())
     assert sorted(said_in) == [f"Hi Isabella, message {n}" for n in range(3)]

@@ -106,7 +106,9 @@ async def test_every_family_is_present_and_moves_with_ticks_and_a_visitor(
                 keeper._on_late(skipped)  # the next run fell due while it ran
             first = (await someone_awake_at(runtime, HOBBS)).split()[0]
             runtime.engine.llm.report.answered("rate_importance", "timeout")
-            await runtime.visitor_says(Visit(HOBBS, "Alice", f"{first}, how are you?", "web", "a"))
+            await runtime.visitor_says(
+                Visit.of(HOBBS, "Alice", f"{first}, how are you?", "web", "a")
+            )
             _, after = await scrape(http, web.url)
 
             assert value(after, "bottown_ticks_total", town=town, outcome="committed") == 2

@@ -907,13 +907,13 @@ async def test_an_input_on_a_lost_town_commits_nothing(runtime: Any) -> None:
     engine.guard = lost
     with pytest.raises(LeaseLost):
         await visitor.say(
-            engine, visitor.Visit(area, "Ann", "hello there", platform="web", user_id="ann")
+            engine, visitor.Visit.of(area, "Ann", "hello there", platform="web", user_id="ann")
         )
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) == before
     engine.guard = None
     await visitor.say(
-        engine, visitor.Visit(area, "Ann", "hello there", platform="web", user_id="ann")
+        engine, visitor.Visit.of(area, "Ann", "hello there", platform="web", user_id="ann")
     )
     with runtime.store.session() as s:
         assert len(s.exec(select(AuditEntry)).all()) > before  # heard and audited

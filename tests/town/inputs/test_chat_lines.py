@@ -40,7 +40,7 @@ async def test_a_visitors_words_and_the_answer_are_chat_lines_with_columns(store
     engine = await cafe(store)
     with store.session() as s:
         clock = engine.town(s).clock
-    result = await say(engine, Visit(HOBBS, "Alice", "Klaus, a good book?", "discord", "u7"))
+    result = await say(engine, Visit.of(HOBBS, "Alice", "Klaus, a good book?", "discord", "u7"))
     (reply,) = result.replies
     words, answer = lines(store)
     assert (words.area, words.speaker, words.kind, words.addressee) == (
@@ -69,11 +69,11 @@ async def test_nothing_reads_the_audit_log_back(store: Store) -> None:
     """With the audit log emptied after each message, the residents still hear the words at
     the next tick, the one who answered remembers its answer, and the thread goes on."""
     engine = await cafe(store)
-    await say(engine, Visit(HOBBS, "Alice", "Klaus, is the coffee good?", "web", "a1"))
+    await say(engine, Visit.of(HOBBS, "Alice", "Klaus, is the coffee good?", "web", "a1"))
     with store.session() as s:
         s.execute(delete(AuditEntry))
     await engine.tick()
-    quote = 'Alice said: "Klaus, is the coffee good?"'
+    quote = 'Alice (a visitor) said: "Klaus, is the coffee good?"'
     assert all(any(quote in m.text for m in memories(store, n)) for n in CAFE_PAIR)
     assert any(
         m.text.startswith("Klaus Mueller said to Alice") for m in memories(store, "Klaus Mueller")
@@ -88,20 +88,23 @@ async def test_nobody_awake_is_told_once_from_the_chat_lines(store: Store) -> No
     engine = await make_engine(store)  # 06:50: everyone asleep at home
     home = "Mueller home"
     for n in range(3):
-        await say(engine, Visit(home, "Alice", f"hello {n}", "web", "a1"))
+        await say(engine, Visit.of(home, "Alice", f"hello {n}", "web", "a1"))
     with store.session() as s:
         notices = s.exec(select(OutboxEvent).where(OutboxEvent.kind == "notice")).all()
     assert len(notices) == 1 and "nobody here is awake" in notices[0].payload["text"]
     assert [line.kind for line in lines(store)] == ["visitor", "town", "visitor", "visitor"]
 
 
-@pytest.mark.parametrize("text", ["\u200b\u200b", "\u0000\u0001", "\u202e", "\ud800", " \t\n"])
+@pytest.mark.parametrize(
+    "text",
+    ["\u200b\u200b", "\u0000\u0001", "\u202e", "\ud800", " \t\n", "\u3164", "\ufe0f", "\u2800"],
+)
 async def test_words_empty_once_cleaned_are_refused_and_nothing_is_kept(
     store: Store, text: str
 ) -> None:
     engine = await cafe(store)
     with pytest.raises(EmptyWords, match="empty once cleaned"):
-        await say(engine, Visit(HOBBS, "Alice", text, "slack", "U1"))
+        await say(engine, Visit.of(HOBBS, "Alice", text, "slack", "U1"))
     assert lines(store) == []
     with store.session() as s:
         assert s.exec(select(AuditEntry).where(col(AuditEntry.kind).startswith("say"))).all() == []
@@ -109,8 +112,10 @@ async def test_words_empty_once_cleaned_are_refused_and_nothing_is_kept(
 
 async def test_a_visitors_mass_ping_reaches_no_residents_memory(store: Store) -> None:
     engine = await cafe(store)
-    await say(engine, Visit(HOBBS, "@here", "@everyone @here party at my place <@123> <!channel>"))
-    await say(engine, Visit(HOBBS, "Prober", "@everyone Klaus, tell everybody: party at mine!"))
+    await say(
+        engine, Visit.of(HOBBS, "@here", "@everyone @here party at my place <@123> <!channel>")
+    )
+    await say(engine, Visit.of(HOBBS, "Prober", "@everyone Klaus, tell everybody: party at mine!"))
     for _ in range(6):  # heard, reacted to, talked about
         await engine.tick()
     with store.session() as s:
@@ -122,6 +127,19 @@ async def test_a_visitors_mass_ping_reaches_no_residents_memory(store: Store) ->
     with store.session() as s:  # the audit log keeps what came in, as it came
         said = s.exec(select(AuditEntry.text).where(AuditEntry.kind == "say")).all()
     assert any("@everyone @here party" in t for t in said)
+
+
+async def test_a_visitor_named_with_ping_syntax_is_told_and_stored_as_a_visitor(
+    store: Store,
+) -> None:
+    engine = await make_engine(store)  # 06:50: everyone asleep at home
+    await say(engine, Visit.of("Mueller home", "<!channel>", "hello?", "slack", "U2"))
+    with store.session() as s:
+        (notice,) = s.exec(select(OutboxEvent).where(OutboxEvent.kind == "notice")).all()
+        speakers = [line.speaker for line in s.exec(select(ChatLine)).all()]
+    assert notice.payload["text"].startswith("a visitor: nobody here is awake")
+    assert notice.payload["to"] == "a visitor" and "a visitor" in speakers
+    assert not [t for t in (notice.payload["text"], *speakers) if "<!" in t]
 
 
 async def test_the_words_are_stored_while_answers_are_thought_and_each_answer_on_its_own(
@@ -151,7 +169,7 @@ async def test_the_words_are_stored_while_answers_are_thought_and_each_answer_on
         first_posted.set()
 
     said = asyncio.create_task(
-        say(engine, Visit(HOBBS, "Alice", "Hello everyone!", "web", "a1"), post=post)
+        say(engine, Visit.of(HOBBS, "Alice", "Hello everyone!", "web", "a1"), post=post)
     )
     await asyncio.wait_for(composing.wait(), 30)
     await asyncio.wait_for(first_posted.wait(), 30)  # Isabella's, while Klaus composes

@@ -112,7 +112,7 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     said = [f"message number {n} about the pastries" for n in range(5)]
     results = [
         await visitor.say(
-            engine, visitor.Visit(HOBBS, "Alice", text, platform="web", user_id="a1"), rate=rate
+            engine, visitor.Visit.of(HOBBS, "Alice", text, platform="web", user_id="a1"), rate=rate
         )
         for text in said
     ]
@@ -134,7 +134,7 @@ async def test_over_the_rate_nobody_hears_it_and_one_notice_goes_out(store: Stor
     again = [
         await visitor.say(
             engine,
-            visitor.Visit(HOBBS, "Alice", "back again", platform="web", user_id="a1"),
+            visitor.Visit.of(HOBBS, "Alice", "back again", platform="web", user_id="a1"),
             rate=rate,
         )
         for _ in range(3)
@@ -166,7 +166,9 @@ async def test_every_platform_is_limited_and_the_notice_shows_only_on_its_own(
     runtime = strict_runtime
     for platform, user in (("discord", "111"), ("slack", "U9")):
         for n in range(4):
-            await runtime.visitor_says(Visit(HOBBS, "Max", f"{platform} line {n}", platform, user))
+            await runtime.visitor_says(
+                Visit.of(HOBBS, "Max", f"{platform} line {n}", platform, user)
+            )
     with runtime.store.session() as s:
         kinds = [
             (a.platform, a.kind) for a in s.exec(select(AuditEntry)).all() if a.kind != "notice"
@@ -369,7 +371,7 @@ async def test_ids_a_page_makes_up_share_their_connections_allowance(store: Stor
     async def limited(user_id: str, connection: str) -> bool:
         said = await visitor.say(
             engine,
-            visitor.Visit(
+            visitor.Visit.of(
                 HOBBS, "Alice", "hi", platform="web", user_id=user_id, connection=connection
             ),
             rate=rate,

@@ -181,10 +181,10 @@ async def test_an_offline_line_is_never_credited_to_the_model(tmp_path: Path) ->
             for _ in range(4):  # 07:30: Isabella and Klaus at the cafe
                 await engine.tick()
             hello = "Isabella, how are you?"
-            await runtime.visitor_says(Visit("Hobbs Cafe", "Ana", hello, "web", "v-ana"))
+            await runtime.visitor_says(Visit.of("Hobbs Cafe", "Ana", hello, "web", "v-ana"))
             await faults(url, *["500"] * 8)  # the next answer: the offline brain's
             asked = "Isabella, what are you up to today?"
-            await runtime.visitor_says(Visit("Hobbs Cafe", "Ana", asked, "web", "v-ana"))
+            await runtime.visitor_says(Visit.of("Hobbs Cafe", "Ana", asked, "web", "v-ana"))
             with engine.store.session() as s:
                 said = s.exec(
                     select(OutboxEvent)

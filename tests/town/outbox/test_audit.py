@@ -31,7 +31,7 @@ from town.inputs.visit import Visit
 from town.outbox import audit
 from town.store.db import Store
 from town.store.models import AuditEntry, OutboxEvent, Town
-from town.text import clean_text
+from town.text import clean_text, name_of
 from town.tick.engine import Engine
 from town.views.places import whereabouts
 
@@ -69,7 +69,7 @@ async def test_a_visitors_words_and_the_answers_are_audited(runtime: TownRuntime
     clock = clock_of(runtime.store)
     before = datetime.now(UTC)
     words = "Hello Isabella,\x07 what is\non the menu?"
-    await runtime.visitor_says(Visit(HOBBS, "Alice\x1b[31m", words, "discord", "4242"))
+    await runtime.visitor_says(Visit.of(HOBBS, "Alice\x1b[31m", words, "discord", "4242"))
     (said_in,) = entries(runtime.store, direction="in")
     assert (said_in.kind, said_in.platform, said_in.channel) == ("say", "discord", HOBBS)
     assert said_in.who == "Alice [31m (discord:4242)"  # control characters gone
@@ -348,7 +348,7 @@ def test_prune_keeps_what_retention_keeps(
 def test_identity_names_people_without_leaking_control_text(store: Store) -> None:
     assert audit.identity("Alice", "discord", "1") == "Alice (discord:1)"
     assert audit.identity("", "cli") == "someone (cli)" and audit.identity("") == "someone"
-    assert audit.identity("A\nB", "web", "x\ty") == "A B (web:x y)"
+    assert audit.identity(name_of("A\nB"), "web", "x\ty") == "A B (web:x y)"
     with pytest.raises(ValueError, match="direction must be in or out"), store.session() as s:
         audit.record(s, 1, "sideways", "say", "x", "y", game_time=T0)
 
@@ -401,7 +401,7 @@ async def test_words_and_commands_another_process_overtook_are_done_again_once(
     await tick_until_awake_at_cafe(runtime)
     times = [1]
     monkeypatch.setattr(Engine, "unit", overtaking(times))
-    await runtime.visitor_says(Visit(HOBBS, "Alice", "Hello Isabella", "discord", "4242"))
+    await runtime.visitor_says(Visit.of(HOBBS, "Alice", "Hello Isabella", "discord", "4242"))
     (said_in,) = entries(runtime.store, direction="in", kind="say")
     assert said_in.text == "Hello Isabella" and times == [1]
     admin = Caller("web", "u2", "Ada", is_admin=True, location=HOBBS)

@@ -42,9 +42,9 @@ async def test_the_moderation_endpoint_flags_a_line_and_the_offline_line_is_post
     engine, scripted = await _cafe(store, [ModerationEndpoint(f"{fake_llm}/moderations")])
     scripted.enqueue("utter", {"text": FLAGGED, "end": False})
     scripted.enqueue("utter", {"text": "Good morning, the coffee is fresh.", "end": False})
-    first = await say(engine, Visit("Hobbs Cafe", "Dana", "Isabella, how are you?", user_id="d"))
+    first = await say(engine, Visit.of("Hobbs Cafe", "Dana", "Isabella, how are you?", user_id="d"))
     second = await say(
-        engine, Visit("Hobbs Cafe", "Dana", "Isabella, and the coffee?", user_id="d")
+        engine, Visit.of("Hobbs Cafe", "Dana", "Isabella, and the coffee?", user_id="d")
     )
     (reply,) = first.replies
     assert "snarglebarf" not in reply.text and reply.text  # the offline brain's line
@@ -66,7 +66,7 @@ async def test_the_word_list_catches_words_and_phrases_in_any_case(store: Store)
     assert not (await blocklist("gloopyish")).flagged
     engine, scripted = await _cafe(store, [blocklist])
     scripted.enqueue("utter", {"text": "This is gloopy coffee.", "end": False})
-    result = await say(engine, Visit("Hobbs Cafe", "Dana", "Isabella, hi", user_id="d"))
+    result = await say(engine, Visit.of("Hobbs Cafe", "Dana", "Isabella, hi", user_id="d"))
     assert "gloopy" not in result.replies[0].text.casefold()
     await engine.tick()  # conversations in the tick go through the same brain
     assert "gloopy" not in _posted(store).casefold()

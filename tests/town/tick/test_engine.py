@@ -221,16 +221,18 @@ async def test_visitor_is_heard_by_everyone_present_and_no_one_else(
 ) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))
     with pytest.raises(UnknownPlace):
-        await say(engine, Visit("the moon", "Alice", "hello"))
+        await say(engine, Visit.of("the moon", "Alice", "hello"))
     result = await say(
         engine,
-        Visit("Hobbs Cafe", "Alice", "Hi Isabella! Is the cafe open? \x00" * 3, role="a reporter"),
+        Visit.of(
+            "Hobbs Cafe", "Alice", "Hi Isabella! Is the cafe open? \x00" * 3, role="a reporter"
+        ),
     )
     assert sorted(result.heard_by) == ["Isabella Rodriguez", "Klaus Mueller"]
     assert result.replies and result.replies[0].resident == "Isabella Rodriguez"
     await engine.tick()  # heard at once, perceived in the next tick's batch
     for name in ("Isabella Rodriguez", "Klaus Mueller"):
-        assert any("Alice (a reporter) said" in m.text for m in memories(store, name))
+        assert any("Alice (a visitor, a reporter) said" in m.text for m in memories(store, name))
     assert not any("Alice" in m.text for m in memories(store, "Maria Lopez"))
 
 
@@ -238,7 +240,7 @@ async def test_huge_and_hostile_visitor_text_is_cut_not_crashing(
     store: Store, engine: Engine
 ) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))
-    result = await say(engine, Visit("Hobbs Cafe", "@everyone", "x" * 100_000 + "\u202e\x07"))
+    result = await say(engine, Visit.of("Hobbs Cafe", "@everyone", "x" * 100_000 + "\u202e\x07"))
     assert len(result.heard_by) == 2
     await engine.tick()
     longest = max(len(m.text) for m in memories(store, "Klaus Mueller"))

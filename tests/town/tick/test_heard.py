@@ -21,8 +21,8 @@ def count(store: Store, name: str, words: str) -> int:
 
 async def test_words_are_taken_in_once_at_the_next_tick(store: Store, engine: Engine) -> None:
     await until(engine, at_cafe(store, *CAFE_PAIR))
-    result = await say(engine, Visit(HOBBS, "Alice", "Klaus, is the coffee good?"))
-    quote = 'Alice said: "Klaus, is the coffee good?"'
+    result = await say(engine, Visit.of(HOBBS, "Alice", "Klaus, is the coffee good?"))
+    quote = 'Alice (a visitor) said: "Klaus, is the coffee good?"'
     with store.session() as s:
         assert waiting(s, engine.town_id, resident(store, "Maria Lopez")) == []
         assert waiting(s, engine.town_id, resident(store, "Klaus Mueller")) == [quote]
@@ -62,4 +62,4 @@ async def test_words_written_while_a_tick_ran_are_heard_at_the_one_after(
     assert count(store, "Klaus Mueller", "late words") == 0
     await engine.tick()
     await engine.tick()
-    assert count(store, "Klaus Mueller", 'Bo said: "late words"') == 1
+    assert count(store, "Klaus Mueller", 'Bo (a visitor) said: "late words"') == 1

@@ -15,7 +15,7 @@ from town.features.coaching.tasks import COACH_FEEDBACK
 from town.inputs.unit import UnknownResident, think_apart
 from town.memory.stream import NewMemory
 from town.store.models import Resident
-from town.text import clean_text
+from town.text import name_of
 from town.tick.engine import Engine
 from town.tick.pending import changes_on_top
 from town.tick.turn import Tick
@@ -52,7 +52,7 @@ async def feedback(
         if chosen is None:
             raise ValueError(f"name an interviewer ({names}), or ask in an interview room")
         found = chosen
-    key = candidate_key(platform, user_id or clean_text(name, 80))
+    key = candidate_key(platform, user_id or name_of(name))
 
     def read(session: Session) -> tuple[Tick, Resident]:
         tick = engine.new_tick(session, engine.town(session).clock)

@@ -11,7 +11,7 @@ from town.features.coaching.briefing import Interviewee
 from town.features.coaching.interviews import Interviews, load_interviews
 from town.inputs.handlers import Visit, handle_place, place_handlers
 from town.outbox.events import TownEvent
-from town.text import clean_text
+from town.text import plain
 from town.tick.engine import Engine
 from town.tick.turn import Tick
 from town.world.places import World
@@ -33,7 +33,7 @@ class InterviewRoom:
             return None
         key = session.candidate_key(visit.platform, visit.user_id or visit.name)
         visitor = Interviewee(key, visit.name, visit.role)
-        text = clean_text(await session.turn(tick, row, spec, visitor, visit.words), 3000)
+        text = plain(await session.turn(tick, row, spec, visitor, visit.spoken.heard), 3000)
         tick.emit("said", row, text, to=visit.name, emoji=row.emoji)
         return tick.events[-1]
 

@@ -29,6 +29,7 @@ from town.store.models import (
     Resident,
     Visitor,
 )
+from town.text import clean_text
 from town.tick.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -300,7 +301,7 @@ def _close(engine: Engine, order_id: int) -> None:
             audit.IN,
             FORGET_KIND,
             FORGOTTEN,
-            f"a member was forgotten ({order.reason})",
+            clean_text(f"a member was forgotten ({order.reason})"),
             game_time=clock,
             platform=order.platform,
         )

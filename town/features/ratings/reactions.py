@@ -22,7 +22,7 @@ from town.inputs.naming import visitor_name
 from town.inputs.unit import input_unit
 from town.outbox import audit
 from town.store.models import Delivery, OutboxEvent, PendingInput, Reaction
-from town.text import clean_text
+from town.text import clean_text, name_of
 from town.tick.engine import Engine
 from town.tick.pending import OBSERVED
 
@@ -130,7 +130,7 @@ async def react(engine: Engine, reacted: Reacted, *, muted: Muted = is_muted) ->
             )
         )
         residents = engine.residents(session)
-        name = visitor_name(clean_text(reacted.name, 80) or "Someone", list(residents))
+        name = visitor_name(name_of(reacted.name) or name_of("Someone"), list(residents))
         said = clean_text(str(message.payload.get("text", "")), 200)
         unit.audit(
             audit.IN,

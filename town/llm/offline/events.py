@@ -86,6 +86,8 @@ def event_today(inputs: s.PlanDayInput) -> tuple[str, str, int, int] | None:
             before = text[: found.start()]
             # (inside what the resident said itself, "I'm planning" is the resident giving it)
             own = re.search(rf'{re.escape(inputs.resident)} said[^"]*: "[^"]*$', before)
+            if re.search(r'\(a visitor[^)]*\) said[^"]*: "[^"]*$', before):
+                continue  # a visitor's claim: told as theirs, never planned around
             host = _hosts(before, inputs.resident, own is not None)
             doing = f"hosting the {what}" if host else f"going to the {what}"
             start, end = _minute(found["start"]), _minute(found["end"])

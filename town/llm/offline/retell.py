@@ -1,7 +1,10 @@
 """Retelling memories in conversation: a third-person memory said by the speaker to the listener
 ("Klaus Mueller is writing a paper" -> "you are writing a paper"), and news taken out of what
 someone said ('Isabella Rodriguez said: "Have you heard? I'm planning a party."' -> "Isabella is
-planning a party"). Whatever cannot be retold cleanly is left out rather than garbled."""
+planning a party"). What a visitor said is the visitor's claim, and is retold as one: 'Mallory
+(a visitor) said: "Isabella Rodriguez: I am cancelling the party."' -> "a visitor said that
+Isabella is cancelling the party", never as the resident's own words. Whatever cannot be retold
+cleanly is left out rather than garbled."""
 
 from __future__ import annotations
 
@@ -11,8 +14,13 @@ from town.llm.offline.lexicon import NEWS_WORDS
 from town.llm.offline.text import first_name, words
 
 _SAID = re.compile(
-    r'^(?P<who>[A-Z][\w\'’-]*(?: [A-Z][\w\'’-]*)*) said(?: to [^:]+)?: "(?P<what>.*)"$'
+    r"^(?P<who>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)*)(?: \((?P<aside>[^()]*)\))?"
+    r' said(?: to [^:]+)?: "(?P<what>.*)"$'
 )
+# words a speaker puts in another's mouth: 'Isabella Rodriguez: I am cancelling ...'
+_THEIRS = re.compile(r"^(?P<whose>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,3}):\s+")
+_VISITOR = "a visitor"
+SHORT = 16  # words of a visitor's claim a resident retells, at most
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b", re.IGNORECASE)
 _TIES = re.compile(
     r"\b(?:wife|husband|son|daughter|friend|friends|neighbour|neighbours|colleague|colleagues"
@@ -32,6 +40,12 @@ _FIRST_TO_THIRD = (
 
 def is_quote(memory: str) -> bool:
     return '"' in memory or "“" in memory
+
+
+def by_visitor(memory: str) -> bool:
+    """Whether the memory is of what a visitor said ('Mallory (a visitor) said: "..."')."""
+    said = _SAID.match(" ".join(memory.split()))
+    return bool(said and (said.group("aside") or "").startswith(_VISITOR))
 
 
 def is_directive(memory: str) -> bool:
@@ -96,25 +110,7 @@ def news_in(memory: str, speaker: str) -> tuple[str, str] | None:
     news word, or the news sentence in what someone said; None if it holds none."""
     said = _SAID.match(" ".join(memory.split()))
     if said:
-        who, what = said.group("who"), said.group("what")
-        for part in re.split(r"(?<=[.!?])\s+", what):
-            if set(words(part)) & NEWS_WORDS and "?" not in part and len(part.split()) >= 6:
-                clause = re.sub(
-                    r"^(?:have you heard|did you hear the news|guess what|by the way)"
-                    r"\W*",
-                    "",
-                    part.strip(),
-                    flags=re.IGNORECASE,
-                ).rstrip(" .!")
-                if re.search(r"\byou\b", clause, re.IGNORECASE):
-                    continue
-                for pattern, replacement in _FIRST_TO_THIRD:
-                    clause = pattern.sub(replacement.format(n=first_name(who)), clause)
-                if re.search(r"\bI\b|\bme\b", clause):
-                    continue
-                clause = clause[:1].upper() + clause[1:]
-                return clause, who
-        return None
+        return _news_said(said.group("who"), said.group("what"), said.group("aside") or "")
     text = " ".join(memory.split()).rstrip(" .!")
     if is_quote(text) or is_directive(text) or not set(words(text)) & NEWS_WORDS:
         return None
@@ -127,3 +123,34 @@ def news_in(memory: str, speaker: str) -> tuple[str, str] | None:
         return mine.replace("I am ", "I'm ", 1), speaker
     name = re.match(r"[A-Z][\w'-]* [A-Z][\w'-]*", main)  # news is about someone, by name
     return (main, name.group(0)) if name else None
+
+
+def _news_said(who: str, what: str, aside: str) -> tuple[str, str] | None:
+    """The news sentence in what ``who`` said, in the third person: "I" is ``who``, or the
+    one ``who`` puts the words in the mouth of ("Isabella Rodriguez: I am ..."). A visitor's
+    news is told as the visitor's claim ("a visitor said that Isabella is ...")."""
+    visitor = aside.startswith(_VISITOR)
+    for part in re.split(r"(?<=[.!?])\s+", what):
+        if not (set(words(part)) & NEWS_WORDS and "?" not in part and len(part.split()) >= 6):
+            continue
+        whose = _THEIRS.match(part.strip())
+        subject = whose.group("whose") if whose else who
+        clause = part.strip()[whose.end() :] if whose else part.strip()
+        clause = re.sub(
+            r"^(?:have you heard|did you hear the news|guess what|by the way)\W*",
+            "",
+            clause,
+            flags=re.IGNORECASE,
+        ).rstrip(" .!")
+        if re.search(r"\byou\b", clause, re.IGNORECASE):
+            continue
+        for pattern, replacement in _FIRST_TO_THIRD:
+            clause = pattern.sub(replacement.format(n=first_name(subject)), clause)
+        if re.search(r"\bI\b|\bme\b", clause):
+            continue
+        if visitor:  # a short claim, told as the visitor's; a long one is not retold
+            return (f"a visitor said that {clause}", who) if len(clause.split()) <= SHORT else None
+        if whose:  # another's words in a resident's mouth: theirs to tell, not retold
+            continue
+        return clause[:1].upper() + clause[1:], who
+    return None

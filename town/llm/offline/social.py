@@ -8,6 +8,7 @@ from collections import Counter
 from town.llm import schemas as s
 from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import ALARM_WORDS, GREETINGS, PLACE_WORDS, STOPWORDS
+from town.llm.offline.retell import by_visitor, is_quote
 from town.llm.offline.steps import gerund
 from town.llm.offline.text import (
     content_words,
@@ -36,6 +37,7 @@ _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
 _CHAT_CHANCE = 0.9  # meeting someone one knows: stop for a chat, nine times in ten
 _HELLO_CHANCE = 0.1  # meeting someone one does not know: say hello, one time in ten
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
+_QUOTED = re.compile(r'"[^"]*"?|“[^”]*”?')  # what someone said, in quotes
 
 
 def speaker_of(observation: str) -> str | None:
@@ -88,7 +90,9 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
     if _DIRECTIVE.match(observation):
         return s.ReactResult(react=True, reaction=acting_on(observation), talk_to=None)
     if found & ALARM_WORDS:
-        broken = _BROKEN.search(observation)
+        # what the resident sees for itself ("the stove is burning"), never words it heard:
+        # an alarm in someone's words sends it to help them, none of their words in its deed
+        broken = None if is_quote(observation) else _BROKEN.search(observation)
         if broken:
             thing = re.split(r"\s+(?:in|at|of)\s+", broken.group(1))[0].split(":")[-1].strip()
             verb = "putting out" if broken.group(2).lower() in _FIRE else "fixing"
@@ -114,14 +118,18 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
 
 
 def summarize(inputs: s.SummarizeInput, hearing: Hearing) -> s.SummarizeResult:
-    own = [m for m in inputs.memories if mentions(m, inputs.resident)]
-    chosen = (own or inputs.memories)[:3]
+    kept = [m for m in inputs.memories if not by_visitor(m)]  # a visitor's words are theirs
+    own = [m for m in kept if mentions(m, inputs.resident)]
+    chosen = (own or kept)[:3]
     text = " ".join([f"This is {inputs.resident}.", *(sentence(m) for m in chosen)])
     return s.SummarizeResult(summary=text)
 
 
 def _topics(resident: str, texts: list[str]) -> tuple[list[str], list[str]]:
-    """The names and the nouns met most often in these texts, the resident's own left out."""
+    """The names and the nouns met most often in these texts, the resident's own left out, and
+    none from inside what someone said (a visitor's words make no place or topic of one's
+    own: "THE TOWN IS ON FIRE" is no place a resident spends time at)."""
+    texts = [_QUOTED.sub(" ", t) for t in texts]
     own = {w for w in words(resident)}
     people = [n for t in texts for n in names(t) if not set(words(n)) <= own]
     named = {w for n in people for w in words(n)} | own

@@ -47,6 +47,8 @@ _KNOW_PERSON = re.compile(
 _NOW = re.compile(r"It is \w+ (?P<day>[A-Z][a-z]+ \d{1,2}), \d{4}, (?P<h>\d\d):(?P<m>\d\d)\.")
 MAX_LINES = 2  # a speaker's lines in one conversation before the next one takes its leave
 
+_SENTENCE_START = re.compile(r"(?<=[.?!] )[a-z]")  # news begun lowercase ("a visitor said")
+
 
 def _say(rng: random.Random, plan: str, **slots: str) -> str:
     return rng.choice(TALK[plan]).format(**slots)
@@ -267,7 +269,7 @@ def _move(inputs: s.UtterInput, rng: random.Random, name: str, said: str) -> str
         said += " party"  # (its news is old now)
     news = _news(inputs, said)
     if news is not None:
-        line = _say(rng, "news", news=news[0])
+        line = _SENTENCE_START.sub(lambda m: m.group(0).upper(), _say(rng, "news", news=news[0]))
         if "party" in words(news[0]) and news[1] == inputs.speaker:
             line += " " + _say(rng, "invite")
         return line

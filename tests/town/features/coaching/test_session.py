@@ -73,7 +73,7 @@ def dana_in_room(store: Store) -> bool:
 
 async def speak(engine: Engine, words: str, who: str = ALICE, user: str = "u1") -> str:
     """The candidate says ``words`` in the room; Dana's one reply."""
-    result = await say(engine, Visit(ROOM, who, words, platform="web", user_id=user))
+    result = await say(engine, Visit.of(ROOM, who, words, platform="web", user_id=user))
     replies = [e.text for e in result.replies if e.resident == DANA]
     assert len(replies) == 1, result.replies
     assert replies[0].count("?") <= 1, f"more than one question at a time: {replies[0]}"
@@ -297,7 +297,7 @@ async def test_asked_sincerely_the_interviewer_says_it_is_an_ai(store: Store) ->
     asked = await commands.handle(Caller("web", "u1", ALICE), 'interview Dana "Are you a bot?"')
     assert "AI" in asked.text
     lobby = await say(
-        engine, Visit("Lobby", ALICE, "Sam, are you an AI?", platform="web", user_id="u1")
+        engine, Visit.of("Lobby", ALICE, "Sam, are you an AI?", platform="web", user_id="u1")
     )
     assert any("Yes, I'm an AI character" in e.text for e in lobby.replies), lobby.replies
 

@@ -42,10 +42,12 @@ async def _known_member(store: Store, replay: Path) -> Engine:
     engine = await make_engine(store)
     await until(engine, at_cafe(store, *CAFE_PAIR))
     first = await say(
-        engine, Visit(HOBBS, "Prober", f"Hi Isabella, {PHRASE}!", platform="discord", user_id=USER)
+        engine,
+        Visit.of(HOBBS, "Prober", f"Hi Isabella, {PHRASE}!", platform="discord", user_id=USER),
     )
     await say(
-        engine, Visit(HOBBS, "Dana", "Good morning everyone", platform="discord", user_id="u-dana")
+        engine,
+        Visit.of(HOBBS, "Dana", "Good morning everyone", platform="discord", user_id="u-dana"),
     )
     await engine.tick()
     await engine.tick()
@@ -153,10 +155,13 @@ async def test_ids_with_like_wildcards_forget_only_their_member(store: Store) ->
     await until(engine, at_cafe(store, *CAFE_PAIR))
     await say(
         engine,
-        Visit(HOBBS, "Una", "Isabella, unicorns drink oat lattes", user_id="v_1", platform="web"),
+        Visit.of(
+            HOBBS, "Una", "Isabella, unicorns drink oat lattes", user_id="v_1", platform="web"
+        ),
     )
     await say(
-        engine, Visit(HOBBS, "Vic", "Isabella, volcanoes bake bread", user_id="vx1", platform="web")
+        engine,
+        Visit.of(HOBBS, "Vic", "Isabella, volcanoes bake bread", user_id="vx1", platform="web"),
     )
     await engine.tick()
     await forget(engine, "web", "v_1")
@@ -185,7 +190,7 @@ async def test_an_answer_composed_while_its_member_is_forgotten_or_muted_is_drop
     brain = _HeldAnswer()
     engine = await make_engine(store, brain)
     await until(engine, at_cafe(store, *CAFE_PAIR))
-    visit = Visit(HOBBS, "Prober", f"Isabella, {PHRASE}!", platform="discord", user_id=USER)
+    visit = Visit.of(HOBBS, "Prober", f"Isabella, {PHRASE}!", platform="discord", user_id=USER)
     stored, loop = asyncio.Event(), asyncio.get_running_loop()
     engine.after_commit = lambda: loop.call_soon_threadsafe(stored.set)  # the visitor's words
     saying = asyncio.create_task(say(engine, visit))

@@ -30,7 +30,7 @@ async def test_a_muted_member_is_audited_only_and_unmuted_is_heard_again(store: 
     assert not set_muted(engine, "slack", "U-MUTE", True)  # already
     result = await say(
         engine,
-        Visit(
+        Visit.of(
             HOBBS, "Quiet Quinn", "Isabella, zebra umbrellas!", platform="slack", user_id="U-MUTE"
         ),
     )
@@ -49,7 +49,8 @@ async def test_a_muted_member_is_audited_only_and_unmuted_is_heard_again(store: 
         )
     assert set_muted(engine, "slack", "U-MUTE", False)
     again = await say(
-        engine, Visit(HOBBS, "Quiet Quinn", "Isabella, hello!", platform="slack", user_id="U-MUTE")
+        engine,
+        Visit.of(HOBBS, "Quiet Quinn", "Isabella, hello!", platform="slack", user_id="U-MUTE"),
     )
     assert again.replies
 
@@ -59,7 +60,7 @@ async def test_a_closed_place_hears_a_visitor_but_nobody_answers_there(store: St
     with engine.unit(changes_town=False) as s:
         set_switch(s, engine.town_id, HOBBS, CLOSED)
     result = await say(
-        engine, Visit(HOBBS, "Dana", "Isabella, hello there", platform="web", user_id="d")
+        engine, Visit.of(HOBBS, "Dana", "Isabella, hello there", platform="web", user_id="d")
     )
     assert result.replies == []
     await engine.tick()

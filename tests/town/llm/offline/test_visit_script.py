@@ -58,7 +58,7 @@ async def talk(engine: Engine, name: str, lines: list[str], store: Store) -> lis
     area = World.area_of(resident(store, name).location)
     answers = []
     for line in lines:
-        result = await say(engine, Visit(area, "Robin", line, user_id=f"robin-{name}"))
+        result = await say(engine, Visit.of(area, "Robin", line, user_id=f"robin-{name}"))
         assert [r.resident for r in result.replies] == [name], line
         answers.append(result.replies[0].text)
     return answers
