@@ -131,7 +131,15 @@ class Settings(BaseSettings):
         6, ge=0, description="Messages one visitor may send a minute; 0 = no limit."
     )
     channel_messages_per_minute: int = Field(
-        20, ge=0, description="Town messages posted to one channel a minute; 0 = no limit."
+        20,
+        ge=0,
+        description="Town messages posted to one Discord or Slack channel a minute; 0 = no limit.",
+    )
+    web_messages_per_minute: int = Field(
+        30,
+        ge=0,
+        description="Town messages posted to one place of the web page a minute (what a reader "
+        "can follow: the page has no platform limit); 0 = no limit.",
     )
     audit_retention_days: int = Field(
         90, ge=0, description="Days the audit log keeps inputs and outputs; 0 = forever."
