@@ -119,6 +119,12 @@ class Settings(BaseSettings):
     demo_tick_seconds: float = Field(
         4.0, gt=0, le=3600, description="Real seconds between two ticks of the served demo."
     )
+    demo_run_up: Literal["offline", "model"] = Field(
+        "offline",
+        description="Who thinks while the demo lives headless up to demo_start: the offline "
+        "brain (fast, never waiting on a slow server), or the configured model; from "
+        "demo_start on the configured brain thinks.",
+    )
     missed_time: Literal["jump", "catch-up"] = Field(
         "jump",
         description="After downtime: jump the clock to now, or catch up at most catch_up_ticks.",
