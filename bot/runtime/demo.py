@@ -115,7 +115,9 @@ async def warm_demo(demo_settings: Settings, out: Console) -> Settings:
             left = (time.monotonic() - began) / done * (ticks - done)
             if not told and done >= TOLD_AFTER and left > 60:
                 told = True
-                bar.console.print(f"the run-up takes about {left / 60:.0f} more minutes")
+                minutes = round(left / 60)
+                more = "a minute" if minutes <= 1 else f"{minutes} minutes"
+                bar.console.print(f"the run-up takes about {more} more")
 
         await simulate(opened, until, demo_settings.data_dir / "replay.jsonl", shown)
     opened.services.close()
