@@ -86,6 +86,22 @@ class ChannelAllowance:
         counted = sum(1 for _, was_reply in recent if was_reply) if reply else len(recent)
         return max(0, self._cap(area, reply=reply) - counted)
 
+    def fits(self, area: str, within_s: float) -> int | None:
+        """Narration posts the channel can take, one after another, before ``within_s`` seconds
+        from now have passed, never more than narration's share of the minute for that long
+        (so a tick does not spend the next one's): ``None`` for no limit; at least one if the
+        first goes in time."""
+        first = self.wait(area, reply=False)
+        if first >= within_s:
+            return 0
+        spacing = max(self.narration_gap_s, self.min_interval_s)
+        in_time = max(1, math.ceil((within_s - first) / spacing)) if spacing > 0 else None
+        room = self.room(area, reply=False)
+        if room is None:
+            return in_time
+        share = max(1, math.floor(within_s / self.window_s * self._cap(area, reply=False)))
+        return min(room, share) if in_time is None else min(room, share, in_time)
+
     def kept(self, area: str) -> int:
         """Posts of the minute narration leaves free now: as many as replies took in the last
         minute, and at least ``reserved``."""

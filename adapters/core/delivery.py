@@ -29,8 +29,11 @@ For each pending event (an outbox row with no delivery row for this platform yet
    (its game time older than the clock less a tick's minutes), speech included, folds into the
    digest, a scene line quoting its best words, and the present goes out after it; and no
    resident's line older than a reply to a visitor is posted on its own after that reply (it
-   would read as the answer): it folds too. So a channel that cannot keep up is never more
-   than about a tick behind.
+   would read as the answer): it folds too. The present itself goes out only as far as the
+   channel can post it within one real tick (``tick_s``, or the town's own tick:
+   ``ChannelAllowance.fits``): its speech first, on its own, its narration joining the scene
+   line or left for the next one; speech that cannot all go either folds too. So a channel
+   that cannot keep up is never more than about a tick behind.
 7. A credentials problem (a revoked token, a missing scope or permission: ``DeliveryError``
    with ``credentials``) pauses delivery to that platform: the claim is released, the events
    stay pending, the log says what to fix, and every ``credentials_retry_s`` one channel tries
@@ -44,7 +47,7 @@ import contextlib
 import logging
 import random
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -66,6 +69,7 @@ log = logging.getLogger(__name__)
 
 DIGEST_AFTER = 8  # a channel this many events behind gets a digest instead
 BATCH = 500  # outbox rows looked at per round
+LATELY = 30  # a channel's last narration lines: what a scene line's quote should be about
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class OutboxPump:
     digest_after: int = DIGEST_AFTER
     channel_per_minute: int = 0  # posts per channel per minute; 0: no limit
     reply_share: float = REPLY_SHARE  # of that minute, kept free for replies to people
+    tick_s: float = 60.0  # real seconds a tick: what a channel cannot post in one is folded
     credentials_retry_s: float = 60.0  # while paused on a credentials problem, try this often
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
@@ -113,9 +118,12 @@ class OutboxPump:
     _news: asyncio.Event | None = None  # set while ``run`` waits: news that ends a round early
     _probe_at: float = 0.0  # while paused: when one channel may try again
     _replied: dict[str, int] = field(default_factory=dict)  # area -> its latest reply posted
+    _lately: dict[str, deque[str]] = field(default_factory=dict)  # area -> its last narration
+    _tick_s: float = field(init=False)  # the town's own tick when it has one, else ``tick_s``
 
     def __post_init__(self) -> None:
         self._claims = Claims(self.store, self.town_id, self.platform.name)
+        self._tick_s = self.tick_s
         self._allowance = ChannelAllowance(
             self.channel_per_minute,
             self.platform.min_interval_s,
@@ -190,7 +198,10 @@ class OutboxPump:
         if only is not None:
             query = query.where(col(OutboxEvent.id).in_(only))
         with self.store.session() as s:
-            present = _present_from(s.get(Town, self.town_id))
+            town = s.get(Town, self.town_id)
+            present = _present_from(town)
+            if town is not None and town.tick_seconds:
+                self._tick_s = town.tick_seconds
             rows = s.exec(query.order_by(col(OutboxEvent.id)).limit(BATCH)).all()
             for row in rows:
                 assert row.id is not None
@@ -227,8 +238,15 @@ class OutboxPump:
             return  # the rest waits behind a reply still pending
         if not rest:
             return
+        self._lately.setdefault(area, deque(maxlen=LATELY)).extend(
+            i.text for i in rest if not i.author
+        )
         answered = self._replied.get(area, 0)  # speech older than a reply never follows it
         past = [i for i in rest if i.stale or (i.author and i.outbox_id < answered)]
+        present = [i for i in rest if i.outbox_id not in {p.outbox_id for p in past}]
+        fits = self._allowance.fits(area, self._tick_s)
+        if fits and bool(past) + len(present) > fits:
+            past, rest = self._in_time(rest, past, present, fits)
         for start in range(0, len(past), MOST):  # the past, speech too, as scene lines
             scene = past[start : start + MOST]
             if not await self._post(scene, self._digest(area, scene), "digested"):
@@ -242,8 +260,7 @@ class OutboxPump:
         if room == 0:
             self.stats.deferred += 1
             return  # the rest waits for a later round (or a digest), still in order
-        waiting = room is not None and self._allowance.wait(area, reply=False) > 0
-        if len(rest) > self.digest_after or (room is not None and len(rest) > room) or waiting:
+        if len(rest) > self.digest_after:
             told = [i for i in rest if not i.author][:MOST]
             if len(told) > 1:
                 if not await self._post(told, self._digest(area, told), "digested"):
@@ -252,6 +269,25 @@ class OutboxPump:
                 folded = {i.outbox_id for i in told}
                 rest = [i for i in rest if i.outbox_id not in folded]
         await self._one_by_one(area, rest)
+
+    @staticmethod
+    def _in_time(
+        rest: list[Pending], past: list[Pending], present: list[Pending], fits: int
+    ) -> tuple[list[Pending], list[Pending]]:
+        """What folds, and what goes now, when the present cannot all follow in the ``fits``
+        posts a tick leaves: its speech goes first, on its own; its narration joins the past's
+        scene line, or waits for the next one (it will be the past then); speech that cannot
+        all go either folds too, into one scene line up to the present."""
+        speech = [i for i in present if i.author]
+        told = [i for i in present if not i.author]
+        if bool(past) + len(speech) > fits:
+            return rest, []
+        if past:  # one scene line of the past and the present's narration, then the speech
+            joining = {i.outbox_id for i in past + told}
+            return [i for i in rest if i.outbox_id in joining], speech
+        if len(speech) + 1 <= fits and len(told) > 1:
+            return told, speech  # the narration as one line, then the speech
+        return [], speech if speech else told[:fits]
 
     async def _one_by_one(self, area: str, items: list[Pending], *, reply: bool = False) -> bool:
         """Post ``items`` in order; False when some are left for a later round."""
@@ -272,7 +308,10 @@ class OutboxPump:
         self._replied[item.area] = max(self._replied.get(item.area, 0), item.outbox_id)
 
     def _digest(self, area: str, items: list[Pending]) -> Outgoing:
-        return Outgoing(digest_key(i.outbox_id for i in items), area, "", digest_text(items))
+        lately = self._lately.get(area, ())
+        return Outgoing(
+            digest_key(i.outbox_id for i in items), area, "", digest_text(items, list(lately))
+        )
 
     async def _post(
         self, items: list[Pending], message: Outgoing, done: str, attempts: int | None = None

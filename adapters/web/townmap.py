@@ -60,6 +60,7 @@ def card_json(card: ResidentCard) -> dict[str, Any]:
         **present_json(card.who),
         "occupation": card.occupation,
         "age": card.age,
+        "about": card.about,
         "summary": card.summary,
         "plan": [
             {

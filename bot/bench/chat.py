@@ -404,6 +404,7 @@ async def run_chat_bench(
                 founded.id,
                 _Platform(),
                 channel_per_minute=local.channel_messages_per_minute,
+                tick_s=tick_seconds,
             )
             runtime.pumps.append(pump)
             delivery = asyncio.create_task(pump.run(runtime.wake, poll_s=1.0))

@@ -54,6 +54,7 @@ from town.llm.chain import Handles, think_with
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.port import Brain, OfflineBrain
+from town.llm.report import in_words
 from town.llm.slots import default_slots
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
@@ -298,7 +299,9 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         f"{result['fallback_share']:.1%} of answers by the offline fallback"
     ]
     for task, reasons in result["fallbacks_by_task"].items():
-        lines.append(f"  {task}: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
+        lines.append(f"  {in_words(task)}: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
+    if result.get("pace"):
+        lines.append(result["pace"])
     cached = result.get("cached_prompt_share")
     lines.append(
         "prompt tokens held by the server's cache: "
@@ -394,7 +397,11 @@ async def run_town_bench(
         total,
         loop_cpu,
         settings.llm_model if proc is None else "fake",
-        {**handles.report.as_json(), "cut_calls": handles.pacer.cuts if handles.pacer else 0},
+        {
+            **handles.report.as_json(),
+            "cut_calls": handles.pacer.cuts if handles.pacer else 0,
+            "pace": handles.pace_line(),
+        },
         handles.models[0].response_format_kind,
         writes,
         slots if proc is not None else 0,

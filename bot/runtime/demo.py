@@ -14,10 +14,19 @@ offline brain and says so; with one, every thought goes through the LLM gateway.
 
 from __future__ import annotations
 
+import math
 import shutil
+import time
 from datetime import datetime, timedelta
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from bot.runtime.live import serve
 from bot.runtime.run import TownRuntime
@@ -33,6 +42,7 @@ from town.world.gametime import parse_game_time
 DEMO_TOWN = "Smallville"  # the demo's town, called by its name everywhere on the page
 SHOWN = {"said", "reacted", "reflected", "object", "conversation"}
 QUESTIONS = ("What are you planning for Valentine's Day?", "Are you an AI?")
+TOLD_AFTER = 3  # ticks of the run-up measured before it says how long the rest takes
 
 
 def _fresh(settings: Settings, out: Console) -> Settings:
@@ -77,15 +87,54 @@ async def serve_demo(settings: Settings, out: Console, tick_seconds: float | Non
 
 async def warm_demo(demo_settings: Settings, out: Console) -> Settings:
     """Found the demo town and run it headless from the scenario's start to ``demo_start``
-    (at least one hour, for the residents to wake); its replay goes to the demo folder."""
-    opened = await open_town(demo_settings, DEMO_TOWN, persona="smallville", create=True)
+    (at least one hour, for the residents to wake); its replay goes to the demo folder. The
+    run-up thinks on the offline brain unless ``demo_run_up`` is "model" (said on the console),
+    so it never waits on a slow server; a progress bar shows its ticks and game time, and a
+    run-up that would take over a minute says how long."""
+    run_up = demo_settings
+    if demo_settings.uses_llm and demo_settings.demo_run_up == "offline":
+        run_up = demo_settings.model_copy(update={"brain": "offline"})
+        out.print(
+            "the run-up thinks on the offline brain, so it never waits on the server "
+            f"(BOTTOWN_DEMO_RUN_UP=model: {demo_settings.llm_model} thinks it too); "
+            f"{demo_settings.llm_model} thinks from the moment the page opens"
+        )
+    opened = await open_town(run_up, DEMO_TOWN, persona="smallville", create=True)
     start = opened.town.clock
     until = max(parse_game_time(demo_settings.demo_start), start + timedelta(hours=1))
     out.print(f"the town lives headless from {start:%a %H:%M} to {until:%a %H:%M}...")
-    await simulate(opened, until, demo_settings.data_dir / "replay.jsonl")
+    ticks = math.ceil((until - start).total_seconds() / 60 / opened.town.minutes_per_tick)
+    with _run_up_bar(out) as bar:
+        task = bar.add_task("run-up", total=ticks, clock=f"{start:%a %H:%M}")
+        began, told = time.monotonic(), False
+
+        def shown(report: TickReport) -> None:
+            nonlocal told
+            bar.update(task, advance=1, clock=f"{report.clock:%a %H:%M}")
+            done = bar.tasks[0].completed
+            left = (time.monotonic() - began) / done * (ticks - done)
+            if not told and done >= TOLD_AFTER and left > 60:
+                told = True
+                minutes = round(left / 60)
+                more = "a minute" if minutes <= 1 else f"{minutes} minutes"
+                bar.console.print(f"the run-up takes about {more} more")
+
+        await simulate(opened, until, demo_settings.data_dir / "replay.jsonl", shown)
     opened.services.close()
     ChromaIndex.release_all()
     return demo_settings
+
+
+def _run_up_bar(out: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]run-up[/bold] {task.fields[clock]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ticks"),
+        TimeRemainingColumn(),
+        console=out,
+        transient=False,
+    )
 
 
 def minutes_to(at: datetime, now: datetime, minutes_per_tick: int, tick_seconds: float) -> float:

@@ -24,6 +24,14 @@ from town.outbox import audit
 from town.store.lease import Leases
 
 
+def per_minute(settings: Settings, platform: str) -> int:
+    """Town messages one channel of ``platform`` takes a minute: the web page what a reader can
+    follow, Discord and Slack their cap."""
+    if platform == "web":
+        return settings.web_messages_per_minute
+    return settings.channel_messages_per_minute
+
+
 def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
     """The adapter called ``name``, configured from the settings."""
     settings = runtime.settings
@@ -158,7 +166,8 @@ async def run_town(
                 runtime.store,
                 runtime.town_id,
                 adapter,
-                channel_per_minute=runtime.settings.channel_messages_per_minute,
+                channel_per_minute=per_minute(runtime.settings, name),
+                tick_s=runtime.settings.tick_seconds,
             )
             runtime.pumps.append(pump)
             tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))

@@ -28,7 +28,7 @@ from town.inputs.limits import VisitorRateLimit
 from town.inputs.naming import visitor_name
 from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
-from town.llm.report import AnswerReport
+from town.llm.report import AnswerReport, in_words
 from town.outbox import audit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -241,8 +241,9 @@ class TownRuntime:
         kept = self.engine.llm.report.offline_for_pace()
         said = f"clock {pct:.0f}% behind its pace" if pct else ""
         if kept:
-            tasks = ", ".join(f"{task} {n}" for task, n in kept.items())
-            said += ("; " if said else "") + f"answered offline to keep the pace: {tasks}"
+            tasks = ", ".join(f"{in_words(task)} {n}" for task, n in kept.items())
+            told = self.engine.llm.pace_line() or f"made offline to keep the pace: {tasks}"
+            said += ("; " if said else "") + told
         return said
 
     # -- the web page's map and resident cards (issue 32) -------------------------------------

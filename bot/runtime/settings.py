@@ -119,6 +119,12 @@ class Settings(BaseSettings):
     demo_tick_seconds: float = Field(
         4.0, gt=0, le=3600, description="Real seconds between two ticks of the served demo."
     )
+    demo_run_up: Literal["offline", "model"] = Field(
+        "offline",
+        description="Who thinks while the demo lives headless up to demo_start: the offline "
+        "brain (fast, never waiting on a slow server), or the configured model; from "
+        "demo_start on the configured brain thinks.",
+    )
     missed_time: Literal["jump", "catch-up"] = Field(
         "jump",
         description="After downtime: jump the clock to now, or catch up at most catch_up_ticks.",
@@ -131,7 +137,15 @@ class Settings(BaseSettings):
         6, ge=0, description="Messages one visitor may send a minute; 0 = no limit."
     )
     channel_messages_per_minute: int = Field(
-        20, ge=0, description="Town messages posted to one channel a minute; 0 = no limit."
+        20,
+        ge=0,
+        description="Town messages posted to one Discord or Slack channel a minute; 0 = no limit.",
+    )
+    web_messages_per_minute: int = Field(
+        30,
+        ge=0,
+        description="Town messages posted to one place of the web page a minute (what a reader "
+        "can follow: the page has no platform limit); 0 = no limit.",
     )
     audit_retention_days: int = Field(
         90, ge=0, description="Days the audit log keeps inputs and outputs; 0 = forever."

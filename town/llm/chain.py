@@ -27,7 +27,7 @@ from town.llm.fallback import Fallback
 from town.llm.gateway import MODE_LLM, LLMGateway
 from town.llm.pacing import Pacer
 from town.llm.port import Brain, OfflineBrain
-from town.llm.report import AnswerReport
+from town.llm.report import AnswerReport, said_together
 from town.llm.reported import Reported
 from town.llm.usage import Budget, Holds, NullRecorder, Unlimited, UsageRecorder
 
@@ -86,11 +86,35 @@ class Handles:
         streams = "" if pacer.streams else "; it does not stream, so replies are read whole"
         return f"LLM server: {calls} at once, {said}{streams}"
 
+    def pace_line(self) -> str:
+        """The pace the server can keep, in a member's words: how many things it thinks a
+        minute, what is made offline at the town's pace, and a tick that would let the model
+        think all of it ("" before anything is measured)."""
+        pacer, wanted = self.pacer, self.report.wanted_per_tick()
+        per_minute = pacer.calls_in(60.0) if pacer is not None else None
+        if pacer is None or per_minute is None or not wanted:
+            return ""
+        line = f"this server thinks about {per_minute:.0f} things a minute"
+        needed = wanted * 60.0 / max(per_minute, 1e-3)  # real seconds a tick's calls take
+        every = math.ceil(needed / 5) * 5 if needed > 5 else max(1, math.ceil(needed))
+        kept = self.report.offline_for_pace()
+        if self.pace_s is not None and kept:
+            line += (
+                f"; at a tick every {self.pace_s:g} s the residents' "
+                f"{said_together(list(kept))} are made offline; a tick every {every} s "
+                "would let the model do all of it"
+            )
+        else:
+            line += f"; a tick every {every} s or more needs no offline answers"
+        return line
+
     def status_lines(self) -> list[str]:
-        """For ``status`` and ``simulate``: the server, and today's answers by who made them."""
+        """For ``status`` and ``simulate``: the server, the pace it keeps, and today's answers
+        by who made them."""
         if not self.models:
             return []
-        return [line for line in (self.server_line(),) if line] + self.report.status_lines()
+        lines = [line for line in (self.server_line(), self.pace_line()) if line]
+        return lines + self.report.status_lines()
 
     def label(self) -> tuple[str, bool]:
         """Who thinks for the residents, and whether the offline brain answers for now: the

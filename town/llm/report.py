@@ -18,6 +18,34 @@ PACE = "pace"
 ``HTTP <status>``, ``API key rejected``, ``model missing``, ``error``)."""
 
 
+TASK_WORDS = {
+    "utter": "small talk",
+    "interview": "interview answers",
+    "rate_importance": "ratings",
+    "react": "reactions",
+    "emoji": "emoji",
+    "object_state": "changes to things",
+    "plan_day": "day plans",
+    "decompose": "hourly plans",
+    "choose_location": "choices of where to go",
+    "reflect_questions": "reflections",
+    "reflect_insights": "reflections",
+    "summarize": "wake-up summaries",
+}
+"""A task in a member's words, for ``status`` and the page's header."""
+
+
+def in_words(task: str) -> str:
+    """``task`` as a member would call it (a task of a feature keeps its name)."""
+    return TASK_WORDS.get(task, task.replace("_", " "))
+
+
+def said_together(tasks: list[str]) -> str:
+    """Tasks in words, each once, joined as a person would ("a, b and c")."""
+    named = list(dict.fromkeys(in_words(t) for t in tasks))
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+
+
 def _today() -> date:
     return datetime.now(UTC).date()
 
@@ -32,6 +60,7 @@ class AnswerReport:
         self.fallback: Counter[tuple[date, str, str]] = Counter()
         self.prompt_tokens: Counter[date] = Counter()
         self.cached_tokens: Counter[date] = Counter()  # held by the server's prefix cache
+        self.ticks: Counter[date] = Counter()
         self._warned: date | None = None
 
     def prompted(self, prompt_tokens: int, cached_tokens: int) -> None:
@@ -46,6 +75,20 @@ class AnswerReport:
         cached = sum(self.cached_tokens[d] for d in days)
         prompt = sum(self.prompt_tokens[d] for d in days)
         return cached / prompt if cached and prompt else None
+
+    def ticked(self) -> None:
+        """A tick of the town went by (calls a tick wants: :meth:`wanted_per_tick`)."""
+        self.ticks[self.today()] += 1
+
+    def wanted_per_tick(self) -> float | None:
+        """Today's calls a tick wanted of the model: those it made and those answered offline
+        to keep the pace (None before a tick)."""
+        day = self.today()
+        if not self.ticks[day]:
+            return None
+        model, fallback = self._days(day)
+        kept = sum(c[PACE] for c in fallback.values())
+        return (sum(model.values()) + kept) / self.ticks[day]
 
     def answered(self, task: str, fallback_reason: str | None) -> None:
         if fallback_reason is None:
@@ -131,7 +174,7 @@ class AnswerReport:
         ]
         for task in sorted(fallback):
             reasons = ", ".join(f"{r} {n}" for r, n in fallback[task].most_common())
-            lines.append(f"  fallback {task}: {reasons}")
+            lines.append(f"  fallback {in_words(task)} ({task}): {reasons}")
         if (cached := self.cached_share(day)) is not None:
             lines.append(f"LLM prompt tokens held by the server's cache today: {cached:.0%}")
         warning = self.warning()

@@ -228,6 +228,7 @@ class Engine:
                 committed()  # (the index writes and caches: the lock is free again)
             if self.after_commit:
                 self.after_commit()
+            self.llm.report.ticked()  # the calls a tick wants, for the pace the server keeps
             return TickReport(now, tick.events, chain=chain, write_ms=write_ms)
 
     @asynccontextmanager

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 from sqlmodel import Session, col, or_, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -77,6 +77,7 @@ class ResidentCard:
     who: Present
     occupation: str
     age: int
+    about: str  # who, now, next and today, as a person would say it (``about``)
     summary: str  # the resident's own summary of itself; the seed paragraph before the first
     plan: list[PlanLine]
     memories: list[Remembered]  # the newest that are not reflections nor private
@@ -115,16 +116,50 @@ async def resident_card(engine: Engine, name: str) -> ResidentCard:
         ).all()
         people = _people(read.session, public, engine.spec, row.name, others.values())
         who = _present(engine.spec, row)
+        clock = read.town.clock
     return ResidentCard(
         who,
         spec.occupation,
         spec.age,
+        about(who, spec.occupation, plan, clock, engine.spec),
         row.summary or spec.paragraph,
         plan,
         [_remembered(m) for m in memories],
         [_remembered(m) for m in reflections],
         people,
     )
+
+
+def about(
+    who: Present, occupation: str, plan: list[PlanLine], clock: datetime, town: TownSpec
+) -> str:
+    """The card's first words, as a person would put them: who, what now, what next, the rest
+    of today (each thing once), and an event of the day the resident hosts."""
+    first = who.name.split()[0]
+    said = [f"{who.name}, {occupation}." if occupation else f"{who.name}."]
+    if who.awake:
+        said.append(f"Now {who.action} at {who.area}.")
+    else:
+        said.append(f"Asleep at {who.area}.")
+    now = _aware(clock)
+    later = [p for p in plan if _aware(p.start) > now and p.description != who.action]
+    if later:
+        said.append(f"Next, at {later[0].start:%H:%M}: {later[0].description}.")
+        rest = [d for d in dict.fromkeys(p.description for p in later) if d != later[0].description]
+        if rest:
+            said.append(f"Later today: {', '.join(rest[:4])}.")
+    hosting = [
+        e
+        for e in town.scenario.events
+        if e.host == who.name and e.date == now.date() and e.ends_at > now
+    ]
+    for event in hosting:
+        said.append(f"{first} hosts the {event.name} at {event.location}, {event.start}.")
+    return " ".join(said)
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _present(spec: TownSpec, row: Resident) -> Present:
@@ -144,7 +179,16 @@ def _plan(session: Session, resident_id: int, day: str) -> list[PlanLine]:
         .order_by(col(PlanItem.start), col(PlanItem.id))
     ).all()
     hours = [i for i in items if i.level == "hour"] or [i for i in items if i.level == "day"]
-    return [PlanLine(i.start, i.duration_min, i.description, i.location) for i in hours]
+    lines: list[PlanLine] = []
+    for i in hours:  # one line for a thing done hour after hour ("opening Hobbs Cafe" once)
+        last = lines[-1] if lines else None
+        if last and (last.description, last.location) == (i.description, i.location):
+            lines[-1] = PlanLine(
+                last.start, last.minutes + i.duration_min, i.description, i.location
+            )
+        else:
+            lines.append(PlanLine(i.start, i.duration_min, i.description, i.location))
+    return lines
 
 
 def _remembered(memory: Memory) -> Remembered:

@@ -35,7 +35,7 @@ function cardHead(who) {
 }
 
 function cardSections(card) {
-  const out = [section("Who", [el("p", "card-summary", card.summary)])];
+  const out = [section("Who", [el("p", "card-about", card.about), el("p", "card-summary", card.summary)])];
   const plan = card.plan.map((line) => {
     const item = el("li");
     item.append(el("span", "when", line.start), ` ${line.description}`);

@@ -77,7 +77,13 @@ async def test_narration_waiting_for_its_turn_folds_what_piled_up(store: Store) 
     town_id = town_with_events(store, [("action", "Cafe", "first")])
     clock, platform = Clock(), FakePlatform()
     pump = OutboxPump(
-        store, town_id, platform, channel_per_minute=20, sleep=Sleeps(clock), clock=clock
+        store,
+        town_id,
+        platform,
+        channel_per_minute=20,
+        tick_s=4.0,
+        sleep=Sleeps(clock),
+        clock=clock,
     )
     assert await pump.deliver_pending() == 1  # narration's turn: every 4 s at 20 a minute
     with store.session() as s:
@@ -85,7 +91,7 @@ async def test_narration_waiting_for_its_turn_folds_what_piled_up(store: Store) 
         write_outbox(s, town_id, "t2", more)
     clock.now += 1
     assert await pump.deliver_pending() == 3  # at its next turn, in one digest
-    assert len(platform.sent) == 2 and "3 things happened" in platform.sent[-1].text
+    assert len(platform.sent) == 2 and "2 other things happened" in platform.sent[-1].text
 
 
 async def test_narration_flowing_never_holds_a_reply(store: Store) -> None:
@@ -146,7 +152,7 @@ async def test_narration_folds_sooner_when_the_minute_cannot_take_it(store: Stor
         write_outbox(s, town_id, "busy", more)
     assert await pump.deliver_pending() == 7
     digest, speech = platform.sent[10:]
-    assert "6 things happened" in digest.text and (speech.author, speech.text) == (
+    assert "5 other things happened" in digest.text and (speech.author, speech.text) == (
         "Klaus",
         "Busy in here.",
     )

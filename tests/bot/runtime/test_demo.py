@@ -53,3 +53,22 @@ async def test_the_demo_lives_headless_up_to_its_start(tmp_path: Path) -> None:
             assert [t.name for t in session.exec(select(Town)).all()] == ["Smallville"]
     finally:
         store.dispose()
+
+
+async def test_the_run_up_thinks_offline_with_a_model_configured(tmp_path: Path) -> None:
+    """A model on a server that never answers (nothing listens on the port): the run-up never
+    calls it, says so, and shows its progress in ticks."""
+    settings = Settings(
+        data_dir=tmp_path,
+        embedder="hash",
+        llm_base_url="http://127.0.0.1:9/v1",
+        llm_model="slow-model",
+        demo_start="2023-02-13 08:00",
+    )
+    assert settings.uses_llm and settings.demo_run_up == "offline"
+    out = Console(record=True, width=200)
+    await warm_demo(settings, out)
+    said = out.export_text()
+    assert "the run-up thinks on the offline brain" in said
+    assert "slow-model thinks from the moment the page opens" in said
+    assert "6/6 ticks" in said and "Mon 08:00" in said  # 07:00 to 08:00, 10 minutes a tick

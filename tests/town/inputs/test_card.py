@@ -45,3 +45,29 @@ async def test_the_map_has_every_area_and_resident(store: Store) -> None:
     assert [p.name for p in seen.places] == [a.name for a in engine.spec.areas]
     assert sorted(r.name for r in seen.residents) == sorted(r.name for r in engine.spec.residents)
     assert all(not r.awake and r.action == "asleep" for r in seen.residents)  # 06:50
+
+
+def test_a_card_says_who_now_next_and_today_once_and_the_party() -> None:
+    from datetime import UTC, datetime
+
+    from town.views.card import PlanLine, Present, about
+    from town.world.load import load_town
+
+    town = load_town("smallville")
+    at = datetime(2023, 2, 14, 13, 0, tzinfo=UTC)
+    plan = [
+        PlanLine(at.replace(hour=h), 60, what, "Hobbs Cafe: counter")
+        for h, what in (
+            (12, "serving lunch"),
+            (14, "decorating the cafe"),
+            (15, "serving coffee"),
+            (16, "decorating the cafe"),
+        )
+    ]
+    who = Present("Isabella Rodriguez", "", "Hobbs Cafe", "serving lunch", "", True)
+    text = about(who, "cafe owner", plan, at, town)
+    assert text == (
+        "Isabella Rodriguez, cafe owner. Now serving lunch at Hobbs Cafe. "
+        "Next, at 14:00: decorating the cafe. Later today: serving coffee. "
+        "Isabella hosts the Valentine's Day party at Hobbs Cafe, 17:00."
+    )

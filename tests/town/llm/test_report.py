@@ -53,7 +53,7 @@ def test_status_lines_say_the_answers_by_who_made_them() -> None:
     report = report_of(3, {"timeout": 1})
     assert report.status_lines() == [
         "LLM answers today: 3 by the model, 1 by the offline fallback (25.0%)",
-        "  fallback react: timeout 1",
+        "  fallback reactions (react): timeout 1",
         "warning: 25% of today's LLM answers came from the offline fallback (over 5%); "
         "see the reasons by task",
     ]
@@ -76,3 +76,26 @@ def test_the_share_of_prompt_tokens_the_server_s_cache_held() -> None:
     report.prompted(3000, 2000)
     assert report.as_json()["cached_prompt_share"] == 0.5
     assert "LLM prompt tokens held by the server's cache today: 50%" in report.status_lines()
+
+
+def test_the_pace_a_server_keeps_said_in_a_member_s_words() -> None:
+    from town.llm.chain import Handles
+    from town.llm.pacing import Pacer
+
+    report = AnswerReport(today=lambda: DAY)
+    pacer = Pacer(1, 30.0)
+    for _ in range(3):
+        pacer.answered(4.0)  # a call of 4 s: 15 a minute on one slot
+    handles = Handles(report=report, pacer=pacer)
+    assert handles.pace_line() == ""  # nothing asked of it yet
+    handles.keep_pace(4.0)
+    for _ in range(3):  # three ticks, each wanting ten calls, of which one made by the model
+        report.ticked()
+        report.answered("plan_day", None)
+        for task in ["utter"] * 5 + ["rate_importance"] * 4:
+            report.answered(task, "pace")
+    assert handles.pace_line() == (
+        "this server thinks about 15 things a minute; at a tick every 4 s the residents' "
+        "small talk and ratings are made offline; a tick every 40 s would let the model do all "
+        "of it"
+    )

@@ -25,6 +25,7 @@ PLAN_DAY = make_task(
     offline=offline.plan_day,
     shaper=_plan_day_shape,
     urgency=PLANNING,
+    pace_share=1.0,  # a day plan not made within a tick is made offline: the resident wakes
 )
 
 
@@ -100,4 +101,5 @@ CHOOSE_LOCATION = make_task(
     offline=offline.choose_location,
     shaper=_choose_location_shape,
     urgency=PLANNING,
+    pace_share=0.5,  # the resident moves on time
 )
