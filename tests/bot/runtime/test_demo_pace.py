@@ -159,7 +159,7 @@ async def test_hobbs_cafe_shows_the_party_as_it_happens(
             if now == VISITOR_AT:  # halfway to the next tick, a visitor writes
                 await clock.run_to(clock.now + PACE_S / 2)
                 visitor_at_message = len(web.sent)
-                hello = Visit(HOBBS, "Alice", "Hi Isabella! How is the party going?", "web")
+                hello = Visit.of(HOBBS, "Alice", "Hi Isabella! How is the party going?", "web")
                 await runtime.visitor_says(hello)
                 replies = [m for m in web.sent[visitor_at_message:] if m.reply]
                 assert replies, "Isabella answers the visitor"
