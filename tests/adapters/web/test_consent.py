@@ -16,11 +16,11 @@ ZEPH = "v-zephyrine-7731"
 
 
 def _said(text: str) -> dict[str, str]:
-    return {"area": HOBBS, "name": "Zephyrine", "visitor_id": ZEPH, "text": text}
+    return {"area": HOBBS, "name": "Zephyrine Quill", "visitor_id": ZEPH, "text": text}
 
 
 def _line(text: str) -> dict[str, str]:
-    return {"line": text, "area": HOBBS, "name": "Zephyrine", "visitor_id": ZEPH}
+    return {"line": text, "area": HOBBS, "name": "Zephyrine Quill", "visitor_id": ZEPH}
 
 
 async def test_forget_me_on_the_web_leaves_nothing_of_the_member(

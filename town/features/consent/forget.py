@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 
 from town.features.consent.member import FORGOTTEN, Member
 from town.features.consent.places import REGISTRY, Place, Scope
+from town.inputs.consent import hold_member
 from town.inputs.naming import MARKER
 from town.inputs.unit import input_unit
 from town.memory.embedding_queue import flush_queues
@@ -158,7 +159,8 @@ def member_of(session: Session, town_id: int, platform: str, user_id: str) -> Me
         phrases.add(line.text)
     residents = set(session.exec(select(Resident.name).where(Resident.town_id == town_id)))
     names -= residents | {"someone", FORGOTTEN}  # never the residents' own names
-    return Member(platform, user_id, tuple(sorted(names)), tuple(sorted(phrases)))
+    spared = tuple(sorted(residents))
+    return Member(platform, user_id, tuple(sorted(names)), tuple(sorted(phrases)), spared)
 
 
 async def forget(
@@ -185,6 +187,8 @@ def _record_order(
     engine: Engine, platform: str, user_id: str, reason: str, names: list[str]
 ) -> int:
     with engine.store.session() as session:
+        # an answer being written for them first commits (and is found), or waits for the order
+        hold_member(session, engine.town_id, platform, user_id)
         known = member_of(session, engine.town_id, platform, user_id)
         if (
             not known.names
@@ -219,6 +223,7 @@ async def finish(engine: Engine, order_id: int, replays: Sequence[Path] = ()) ->
             order.platform_user_id,
             tuple(sorted({*known.names, *order.names})),
             tuple(sorted({*known.phrases, *order.phrases})),
+            known.spared,
         )
     erased: dict[str, int] = {}
     async with input_unit(engine) as unit:
