@@ -93,11 +93,6 @@ class TownPort(Protocol):
         message, the member is muted, or nothing changed. Never raises for bad input."""
         ...
 
-    def visitor_name(self, name: str) -> str:
-        """``name`` as the town shows a visitor's: marked ("Isabella Rodriguez (a visitor)")
-        if it could pass for a resident, an inner voice or a mention."""
-        ...
-
     async def command(self, caller: Caller, line: str) -> Reply:
         """A chat command (``look``, ``interview Isabella "..."``, ...)."""
         ...

@@ -13,6 +13,7 @@ nothing fetched from elsewhere) and a small JSON API on ``host:port`` (127.0.0.1
     GET  /api/resident?name=          a resident's card (plan, memories, people; never private)
     GET  /api/replay                  the town's recorded run, for ``/replay`` (404 when none)
     POST /api/say                     {area, name, visitor_id, text}: a visitor writes in a channel
+                                      (shown once stored: a muted member's words never are)
     POST /api/command                 {line, area, name, visitor_id}: a command; JSON reply
     GET  /healthz, /metrics           the process's health and Prometheus metrics, when given
                                       its watch (``adapters.web.watch``)
@@ -52,7 +53,7 @@ from adapters.web.requests import (
 from adapters.web.views import TownViews
 from adapters.web.watch import ProcessWatch, add_watch_routes
 from town.features.ratings.reactions import Reacted
-from town.inputs.visit import EmptyWords, Visit, words_of
+from town.inputs.visit import EmptyWords, Visit
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -215,16 +216,18 @@ class WebAdapter:
         area = self._area(data.get("area"))
         visitor, name = visitor_of(data, required_name=True)
         text = text_of(data, "text")
-        try:
-            words = words_of(text)
-        except EmptyWords as exc:  # nothing left once cleaned: refused, nothing shown or kept
-            raise BadInput(400, str(exc)) from None
         # the town's rate limit keys on the visitor id and the connection (ids are the page's)
         peer = request.remote or ""
-        who = self.town.visitor_name(name)
-        shown = self.feed.add(area, who, words, kind="visitor", platform=self.name)
-        await self.town.visitor_says(Visit(area, name, text, self.name, visitor, connection=peer))
-        return web.json_response({"ok": True, "id": shown.id})
+        try:
+            await self.town.visitor_says(
+                Visit(area, name, text, self.name, visitor, connection=peer)
+            )
+        except EmptyWords as exc:  # nothing left once cleaned: refused, nothing shown or kept
+            raise BadInput(400, str(exc)) from None
+        # the words as the store keeps them (their chat line), before any answer, like words
+        # said elsewhere: a muted member's words are kept nowhere else, so shown to nobody
+        await self._catch_up()
+        return web.json_response({"ok": True})
 
     async def _command(self, request: web.Request) -> web.Response:
         data = await body_of(request)
@@ -262,8 +265,9 @@ class WebAdapter:
     # -- visitors on other platforms ----------------------------------------------------------
 
     async def _follow_visitors(self, every_s: float = FOLLOW_S) -> None:
-        """While the page is served: visitors' words said on other platforms (Discord, Slack,
-        the shell) into the feed, every ``every_s`` seconds (and before each message sent)."""
+        """While the page is served: visitors' words (said on the page, or on Discord, Slack,
+        the shell, in any process) into the feed, every ``every_s`` seconds (and before each
+        message sent)."""
         while True:
             await asyncio.sleep(every_s)
             try:

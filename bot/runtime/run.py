@@ -25,14 +25,12 @@ from town.features.consent.member import Member
 from town.features.ratings.reactions import Reacted, react
 from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
-from town.inputs.naming import visitor_name
 from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
 from town.llm.report import AnswerReport
 from town.outbox import audit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget, StoredUsage
-from town.text import clean_text
 from town.tick.engine import Engine, TickReport, TownChanged
 from town.views import card
 from town.views.card import ResidentCard, TownMap
@@ -123,9 +121,6 @@ class TownRuntime:
 
     def areas(self) -> list[str]:
         return [area.name for area in self.opened.engine.spec.areas]
-
-    def visitor_name(self, name: str) -> str:
-        return visitor_name(clean_text(name, 80), [r.name for r in self.engine.spec.residents])
 
     async def visitor_says(self, visit: Visit) -> None:
         """The words are stored and heard, and each answer stored, then posted at once by every

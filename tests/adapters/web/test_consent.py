@@ -64,3 +64,7 @@ async def test_a_muted_member_is_neither_heard_nor_answered_on_the_web(
     assert not remembered(runtime, "zebra umbrellas") and not remembered(runtime, "Zephyrine")
     answers = [m for m in web.feed.since(0)[len(before) :] if m.author == resident]
     assert not [m for m in answers if "Zephyrine" in m.text]
+    # their words are shown to nobody: not on the feed, not in the channel's history
+    assert not [m for m in web.feed.since(0) if "zebra umbrellas" in m.text]
+    page = await (await http.get(web.url + "/api/history", params={"area": HOBBS})).json()
+    assert "zebra umbrellas" not in json.dumps(page)
