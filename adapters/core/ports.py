@@ -93,6 +93,13 @@ class TownPort(Protocol):
         message, the member is muted, or nothing changed. Never raises for bad input."""
         ...
 
+    def forgets(self) -> int:
+        """The town's forget generation (``town.features.consent.forget.forgets_done``): it
+        grows when a forget commits, in any process. An adapter that shows members' words
+        from memory (the web page's feed) reads them again from the store when it grew.
+        Blocking (a short read): call it from a thread."""
+        ...
+
     async def command(self, caller: Caller, line: str) -> Reply:
         """A chat command (``look``, ``interview Isabella "..."``, ...)."""
         ...

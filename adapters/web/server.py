@@ -94,12 +94,14 @@ class WebAdapter:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._seen_line = 0  # the newest chat line whose visitor's words the feed has
+        self._forgets = 0  # the town's forget generation the feed was read at
         self._catching_up = asyncio.Lock()
         self._following: asyncio.Task[None] | None = None
 
     # -- Adapter ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._forgets = await asyncio.to_thread(self.town.forgets)
         self.feed = Feed()  # a new run: ids count from 1 again under a new epoch
         self._seen_line = self.history.load(self.feed, self.town.areas())
         self._runner, self.url = await listen(
@@ -121,10 +123,6 @@ class WebAdapter:
 
     def status_line(self) -> str:
         return f"Web: {self.url or 'not started'}"
-
-    def forgotten(self, holds: Callable[[str], bool]) -> None:
-        """A member forgotten: their messages leave the channels' recent history."""
-        self.feed.drop(holds)
 
     async def typing(self, area: str, author: str) -> None:
         try:
@@ -205,6 +203,7 @@ class WebAdapter:
         raw = request.query.get("limit", "100")
         if not raw.isdigit() or not 1 <= int(raw) <= KEEP:
             raise BadInput(400, f"limit must be a whole number from 1 to {KEEP}")
+        await self._catch_up()  # as the store is now: nothing of a member forgotten anywhere
         messages = [asdict(m) for m in self.feed.recent(area, int(raw))]
         return web.json_response({"area": area, "epoch": self.feed.epoch, "messages": messages})
 
@@ -277,11 +276,24 @@ class WebAdapter:
 
     async def _catch_up(self) -> None:
         async with self._catching_up:
+            forgets = await asyncio.to_thread(self.town.forgets)
+            if forgets != self._forgets:  # a member forgotten, in this process or another
+                await self._read_again()
+                self._forgets = forgets
             lines = await asyncio.to_thread(self.history.visitors_after, self._seen_line)
             for line in lines:
                 _, author, text, emoji, kind, clock, platform, _ = as_shown(line)
                 self.feed.add(line.area, author, text, emoji, kind, clock, platform)
                 self._seen_line = max(self._seen_line, line.id or 0)
+
+    async def _read_again(self) -> None:
+        """The feed read again from the store (where a forget left nothing of the member),
+        under a new epoch: the open pages' feeds end, and each page, reconnecting, sees the
+        new epoch, forgets what it showed and loads its channel again."""
+        fresh = Feed()
+        self._seen_line = await asyncio.to_thread(self.history.load, fresh, self.town.areas())
+        self.feed, stale = fresh, self.feed
+        stale.close_all()
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ Platform-neutral: ``bot.runtime.commands`` registers them beside the others."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,6 @@ from typing import Any
 from adapters.core.ports import Caller, Reply
 from bot.runtime.settings import Settings
 from town.features.consent.forget import UnknownMember, characters_of, find_members, forget
-from town.features.consent.member import Member
 from town.inputs.consent import set_muted
 from town.inputs.unit import area_named
 from town.llm.moderation import ModerationEndpoint
@@ -51,27 +50,20 @@ class Consent:
     engine: Engine
     replays: Sequence[Path] = ()
     forget_on: frozenset[str] = field(default_factory=lambda: frozenset({"ban", "kick"}))
-    # told of each forget, to drop what they show from memory (the web page's feed)
-    listeners: list[Callable[[Member], None]] = field(default_factory=list)
 
     async def _forget(self, platform: str, user_id: str, **kw: Any) -> None:
         """Forget the member, and the characters they wrote as through a proxy bot; raises
         ``UnknownMember`` when the town holds nothing of either."""
         with self.engine.store.session() as session:
             also = characters_of(session, self.engine.town_id, platform, user_id)
-        done = []
         try:
-            done.append(await forget(self.engine, platform, user_id, replays=self.replays, **kw))
+            await forget(self.engine, platform, user_id, replays=self.replays, **kw)
         except UnknownMember:
             if not also:
                 raise
         kw.pop("names", None)
         for character in also:
-            done.append(await forget(self.engine, platform, character, replays=self.replays, **kw))
-        for each in done:
-            if each.member is not None:
-                for listener in self.listeners:
-                    listener(each.member)
+            await forget(self.engine, platform, character, replays=self.replays, **kw)
 
     async def forget_me(self, caller: Caller, args: list[str]) -> Reply:
         if [a.lower() for a in args] != [CONFIRM]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from town.features.consent.member import FORGOTTEN, Member
@@ -47,7 +48,6 @@ class UnknownMember(LookupError):
 @dataclass(frozen=True)
 class Forgotten:
     erased: dict[str, int]  # per place of the registry, what was erased or redacted
-    member: Member | None = None  # whom (for what the adapters show from memory: a page's feed)
 
     @property
     def total(self) -> int:
@@ -238,7 +238,7 @@ async def finish(engine: Engine, order_id: int, replays: Sequence[Path] = ()) ->
     await asyncio.to_thread(_outside, engine, member, replays, erased)
     await asyncio.to_thread(_close, engine, order_id)
     log.info("a member was forgotten (%d rows, memories, vectors and lines)", sum(erased.values()))
-    return Forgotten(erased, member)
+    return Forgotten(erased)
 
 
 def _places(*, in_store: bool) -> list[Place]:
@@ -309,6 +309,31 @@ def _close(engine: Engine, order_id: int) -> None:
             game_time=clock,
             platform=order.platform,
         )
+
+
+def forgets_done(engine: Engine) -> int:
+    """The town's forget generation: the newest finished order's number (0: none yet). It
+    grows the moment a forget commits, whichever process ran it; what a process keeps from
+    the store (a page's feed, the memory arrays) is stale once it has grown."""
+    with engine.store.session() as session:
+        newest = session.exec(
+            select(func.max(ForgetOrder.id)).where(
+                ForgetOrder.town_id == engine.town_id, col(ForgetOrder.done_at).is_not(None)
+            )
+        ).one()
+    return int(newest or 0)
+
+
+def follow_forgets(engine: Engine, seen: int) -> int:
+    """The forget generation now; if it grew past ``seen`` (a forget in another process),
+    every resident's memory arrays are read again from the store on next use."""
+    now = forgets_done(engine)
+    if now != seen:
+        with engine.store.session() as session:
+            residents = session.exec(select(Resident.id).where(Resident.town_id == engine.town_id))
+            for rid in [r for r in residents if r is not None]:
+                engine.streams(rid).arrays.forget()
+    return now
 
 
 def pending_orders(engine: Engine) -> list[int]:
