@@ -41,6 +41,7 @@ from adapters.web.feed import KEEP, Feed
 from adapters.web.history import History, as_shown
 from adapters.web.pages import add_pages
 from adapters.web.requests import (
+    MAX_BODY,
     MAX_TEXT,
     BadInput,
     body_of,
@@ -145,7 +146,7 @@ class WebAdapter:
     # -- the app --------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard], client_max_size=256 * 1024)
+        app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY)
         add_pages(app)
         self.views.add_routes(app)
         app.router.add_get("/api/town", self._town)
