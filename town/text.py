@@ -12,6 +12,7 @@ import unicodedata
 
 ELLIPSIS = "…"
 MAX_LINE = 2000  # characters of one clean line, unless a caller says otherwise: one input's worth
+ECHO = 80  # characters of a person's words an answer quotes back (a pasted essay is not)
 # A sentence's end: its mark and any closing quotes or brackets, where white space follows.
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(?=\s)")
 
@@ -24,6 +25,12 @@ def clean_text(text: str, limit: int = MAX_LINE, *, unprintable: str = " ") -> s
     kept = "".join(_printable(ch, unprintable) for ch in text)
     flat = " ".join(kept.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + ELLIPSIS
+
+
+def echoed(text: str) -> str:
+    """What of a person's words an answer or an error quotes back: one clean line of at most
+    ``ECHO`` characters."""
+    return clean_text(text, ECHO)
 
 
 def _printable(ch: str, unprintable: str) -> str:

@@ -26,10 +26,12 @@ from bot.runtime.settings import SettingsError
 from bot.runtime.towns import RunSummary, open_town, target_time
 from bot.runtime.towns import simulate as run_simulation
 from town.inputs import admin, query, visitor
+from town.inputs.unit import area_named
 from town.outbox import audit
 from town.store.usage import DailyTokenBudget
 from town.tick.engine import Engine, TickReport, until_unchanged
 from town.world.gametime import parse_game_time
+from town.world.places import World
 
 T = TypeVar("T")
 
@@ -204,16 +206,25 @@ def command(
                 DailyTokenBudget(opened.usage, settings.daily_token_budget),
                 replays=replay_paths(settings.data_dir),
             )
-            caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
+            place = place_of(opened.engine, at) if at else None  # a typo'd --at: one line
+            caller = Caller("shell", as_name, as_name, is_admin=admin, location=place)
             await audit.record_command(opened.engine, "cli", as_name, as_name, at or "", line)
             return await commands.handle(caller, line)
         finally:
             opened.services.close()
 
     reply = guarded(lambda: asyncio.run(go()))
-    (out if reply.ok else err).print(reply.text, highlight=False, markup=False)
-    if not reply.ok:
-        raise typer.Exit(1)
+    if not reply.ok:  # refused, unknown or mistyped: something the caller can fix
+        line = Text.assemble(("error:", "red"), " ", " ".join(reply.text.split("\n")))
+        err.print(line, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    out.print(reply.text, highlight=False, markup=False)
+
+
+def place_of(engine: Engine, location: str) -> str:
+    """The area ``location`` names; ``UnknownPlace`` (a clear error) if none."""
+    with engine.store.session() as session:
+        return area_named(World.load(session, engine.town_id, engine.spec), location)
 
 
 def forget(

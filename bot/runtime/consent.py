@@ -20,6 +20,7 @@ from town.llm.port import Brain
 from town.outbox.moderation import Blocklist, Check, ModeratedBrain, read_blocklist
 from town.outbox.switches import MODES, set_switch, switches
 from town.store.db import Store
+from town.text import echoed
 from town.tick.engine import Engine
 from town.world.load import town_folder
 from town.world.persona import PersonaError
@@ -86,15 +87,18 @@ class Consent:
             raise ValueError("forget whom? a name, a mention, or platform:id")
         found = await asyncio.to_thread(self._find, who)
         if not found:
-            return Reply(f"Nobody called {who!r} is known to the town; nothing was changed.", True)
+            return Reply(
+                f"Nobody called {echoed(who)!r} is known to the town; nothing was changed.", True
+            )
         if len(found) > 1:
             ids = ", ".join(f"{p}:{u}" for p, u in found)
             return Reply(
-                f"{who!r} could be any of {ids}; name one (forget {found[0][0]}:...).", True
+                f"{echoed(who)!r} could be any of {ids}; name one (forget {found[0][0]}:...).",
+                True,
             )
         ((platform, user_id),) = found
         await self._forget(platform, user_id, reason="admin")
-        return Reply(f"Done: the town has forgotten {who}.", True)
+        return Reply(f"Done: the town has forgotten {echoed(who)}.", True)
 
     def _find(self, who: str) -> list[tuple[str, str]]:
         with self.engine.store.session() as session:
