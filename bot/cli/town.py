@@ -215,8 +215,8 @@ def command(
 
     reply = guarded(lambda: asyncio.run(go()))
     if not reply.ok:  # refused, unknown or mistyped: something the caller can fix
-        line = Text.assemble(("error:", "red"), " ", " ".join(reply.text.split("\n")))
-        err.print(line, highlight=False, soft_wrap=True)
+        said = Text.assemble(("error:", "red"), " ", " ".join(reply.text.split("\n")))
+        err.print(said, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     out.print(reply.text, highlight=False, markup=False)
 
