@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -13,8 +14,11 @@ from rich.text import Text
 
 from adapters.core.ports import Caller, Reply
 from bot.cli.common import (
+    CLEAR_ERRORS,
+    StartFailed,
     err,
     guarded,
+    one_line,
     out,
     progress_bar,
     settings_and_logging,
@@ -32,6 +36,8 @@ from town.store.usage import DailyTokenBudget
 from town.tick.engine import Engine, TickReport, until_unchanged
 from town.world.gametime import parse_game_time
 from town.world.places import World
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -300,7 +306,11 @@ def run(
                 )
         label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain (no LLM)"
 
+        started = False
+
         def ready(runtime: TownRuntime) -> None:
+            nonlocal started
+            started = True
             out.print(
                 f"{runtime.town_name} is running ({label}): {runtime.pace().describe()}. "
                 "Ctrl-C stops it; everything is saved."
@@ -311,7 +321,15 @@ def run(
         try:
             asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
         except KeyboardInterrupt:
-            err.print("stopped; the town resumes from its clock on the next run")
+            pass
+        except CLEAR_ERRORS:
+            raise
+        except Exception as exc:  # a bad token, a refused connection: the town never ran
+            if started:
+                raise
+            log.debug("the town could not start", exc_info=True)
+            raise StartFailed(f"the town could not start: {one_line(exc)}") from None
+        err.print("stopped; the town resumes from its clock on the next run")
 
     guarded(go)
 
