@@ -263,7 +263,9 @@ class Commands:
             platform=caller.platform,
             user_id=caller.user_id,
         )
-        return Reply(f"{path} is now {state}.", True)  # the town's narration says it publicly
+        return Reply(
+            f"{path} is now {echoed(state)}.", True
+        )  # the town's narration says it publicly
 
     async def _pause(self, caller: Caller, args: list[str]) -> Reply:
         clock = await admin.set_paused(self.engine, True, announce_in=self._area(caller))

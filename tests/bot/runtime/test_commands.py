@@ -87,6 +87,10 @@ async def test_pause_resume_and_speed(commands: Commands) -> None:
     assert not wide.ok and "neither a number" in wide.text
     nobody = await commands.handle(ADMIN, "forget " + "n" * 9_990)
     assert "Nobody called" in nobody.text and len(nobody.text) < 200
+    for line in (f'set "{"o" * 9_990}" burning', 'set "Hobbs Cafe: kitchen: stove" ' + "b" * 9_990):
+        assert len((await commands.handle(ADMIN, line)).text) < 300, line[:20]
+    for line in ("interview " + "r" * 9_990 + " hi", "look " + "l" * 9_990, "join " + "j" * 9_990):
+        assert len((await commands.handle(ADMIN, line)).text) < 300, line[:20]
     report = await engine.tick()
     assert not report.skipped and report.clock.minute == 31
     with engine.store.session() as s:
