@@ -40,6 +40,7 @@ _MARKUP = re.compile(r"<[@#!][^<>]*>")
 _AT_NAME = re.compile(r"(?<![\w@])[@＠](?=\w)")  # "@Isabella" -> "Isabella"
 # Characters that show nothing though their category is a letter's or a symbol's
 _SHOWS_NOTHING = ("FILLER", "BLANK")  # HANGUL FILLER (U+3164), BRAILLE PATTERN BLANK (U+2800)
+ECHO = 80  # characters of a person's words an answer quotes back (a pasted essay is not)
 # A sentence's end: its mark and any closing quotes or brackets, where white space follows.
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(?=\s)")
 
@@ -110,6 +111,12 @@ def spoken(name: str, words: str) -> Spoken:
     if not shows_something(heard):
         raise EmptyWords()
     return Spoken(clean_text(words, MAX_WORDS), heard, name_of(name) or A_VISITOR)
+
+
+def echoed(text: str) -> str:
+    """What of a person's words an answer or an error quotes back: one clean line of at most
+    ``ECHO`` characters."""
+    return clean_text(text, ECHO)
 
 
 def _printable(ch: str, unprintable: str) -> str:

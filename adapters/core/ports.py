@@ -15,7 +15,6 @@ from typing import Protocol
 
 from town.features.ratings.reactions import Reacted
 from town.inputs.visit import Visit
-from town.text import Name
 from town.views.card import ResidentCard, TownMap
 
 
@@ -94,9 +93,11 @@ class TownPort(Protocol):
         message, the member is muted, or nothing changed. Never raises for bad input."""
         ...
 
-    def visitor_name(self, name: Name) -> Name:
-        """``name`` as the town shows a visitor's: marked ("Isabella Rodriguez (a visitor)")
-        if it could pass for a resident, an inner voice or a mention."""
+    def forgets(self) -> int:
+        """The town's forget generation (``town.features.consent.forget.forgets_done``): it
+        grows when a forget commits, in any process. An adapter that shows members' words
+        from memory (the web page's feed) reads them again from the store when it grew.
+        Blocking (a short read): call it from a thread."""
         ...
 
     async def command(self, caller: Caller, line: str) -> Reply:

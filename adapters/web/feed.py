@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import uuid4
 
@@ -85,15 +84,6 @@ class Feed:
                 page.queue.put_nowait(item)
             except asyncio.QueueFull:  # too slow: drop it; the browser reconnects and catches up
                 self._close(page)
-
-    def drop(self, holds: Callable[[str], bool]) -> int:
-        """Messages whose author or text ``holds`` (a member forgotten) gone; how many."""
-        gone = 0
-        for area, shown in self._history.items():
-            kept = [m for m in shown if not (holds(m.author) or holds(m.text))]
-            gone += len(shown) - len(kept)
-            self._history[area] = deque(kept, maxlen=self._keep)
-        return gone
 
     def recent(self, area: str, limit: int) -> list[Shown]:
         return list(self._history.get(area, ()))[-limit:]

@@ -53,8 +53,8 @@ class History:
             return chatlog.newest(s, self.town_id)
 
     def visitors_after(self, after: int) -> list[ChatLine]:
-        """Visitors' words said elsewhere (not on this platform) after chat line ``after``,
-        oldest first: the web page shows every visitor's words, wherever they were said."""
+        """Visitors' words after chat line ``after``, oldest first: the web page shows every
+        visitor's words, wherever they were said."""
         with self.store.session() as s:
             rows = s.exec(
                 select(ChatLine)
@@ -62,7 +62,6 @@ class History:
                     ChatLine.town_id == self.town_id,
                     col(ChatLine.id) > after,
                     ChatLine.kind == chatlog.VISITOR,
-                    ChatLine.platform != self.platform,
                 )
                 .order_by(col(ChatLine.id))
                 .limit(KEEP)

@@ -10,12 +10,14 @@ import re
 from collections.abc import MutableMapping
 from typing import Any
 
-from aiohttp import web
+from aiohttp import ClientPayloadError, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from town.text import NAME_LIMIT, shows_something
 
 MAX_TEXT = 10_000  # characters in a message or a command line (the town keeps fewer)
+MAX_BODY = 256 * 1024  # bytes in a request's body
+log = logging.getLogger(__name__)
 VISITOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -43,8 +45,30 @@ def check_origin(request: web.Request, *, local_only: bool) -> None:
 
 
 async def body_of(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object. A body said to be longer than ``MAX_BODY`` is refused
+    unread (413), and one its client stops sending midway is a 400; each is one WARNING line."""
+    said = request.content_length or 0
+    if said > MAX_BODY:
+        log.warning(
+            "web: refused a %s %s of %d bytes (at most %d)",
+            request.method,
+            request.path,
+            said,
+            MAX_BODY,
+        )
+        raise BadInput(413, f"the body is {said} bytes; at most {MAX_BODY}")
     try:
-        data = json.loads(await request.text())
+        raw = await request.read()
+    except (ConnectionError, HttpProcessingError, ClientPayloadError) as exc:
+        log.warning(
+            "web: a %s %s broke off before its body ended (%s)",
+            request.method,
+            request.path,
+            type(exc).__name__,
+        )
+        raise BadInput(400, "the body ended before its Content-Length") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadInput(400, f"the body is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):

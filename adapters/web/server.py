@@ -13,6 +13,7 @@ nothing fetched from elsewhere) and a small JSON API on ``host:port`` (127.0.0.1
     GET  /api/resident?name=          a resident's card (plan, memories, people; never private)
     GET  /api/replay                  the town's recorded run, for ``/replay`` (404 when none)
     POST /api/say                     {area, name, visitor_id, text}: a visitor writes in a channel
+                                      (shown once stored: a muted member's words never are)
     POST /api/command                 {line, area, name, visitor_id}: a command; JSON reply
     GET  /healthz, /metrics           the process's health and Prometheus metrics, when given
                                       its watch (``adapters.web.watch``)
@@ -40,6 +41,7 @@ from adapters.web.feed import KEEP, Feed
 from adapters.web.history import History, as_shown
 from adapters.web.pages import add_pages
 from adapters.web.requests import (
+    MAX_BODY,
     MAX_TEXT,
     BadInput,
     body_of,
@@ -94,12 +96,14 @@ class WebAdapter:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._seen_line = 0  # the newest chat line whose visitor's words the feed has
+        self._forgets = 0  # the town's forget generation the feed was read at
         self._catching_up = asyncio.Lock()
         self._following: asyncio.Task[None] | None = None
 
     # -- Adapter ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._forgets = await asyncio.to_thread(self.town.forgets)
         self.feed = Feed()  # a new run: ids count from 1 again under a new epoch
         self._seen_line = self.history.load(self.feed, self.town.areas())
         self._runner, self.url = await listen(
@@ -122,10 +126,6 @@ class WebAdapter:
     def status_line(self) -> str:
         return f"Web: {self.url or 'not started'}"
 
-    def forgotten(self, holds: Callable[[str], bool]) -> None:
-        """A member forgotten: their messages leave the channels' recent history."""
-        self.feed.drop(holds)
-
     async def typing(self, area: str, author: str) -> None:
         try:
             emoji = await self.views.avatar(author)
@@ -147,7 +147,7 @@ class WebAdapter:
     # -- the app --------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard], client_max_size=256 * 1024)
+        app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY)
         add_pages(app)
         self.views.add_routes(app)
         app.router.add_get("/api/town", self._town)
@@ -206,6 +206,7 @@ class WebAdapter:
         raw = request.query.get("limit", "100")
         if not raw.isdigit() or not 1 <= int(raw) <= KEEP:
             raise BadInput(400, f"limit must be a whole number from 1 to {KEEP}")
+        await self._catch_up()  # as the store is now: nothing of a member forgotten anywhere
         messages = [asdict(m) for m in self.feed.recent(area, int(raw))]
         return web.json_response({"area": area, "epoch": self.feed.epoch, "messages": messages})
 
@@ -219,14 +220,15 @@ class WebAdapter:
         text = text_of(data, "text")
         # the town's rate limit keys on the visitor id and the connection (ids are the page's)
         peer = request.remote or ""
-        try:  # the words and the name made plain, once, for the feed and the town
+        try:  # the words and the name made plain, once
             visit = Visit.of(area, name, text, self.name, visitor, connection=peer)
+            await self.town.visitor_says(visit)
         except EmptyWords as exc:  # nothing left once cleaned: refused, nothing shown or kept
             raise BadInput(400, str(exc)) from None
-        who = self.town.visitor_name(visit.name)
-        shown = self.feed.add(area, who, visit.spoken.heard, kind="visitor", platform=self.name)
-        await self.town.visitor_says(visit)
-        return web.json_response({"ok": True, "id": shown.id})
+        # the words as the store keeps them (their chat line), before any answer, like words
+        # said elsewhere: a muted member's words are kept nowhere else, so shown to nobody
+        await self._catch_up()
+        return web.json_response({"ok": True})
 
     async def _command(self, request: web.Request) -> web.Response:
         data = await body_of(request)
@@ -264,8 +266,9 @@ class WebAdapter:
     # -- visitors on other platforms ----------------------------------------------------------
 
     async def _follow_visitors(self, every_s: float = FOLLOW_S) -> None:
-        """While the page is served: visitors' words said on other platforms (Discord, Slack,
-        the shell) into the feed, every ``every_s`` seconds (and before each message sent)."""
+        """While the page is served: visitors' words (said on the page, or on Discord, Slack,
+        the shell, in any process) into the feed, every ``every_s`` seconds (and before each
+        message sent)."""
         while True:
             await asyncio.sleep(every_s)
             try:
@@ -275,11 +278,24 @@ class WebAdapter:
 
     async def _catch_up(self) -> None:
         async with self._catching_up:
+            forgets = await asyncio.to_thread(self.town.forgets)
+            if forgets != self._forgets:  # a member forgotten, in this process or another
+                await self._read_again()
+                self._forgets = forgets
             lines = await asyncio.to_thread(self.history.visitors_after, self._seen_line)
             for line in lines:
                 _, author, text, emoji, kind, clock, platform, _ = as_shown(line)
                 self.feed.add(line.area, author, text, emoji, kind, clock, platform)
                 self._seen_line = max(self._seen_line, line.id or 0)
+
+    async def _read_again(self) -> None:
+        """The feed read again from the store (where a forget left nothing of the member),
+        under a new epoch: the open pages' feeds end, and each page, reconnecting, sees the
+        new epoch, forgets what it showed and loads its channel again."""
+        fresh = Feed()
+        self._seen_line = await asyncio.to_thread(self.history.load, fresh, self.town.areas())
+        self.feed, stale = fresh, self.feed
+        stale.close_all()
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -28,7 +28,18 @@ out = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
 
+
+class StartFailed(RuntimeError):
+    """A live town that could not start (a token refused, a port taken): said in one line."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (a library's may span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 CLEAR_ERRORS = (
+    StartFailed,
     PersonaError,
     TownChanged,
     ValueError,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -13,8 +14,11 @@ from rich.text import Text
 
 from adapters.core.ports import Caller, Reply
 from bot.cli.common import (
+    CLEAR_ERRORS,
+    StartFailed,
     err,
     guarded,
+    one_line,
     out,
     progress_bar,
     settings_and_logging,
@@ -26,11 +30,15 @@ from bot.runtime.settings import SettingsError
 from bot.runtime.towns import RunSummary, open_town, target_time
 from bot.runtime.towns import simulate as run_simulation
 from town.inputs import admin, query, visitor
+from town.inputs.unit import area_named
 from town.outbox import audit
 from town.store.usage import DailyTokenBudget
 from town.text import clean_text, name_of
 from town.tick.engine import Engine, TickReport, until_unchanged
 from town.world.gametime import parse_game_time
+from town.world.places import World
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -209,7 +217,8 @@ def command(
                 DailyTokenBudget(opened.usage, settings.daily_token_budget),
                 replays=replay_paths(settings.data_dir),
             )
-            caller = Caller("shell", as_name, as_name, is_admin=admin, location=at)
+            place = place_of(opened.engine, at) if at else None  # a typo'd --at: one line
+            caller = Caller("shell", as_name, as_name, is_admin=admin, location=place)
             await audit.record_command(
                 opened.engine, "cli", as_name, name_of(as_name), at or "", clean_text(line)
             )
@@ -218,9 +227,17 @@ def command(
             opened.services.close()
 
     reply = guarded(lambda: asyncio.run(go()))
-    (out if reply.ok else err).print(reply.text, highlight=False, markup=False)
-    if not reply.ok:
-        raise typer.Exit(1)
+    if not reply.ok:  # refused, unknown or mistyped: something the caller can fix
+        said = Text.assemble(("error:", "red"), " ", " ".join(reply.text.split("\n")))
+        err.print(said, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    out.print(reply.text, highlight=False, markup=False)
+
+
+def place_of(engine: Engine, location: str) -> str:
+    """The area ``location`` names; ``UnknownPlace`` (a clear error) if none."""
+    with engine.store.session() as session:
+        return area_named(World.load(session, engine.town_id, engine.spec), location)
 
 
 def forget(
@@ -296,7 +313,11 @@ def run(
                 )
         label = "LLM " + settings.llm_model if settings.uses_llm else "offline brain (no LLM)"
 
+        started = False
+
         def ready(runtime: TownRuntime) -> None:
+            nonlocal started
+            started = True
             out.print(
                 f"{runtime.town_name} is running ({label}): {runtime.pace().describe()}. "
                 "Ctrl-C stops it; everything is saved."
@@ -307,7 +328,15 @@ def run(
         try:
             asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
         except KeyboardInterrupt:
-            err.print("stopped; the town resumes from its clock on the next run")
+            pass
+        except CLEAR_ERRORS:
+            raise
+        except Exception as exc:  # a bad token, a refused connection: the town never ran
+            if started:
+                raise
+            log.debug("the town could not start", exc_info=True)
+            raise StartFailed(f"the town could not start: {one_line(exc)}") from None
+        err.print("stopped; the town resumes from its clock on the next run")
 
     guarded(go)
 

@@ -19,12 +19,12 @@ from town.features.coaching.feedback import feedback
 from town.inputs import admin, query, visitor
 from town.llm.chain import Handles
 from town.store.usage import DailyTokenBudget, StoredUsage
+from town.text import echoed
 from town.tick.engine import Engine, TownChanged, until_unchanged
 from town.views import places
 
 MINUTES_REALTIME = 1  # realtime: one game minute per tick, one tick per real minute
 SECONDS_REALTIME = 60.0
-ECHO = 40  # characters of an unknown command echoed back (a pasted essay is not)
 
 
 @dataclass(frozen=True)
@@ -151,8 +151,7 @@ class Commands:
             name, args = args[0].lower(), args[1:]
         command = self.table.get(name)
         if command is None:
-            shown = name if len(name) <= ECHO else name[: ECHO - 1] + "…"
-            return Reply(f"There is no command {shown!r}. " + self._names(), True, False)
+            return Reply(f"There is no command {echoed(name)!r}. " + self._names(), True, False)
         if command.admin and not caller.is_admin:
             return Reply(f"Only admins may use {name}.", True, False)
         try:  # (overtaken by another process, it rolled back whole: it runs again)
@@ -264,7 +263,9 @@ class Commands:
             platform=caller.platform,
             user_id=caller.user_id,
         )
-        return Reply(f"{path} is now {state}.", True)  # the town's narration says it publicly
+        return Reply(
+            f"{path} is now {echoed(state)}.", True
+        )  # the town's narration says it publicly
 
     async def _pause(self, caller: Caller, args: list[str]) -> Reply:
         clock = await admin.set_paused(self.engine, True, announce_in=self._area(caller))
@@ -283,15 +284,16 @@ class Commands:
             if len(args) > 1:
                 raise ValueError("realtime takes no seconds: it is one tick a real minute")
             minutes, seconds = MINUTES_REALTIME, SECONDS_REALTIME
-        elif word.isdigit():
-            minutes = int(word)
+        elif word.isascii() and word.isdigit():  # bounded before it is a number
+            most = admin.MAX_MINUTES_PER_TICK
+            minutes = int(word) if len(word) <= len(str(most)) else most + 1
             if len(args) > 1:
                 try:
                     seconds = float(args[1])
                 except ValueError:
-                    raise ValueError(f"{args[1]!r} is not a number of seconds") from None
+                    raise ValueError(f"{echoed(args[1])!r} is not a number of seconds") from None
         else:
-            raise ValueError(f"{args[0]!r} is neither a number of minutes nor realtime")
+            raise ValueError(f"{echoed(args[0])!r} is neither a number of minutes nor realtime")
         minutes, seconds = await admin.set_speed(
             self.engine, minutes, seconds, announce_in=self._area(caller)
         )

@@ -5,7 +5,7 @@ Platform-neutral: ``bot.runtime.commands`` registers them beside the others."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,6 @@ from typing import Any
 from adapters.core.ports import Caller, Reply
 from bot.runtime.settings import Settings
 from town.features.consent.forget import UnknownMember, characters_of, find_members, forget
-from town.features.consent.member import Member
 from town.inputs.consent import set_muted
 from town.inputs.unit import area_named
 from town.llm.moderation import ModerationEndpoint
@@ -21,6 +20,7 @@ from town.llm.port import Brain
 from town.outbox.moderation import Blocklist, Check, ModeratedBrain, read_blocklist
 from town.outbox.switches import MODES, set_switch, switches
 from town.store.db import Store
+from town.text import echoed
 from town.tick.engine import Engine
 from town.world.load import town_folder
 from town.world.persona import PersonaError
@@ -51,27 +51,20 @@ class Consent:
     engine: Engine
     replays: Sequence[Path] = ()
     forget_on: frozenset[str] = field(default_factory=lambda: frozenset({"ban", "kick"}))
-    # told of each forget, to drop what they show from memory (the web page's feed)
-    listeners: list[Callable[[Member], None]] = field(default_factory=list)
 
     async def _forget(self, platform: str, user_id: str, **kw: Any) -> None:
         """Forget the member, and the characters they wrote as through a proxy bot; raises
         ``UnknownMember`` when the town holds nothing of either."""
         with self.engine.store.session() as session:
             also = characters_of(session, self.engine.town_id, platform, user_id)
-        done = []
         try:
-            done.append(await forget(self.engine, platform, user_id, replays=self.replays, **kw))
+            await forget(self.engine, platform, user_id, replays=self.replays, **kw)
         except UnknownMember:
             if not also:
                 raise
         kw.pop("names", None)
         for character in also:
-            done.append(await forget(self.engine, platform, character, replays=self.replays, **kw))
-        for each in done:
-            if each.member is not None:
-                for listener in self.listeners:
-                    listener(each.member)
+            await forget(self.engine, platform, character, replays=self.replays, **kw)
 
     async def forget_me(self, caller: Caller, args: list[str]) -> Reply:
         if [a.lower() for a in args] != [CONFIRM]:
@@ -94,15 +87,18 @@ class Consent:
             raise ValueError("forget whom? a name, a mention, or platform:id")
         found = await asyncio.to_thread(self._find, who)
         if not found:
-            return Reply(f"Nobody called {who!r} is known to the town; nothing was changed.", True)
+            return Reply(
+                f"Nobody called {echoed(who)!r} is known to the town; nothing was changed.", True
+            )
         if len(found) > 1:
             ids = ", ".join(f"{p}:{u}" for p, u in found)
             return Reply(
-                f"{who!r} could be any of {ids}; name one (forget {found[0][0]}:...).", True
+                f"{echoed(who)!r} could be any of {ids}; name one (forget {found[0][0]}:...).",
+                True,
             )
         ((platform, user_id),) = found
         await self._forget(platform, user_id, reason="admin")
-        return Reply(f"Done: the town has forgotten {who}.", True)
+        return Reply(f"Done: the town has forgotten {echoed(who)}.", True)
 
     def _find(self, who: str) -> list[tuple[str, str]]:
         with self.engine.store.session() as session:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -22,6 +25,8 @@ from bot.runtime.watch import Watch
 from town.features.consent.forget import finish_pending
 from town.outbox import audit
 from town.store.lease import Leases
+
+log = logging.getLogger(__name__)
 
 
 def per_minute(settings: Settings, platform: str) -> int:
@@ -102,15 +107,44 @@ async def serve(
     persona: str | None = None,
     ready: Callable[[TownRuntime], None] | None = None,
 ) -> None:
-    """Open (or found) a town and run it on ``platforms`` until cancelled."""
+    """Open (or found) a town and run it on ``platforms`` until cancelled, or until SIGTERM,
+    which stops it as Ctrl-C does (everything saved) and returns."""
     opened = await open_town(settings, town or settings.town, persona=persona, create=True)
     try:
         _refuse_if_a_worker_runs(opened, settings)
         watch = Watch(opened.services.store)
         async with watch_served(watch, settings):
-            await run_town(TownRuntime(opened, settings, watch=watch), platforms, ready=ready)
+            runtime = TownRuntime(opened, settings, watch=watch)
+            await until_terminated(run_town(runtime, platforms, ready=ready))
     finally:
         opened.services.close()
+
+
+async def until_terminated(running: Coroutine[Any, Any, None]) -> None:
+    """``running`` until it ends, or until the process is sent SIGTERM (a service manager's
+    stop, ``kill``): then it is cancelled as Ctrl-C cancels it, and this returns."""
+    loop = asyncio.get_running_loop()
+    terminated = asyncio.Event()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, terminated.set)
+    except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+        await running
+        return
+    task = asyncio.ensure_future(running)
+    waiting = asyncio.ensure_future(terminated.wait())
+    try:
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        waiting.cancel()
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if terminated.is_set():
+        log.info("SIGTERM: the town stopped, everything saved")
+    else:
+        task.result()
 
 
 @contextlib.asynccontextmanager

@@ -21,18 +21,17 @@ from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown
 from bot.runtime.watch import COMMITTED, PAUSED, ROLLED_BACK, Watch
 from town.authoring.living import follow_persona
-from town.features.consent.member import Member
+from town.features.consent.forget import follow_forgets, forgets_done
 from town.features.ratings.reactions import Reacted, react
 from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
-from town.inputs.naming import visitor_name
 from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
 from town.llm.report import AnswerReport, in_words
 from town.outbox import audit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget, StoredUsage
-from town.text import Name, clean_text, name_of
+from town.text import clean_text, name_of
 from town.tick.engine import Engine, TickReport, TownChanged
 from town.views import card
 from town.views.card import ResidentCard, TownMap
@@ -59,6 +58,7 @@ class TownRuntime:
     keeper: Timekeeper | None = field(default=None, init=False)  # while run_town runs it
     visitor_rate: VisitorRateLimit = field(init=False)  # each visitor's messages a minute
     persona_seen: int = field(init=False)  # the persona revision the engine's town is from
+    forgets_seen: int = field(init=False)  # the forget generation the memory arrays are from
 
     def __post_init__(self) -> None:
         self.commands = Commands(
@@ -74,8 +74,8 @@ class TownRuntime:
             forget_on=leaving_forgets(self.settings.forget_on_leave),
         )
         self.visitor_rate = VisitorRateLimit(self.settings.visitor_messages_per_minute)
-        self.commands.consent.listeners.append(self._forgotten)
         self.persona_seen = self.opened.town.persona_revision
+        self.forgets_seen = forgets_done(self.engine)
         for name in ("pause", "resume", "speed"):  # the scheduler follows them at once
             if name in self.commands.table:
                 self.commands.table[name] = self._then_follow(self.commands.table[name])
@@ -124,15 +124,13 @@ class TownRuntime:
     def areas(self) -> list[str]:
         return [area.name for area in self.opened.engine.spec.areas]
 
-    def visitor_name(self, name: Name) -> Name:
-        return visitor_name(name, [r.name for r in self.engine.spec.residents])
-
     async def visitor_says(self, visit: Visit) -> None:
         """The words are stored and heard, and each answer stored, then posted at once by every
         platform (``town.inputs.visitor.say``, ``post_now``; what does not go out then, the
         pumps' rounds deliver). Words empty once cleaned raise ``EmptyWords`` for the
         adapter to tell the visitor; an unknown place is logged."""
         rate: VisitorRateLimit | None = self.visitor_rate  # over it: audited, heard by nobody
+        await asyncio.to_thread(self.forgets)  # never recall a member forgotten elsewhere
         area, platform = visit.area, visit.platform
         heard_at, answered = self.watch.clock(), False
 
@@ -212,6 +210,7 @@ class TownRuntime:
                 caller.location or "",
                 clean_text(line),
             )
+        await asyncio.to_thread(self.forgets)  # an interview recalls nobody forgotten elsewhere
         with urgency.person_waiting(urgency.PERSON):  # its calls go ahead of the town's
             reply = await self.commands.handle(caller, line)
         self.wake.set()  # set, say and whisper change the town
@@ -248,12 +247,11 @@ class TownRuntime:
 
     # -- the web page's map and resident cards (issue 32) -------------------------------------
 
-    def _forgotten(self, member: Member) -> None:
-        """A forget done: adapters that show members' words from memory drop them."""
-        for adapter in self.adapters:
-            drop = getattr(adapter, "forgotten", None)
-            if callable(drop):
-                drop(member.held_in)
+    def forgets(self) -> int:
+        """The forget generation; a forget another process ran since the last look has the
+        residents' memory arrays read again from the store."""
+        self.forgets_seen = follow_forgets(self.engine, self.forgets_seen)
+        return self.forgets_seen
 
     async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
         """A member banned, kicked or gone: forgotten as ``forget_on_leave`` says."""
@@ -281,6 +279,7 @@ class TownRuntime:
         started = self.watch.clock()
         try:
             self.persona_seen = follow_persona(self.engine, self.persona_seen)
+            await asyncio.to_thread(self.forgets)
             report = await self.engine.tick()
         except self.stop_on:
             raise

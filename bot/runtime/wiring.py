@@ -26,6 +26,7 @@ from town.memory.vectors import ChromaIndex
 from town.store.db import Store
 from town.store.models import Memory, Resident, Town
 from town.store.usage import DailyTokenBudget, StoredUsage
+from town.text import echoed
 
 log = logging.getLogger(__name__)
 
@@ -187,5 +188,5 @@ class Services:
             full = resident_named(rows, name)
             if full is None:
                 hint = f"; residents: {', '.join(sorted(rows))}" if rows else ""
-                raise LookupError(f"no resident named {name!r} in {town.name}{hint}")
+                raise LookupError(f"no resident named {echoed(name)!r} in {town.name}{hint}")
             return rows[full]

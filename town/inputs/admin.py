@@ -28,6 +28,8 @@ from town.tick.engine import Engine
 from town.tick.pending import WHISPER
 from town.world.places import World
 
+MAX_MINUTES_PER_TICK = 24 * 60  # a game day a tick at most
+
 MIN_TICK_SECONDS, MAX_TICK_SECONDS = 0.05, 3600.0
 
 
@@ -121,8 +123,8 @@ async def set_speed(
     """How much game time a tick is, and the real seconds between ticks (None: the deployment's
     default, ``settings.tick_seconds``). Stored on the town, so a restart keeps them. When the
     pace changes, one public line says so in the area ``announce_in`` (if given)."""
-    if not 1 <= minutes_per_tick <= 24 * 60:
-        raise ValueError("minutes per tick must be 1 to 1440")
+    if not 1 <= minutes_per_tick <= MAX_MINUTES_PER_TICK:
+        raise ValueError(f"minutes per tick must be 1 to {MAX_MINUTES_PER_TICK}")
     if tick_seconds is not None and not MIN_TICK_SECONDS <= tick_seconds <= MAX_TICK_SECONDS:
         raise ValueError(
             f"seconds between ticks must be {MIN_TICK_SECONDS:g} to {MAX_TICK_SECONDS:g}"

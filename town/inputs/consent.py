@@ -5,15 +5,15 @@ are the calls the visitor path makes (``town.inputs.visitor.say``)."""
 
 from __future__ import annotations
 
-from sqlmodel import Session, select
+from sqlalchemy import update
+from sqlmodel import Session, col, select
 
-from town.inputs.joining import known_visitor
 from town.inputs.naming import visitor_name
 from town.inputs.unit import area_named
 from town.inputs.visit import Visit
 from town.outbox import audit
 from town.outbox.switches import CLOSED, switches
-from town.store.models import ForgetOrder, MutedMember
+from town.store.models import ForgetOrder, MutedMember, Visitor
 from town.tick.engine import Engine
 from town.world.places import World
 
@@ -36,9 +36,31 @@ def _row(session: Session, town_id: int, platform: str, user_id: str) -> MutedMe
 
 
 def still_heard(session: Session, town_id: int, platform: str, user_id: str) -> bool:
-    """Whether an answer composed for the member may still be stored: not forgotten (their
-    visitor row is gone once a forget has run, and a forget under way has an open order) and
-    not muted since their words were heard."""
+    """Whether what the town is about to write for the member (an answer composed for them)
+    may still be written: not forgotten and not muted since their words were heard.
+
+    The member's visitor row is taken for writing first (``hold_member``), so the check and the
+    write after it are one transaction no forget can come between: a forget's order waits for
+    it to commit (and then finds what it wrote), or it sees the order and writes nothing."""
+    return hold_member(session, town_id, platform, user_id) and not is_muted(
+        session, town_id, platform, user_id
+    )
+
+
+def hold_member(session: Session, town_id: int, platform: str, user_id: str) -> bool:
+    """Take the member's visitor row for writing (the store's writer lock on SQLite, the row's
+    lock elsewhere) until ``session`` ends; whether the member is still there to write for
+    (a row, and no forget of them under way). A forget takes the same row first
+    (``town.features.consent.forget``)."""
+    held = session.exec(
+        update(Visitor)
+        .where(
+            col(Visitor.town_id) == town_id,
+            col(Visitor.platform) == platform,
+            col(Visitor.platform_user_id) == user_id[:100],
+        )
+        .values(role=Visitor.role)  # changes nothing: the statement is the lock
+    )
     forgetting = session.exec(
         select(ForgetOrder.id).where(
             ForgetOrder.town_id == town_id,
@@ -47,11 +69,7 @@ def still_heard(session: Session, town_id: int, platform: str, user_id: str) -> 
             ForgetOrder.done_at == None,  # noqa: E711 (SQL's IS NULL)
         )
     ).first()
-    return (
-        forgetting is None
-        and known_visitor(session, town_id, platform, user_id) is not None
-        and not is_muted(session, town_id, platform, user_id)
-    )
+    return bool(held.rowcount) and forgetting is None
 
 
 def set_muted(engine: Engine, platform: str, user_id: str, muted: bool) -> bool:

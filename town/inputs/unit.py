@@ -17,7 +17,7 @@ from town.outbox import audit
 from town.store.db import Store
 from town.store.ids import blocks
 from town.store.models import Resident, Town
-from town.text import clean_text
+from town.text import clean_text, echoed
 from town.tick.engine import Engine
 from town.world.places import UnknownPlace, World
 
@@ -75,7 +75,7 @@ def find_resident(residents: dict[str, Resident], name: str) -> Resident:
     full = resident_named(residents, name)
     if full is None:
         raise UnknownResident(
-            f"no resident named {name!r}; residents: {', '.join(sorted(residents))}"
+            f"no resident named {echoed(name)!r}; residents: {', '.join(sorted(residents))}"
         )
     return residents[full]
 
@@ -139,5 +139,5 @@ def area_named(world: World, location: str) -> str:
     """The area ``location`` is in; ``UnknownPlace`` if it is no place of the town."""
     resolved = world.resolve(location, "")
     if not resolved:
-        raise UnknownPlace(f"no place {location!r}; places: {', '.join(world.areas())}")
+        raise UnknownPlace(f"no place {echoed(location)!r}; places: {', '.join(world.areas())}")
     return World.area_of(resolved)

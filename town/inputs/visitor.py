@@ -241,6 +241,10 @@ def _store(engine: Engine, heard: _Heard) -> None:
     # checked by the engine's guard (a worker's lease) like a tick; the town's revision is
     # left alone: nothing a tick reads is written
     with engine.unit(changes_town=False) as session:
+        if not heard.new_visitor and not consent.hold_member(
+            session, town_id, visit.platform, visit.user_id
+        ):
+            return  # forgotten since the words were heard: nothing of them is written
         if heard.new_visitor:
             remember_visitor(session, town_id, visit.platform, visit.user_id, heard.who, heard.role)
         logged_as = audit.identity(heard.who, visit.platform, visit.user_id)

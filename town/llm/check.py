@@ -92,6 +92,12 @@ FIXES = {
 """For a check the model answered nothing of: what to fix, by the fallback's reason."""
 
 
+class LLMUnusable(ValueError):
+    """The model answered none of the check's calls, for one reason a setting fixes (the key,
+    the model's name, the URL, the timeout): the message says which; ``bottown llm check``
+    ends with it, exit 2."""
+
+
 @dataclass(frozen=True)
 class Server:
     """The configured server: its URL (None: the OpenAI API), key, model, timeout and the
@@ -105,7 +111,8 @@ class Server:
 
 
 def verdict(handles: Handles, server: Server, tally: UsageTally) -> tuple[bool, str]:
-    """(the town can use the server, the lines to print) from what the probes got."""
+    """(the town can use the server, the lines to print) from what the probes got; raises
+    ``LLMUnusable`` when one setting keeps the model from answering anything."""
     where = server.base_url or "the OpenAI API"
     answers = handles.report.as_json()
     by_task = answers["answers_by_task"]
@@ -119,7 +126,7 @@ def verdict(handles: Handles, server: Server, tally: UsageTally) -> tuple[bool, 
     (gateway,) = handles.models
     why = {r for found in fallbacks.values() for r in found}
     if model_share == 0 and len(why) == 1 and (fix := FIXES.get(next(iter(why)))):
-        return False, fix.format(model=server.model, where=where, timeout=server.timeout_s)
+        raise LLMUnusable(fix.format(model=server.model, where=where, timeout=server.timeout_s))
     mode = gateway.response_format_kind
     lines.append(handles.server_line())
     lines.append(
@@ -141,7 +148,8 @@ def verdict(handles: Handles, server: Server, tally: UsageTally) -> tuple[bool, 
 
 async def check_llm(server: Server) -> tuple[bool, str]:
     """(the town can use the server, message). The message says which of the town's thoughts
-    the model answers and in which mode, or the setting to fix; it never contains the key."""
+    the model answers and in which mode; ``LLMUnusable`` says the setting to fix. Neither
+    contains the key."""
     client = open_client(server.base_url, server.api_key, server.timeout_s, max_retries=0)
     tally = UsageTally()
     brain, handles = think_with(client, server.model, slots=server.slots, usage=tally)

@@ -7,6 +7,7 @@ import asyncio
 import time as wall
 from datetime import UTC, date, datetime, time, timedelta
 
+from town.text import echoed
 from town.world.persona import clock_time
 
 
@@ -28,7 +29,7 @@ def parse_game_time(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not a game time like '2023-02-13 07:00'") from None
+        raise ValueError(f"{echoed(text)!r} is not a game time like '2023-02-13 07:00'") from None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 

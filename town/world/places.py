@@ -16,6 +16,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from town.store.models import WorldObject
+from town.text import echoed
 from town.world.persona import SEPARATOR, TownSpec, split_path
 
 
@@ -102,14 +103,14 @@ class World:
         """``"Area: sub-area: object"`` -> (sub-area path, object name), matched without case."""
         parts = split_path(path)
         if len(parts) < 3:
-            raise UnknownPlace(f"{path!r}: name an object as 'Area: sub-area: object'")
+            raise UnknownPlace(f"{echoed(path)!r}: name an object as 'Area: sub-area: object'")
         place, name = SEPARATOR.join(parts[:-1]).casefold(), parts[-1].casefold()
         for sub_path, obj in self.states:
             if sub_path.casefold() == place and obj.casefold() == name:
                 return sub_path, obj
         near = [f"{p}{SEPARATOR}{o}" for p, o in self.states if p.casefold() == place]
         hint = f"; objects there: {', '.join(near)}" if near else ""
-        raise UnknownPlace(f"no object {path!r} in this town{hint}")
+        raise UnknownPlace(f"no object {echoed(path)!r} in this town{hint}")
 
     def set_state(self, session: Session, sub_path: str, name: str, state: str) -> None:
         self.note_state(sub_path, name, state)

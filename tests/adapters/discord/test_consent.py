@@ -37,7 +37,7 @@ async def test_forget_me_on_discord_leaves_nothing_of_the_member(
     runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
 ) -> None:
     await morning(runtime)
-    zeph = await _heard(runtime, fake, "Zephyrine", f"Isabella, {PHRASE}!")
+    zeph = await _heard(runtime, fake, "Zephyrine Quill", f"Isabella, {PHRASE}!")
     write_replay(runtime)
     needles = [zeph["id"], "Zephyrine", PHRASE]
     assert held_anywhere(runtime, needles)
@@ -74,12 +74,12 @@ async def test_a_ban_forgets_the_member_and_a_kick_too_when_the_audit_log_is_vis
 ) -> None:
     await morning(runtime)
     mod = fake.add_member("Mod", admin=True)
-    troll = await _heard(runtime, fake, "Trollope", f"Isabella, {PHRASE}!")
+    troll = await _heard(runtime, fake, "Trollope Grim", f"Isabella, {PHRASE}!")
     await fake.ban(troll, mod, reason="spam")
     await until(lambda: not held_anywhere(runtime, [troll["id"], "Trollope", PHRASE]))
 
     fake.bot_permissions |= VIEW_AUDIT_LOG
-    kicked = await _heard(runtime, fake, "Kestrel", "Isabella, kestrels hover over the marsh")
+    kicked = await _heard(runtime, fake, "Kestrel Marsh", "Isabella, kestrels hover over the marsh")
     await fake.kick(kicked, mod)
     await until(lambda: not held_anywhere(runtime, [kicked["id"], "Kestrel", "kestrels hover"]))
 
@@ -115,7 +115,7 @@ async def test_forget_me_has_a_private_confirmation_button_only_its_member_can_p
     runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
 ) -> None:
     await morning(runtime)
-    zeph = await _heard(runtime, fake, "Zephyrine", f"Isabella, {PHRASE}!")
+    zeph = await _heard(runtime, fake, "Zephyrine Quill", f"Isabella, {PHRASE}!")
     other = fake.add_member("Mallory")
     cafe = channel_of(runtime, "Hobbs Cafe")
     token = await fake.slash(
@@ -139,7 +139,7 @@ async def test_the_button_comes_by_direct_message_to_a_typed_command(
     runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
 ) -> None:
     await morning(runtime)
-    zeph = await _heard(runtime, fake, "Zephyrine", f"Isabella, {PHRASE}!")
+    zeph = await _heard(runtime, fake, "Zephyrine Quill", f"Isabella, {PHRASE}!")
     await fake.member_says(zeph, channel_of(runtime, "Hobbs Cafe"), "!town forget-me")
     asked = (await until(lambda: [d for d in fake.direct if d["to"] == zeph["id"]]))[-1]
     pressed = await fake.click(zeph, asked, _button(asked))
@@ -153,7 +153,7 @@ async def test_an_admin_forgets_a_member_by_mention(
 ) -> None:
     await morning(runtime)
     mod = fake.add_member("Mod", admin=True)
-    zeph = await _heard(runtime, fake, "Zephyrine", f"Isabella, {PHRASE}!")
+    zeph = await _heard(runtime, fake, "Zephyrine Quill", f"Isabella, {PHRASE}!")
     cafe = channel_of(runtime, "Hobbs Cafe")
     await fake.member_says(zeph, cafe, "!town forget Mod")  # members may not
     refused = (await until(lambda: [d for d in fake.direct if d["to"] == zeph["id"]]))[-1]

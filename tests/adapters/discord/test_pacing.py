@@ -11,11 +11,18 @@ from adapters.discord.pacing import ServerBucket
 from tests.adapters.discord.support import add_event
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.platform import Clock, Sleeps
+from town.store.models import Town
 
 
 async def test_a_busy_channel_stays_under_its_webhook_cap(
     runtime: Any, fake: FakeDiscord, adapter: DiscordAdapter
 ) -> None:
+    with runtime.store.session() as s:  # a slow town: forty lines fit in one of its ticks
+        town = s.get(Town, runtime.town_id)
+        assert town is not None
+        town.tick_seconds = 3600
+        s.add(town)
+        s.commit()
     worker = OutboxPump(
         runtime.store,
         runtime.town_id,

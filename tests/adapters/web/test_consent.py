@@ -7,20 +7,22 @@ import json
 import aiohttp
 
 from adapters.core.delivery import OutboxPump
+from adapters.core.ports import Caller
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
 from tests.adapters.consent_support import PHRASE, held_anywhere, knows, remembered, write_replay
 from tests.adapters.web.support import HOBBS, someone_awake_at
+from tests.factories import open_runtime
 
 ZEPH = "v-zephyrine-7731"
 
 
 def _said(text: str) -> dict[str, str]:
-    return {"area": HOBBS, "name": "Zephyrine", "visitor_id": ZEPH, "text": text}
+    return {"area": HOBBS, "name": "Zephyrine Quill", "visitor_id": ZEPH, "text": text}
 
 
 def _line(text: str) -> dict[str, str]:
-    return {"line": text, "area": HOBBS, "name": "Zephyrine", "visitor_id": ZEPH}
+    return {"line": text, "area": HOBBS, "name": "Zephyrine Quill", "visitor_id": ZEPH}
 
 
 async def test_forget_me_on_the_web_leaves_nothing_of_the_member(
@@ -64,3 +66,39 @@ async def test_a_muted_member_is_neither_heard_nor_answered_on_the_web(
     assert not remembered(runtime, "zebra umbrellas") and not remembered(runtime, "Zephyrine")
     answers = [m for m in web.feed.since(0)[len(before) :] if m.author == resident]
     assert not [m for m in answers if "Zephyrine" in m.text]
+    # their words are shown to nobody: not on the feed, not in the channel's history
+    assert not [m for m in web.feed.since(0) if "zebra umbrellas" in m.text]
+    page = await (await http.get(web.url + "/api/history", params={"area": HOBBS})).json()
+    assert "zebra umbrellas" not in json.dumps(page)
+
+
+async def test_a_forget_in_another_process_leaves_the_running_page_at_once(
+    runtime: TownRuntime, web: WebAdapter, http: aiohttp.ClientSession
+) -> None:
+    """``bottown forget`` in a second process: this town's store, its own engine and caches."""
+    resident = await someone_awake_at(runtime, HOBBS)
+    first = resident.split()[0]
+    said = await http.post(web.url + "/api/say", json=_said(f"{first}, {PHRASE}!"))
+    assert said.status == 200
+    await OutboxPump(runtime.store, runtime.town_id, web).deliver_pending()
+    await runtime.opened.engine.tick()
+    page = json.dumps(
+        await (await http.get(web.url + "/api/history", params={"area": HOBBS})).json()
+    )
+    assert "Zephyrine" in page and PHRASE in page
+    epoch = web.feed.epoch
+
+    other = await open_runtime(runtime.settings)
+    try:
+        caller = Caller("cli", "shell", "shell", True)
+        done = await other.commands.consent.forget_member(caller, ["Zephyrine", "Quill"])
+        assert "has forgotten" in done.text
+    finally:
+        other.opened.services.close()
+
+    page = json.dumps(
+        await (await http.get(web.url + "/api/history", params={"area": HOBBS})).json()
+    )
+    assert "Zephyrine" not in page and PHRASE not in page
+    assert web.feed.epoch != epoch  # open pages reload their channel
+    assert not await knows(runtime, first, "Zephyrine")  # nor does this process recall them

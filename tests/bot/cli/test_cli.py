@@ -166,11 +166,15 @@ def test_llm_check(fake_llm: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ok.exit_code == 0 and "LLM OK" in ok.output
     queue_faults(fake_llm, "401")
     denied = runner.invoke(app, ["llm", "check"])
-    assert denied.exit_code == 1
+    assert denied.exit_code == 2  # a setting to fix, said in the last line
+    assert (
+        denied.output.splitlines()[-1]
+        == "error: the server rejected the API key: check BOTTOWN_LLM_API_KEY"
+    )
     assert "BOTTOWN_LLM_API_KEY" in denied.output and "sk-check-key-123" not in denied.output
     monkeypatch.setenv("BOTTOWN_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     down = runner.invoke(app, ["llm", "check"])
-    assert down.exit_code == 1 and "cannot reach" in down.output
+    assert down.exit_code == 2 and "cannot reach" in down.output
 
 
 def test_llm_check_offline() -> None:
@@ -277,7 +281,14 @@ def test_chat_commands_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     paused = runner.invoke(app, ["cmd", "pause", "--town", "mini"])
     assert paused.exit_code == 0 and "The clock stops" in paused.output
     member = runner.invoke(app, ["cmd", "resume", "--town", "mini", "--no-admin"])
-    assert member.exit_code == 1 and "Only admins" in member.output
+    assert member.exit_code == 2 and "Only admins" in member.output
+    # what the caller can fix: exit 2 and one line that says it
+    unknown = runner.invoke(app, ["cmd", "frobnicate", "--town", "mini"])
+    assert unknown.exit_code == 2 and unknown.output.count("\n") == 1
+    assert unknown.output.startswith("error: There is no command 'frobnicate'")
+    typo = runner.invoke(app, ["cmd", "look", "--town", "mini", "--at", "Hobs Cafe"])
+    assert typo.exit_code == 2 and typo.output.count("\n") == 1
+    assert typo.output.startswith("error: no place 'Hobs Cafe'") and "Usage" not in typo.output
 
 
 def test_bench_town_json(monkeypatch: pytest.MonkeyPatch) -> None:

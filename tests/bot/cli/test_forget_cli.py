@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from bot.cli.main import app
 from bot.runtime.settings import load_settings
 from tests.factories import MINITOWN
+from tests.town.features.consent.support import traces
 from town.store.db import Store
 from town.store.models import ForgetOrder, Memory, Visitor
 
@@ -24,7 +25,7 @@ def test_forget_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     sim = ["simulate", "--town", str(MINITOWN), "--name", "mini", "--days", "0.06"]
     assert runner.invoke(app, sim).exit_code == 0
     said = runner.invoke(
-        app, ["say", "Hobbs Cafe", f"Isabella, {WORDS}", "--as", "Wren", "--town", "mini"]
+        app, ["say", "Hobbs Cafe", f"Isabella, {WORDS}", "--as", "Wren Hollis", "--town", "mini"]
     )
     assert said.exit_code == 0, said.output
     on = runner.invoke(app, ["simulate", "--town", "mini", "--days", "0.07"])
@@ -38,12 +39,13 @@ def test_forget_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     nobody = runner.invoke(app, ["forget", "--who", "Nobody Known", "--town", "mini"])
     assert nobody.exit_code == 2 and "nothing was changed" in nobody.output
 
-    done = runner.invoke(app, ["forget", "--who", "wren", "--town", "mini"])
+    done = runner.invoke(app, ["forget", "--who", "wren hollis", "--town", "mini"])
     assert done.exit_code == 0 and "forgotten" in done.output, done.output
     store = Store.open(settings.resolved_database_url)
     with store.session() as s:
         assert not any(WORDS in m.text or "Wren" in m.text for m in s.exec(select(Memory)))
         assert s.exec(select(Visitor)).first() is None
+    assert traces(store, ["Wren", WORDS]) == []  # every table: the first name an answer used too
     store.dispose()
     replays = list(Path(settings.data_dir).glob("**/*.jsonl"))
     assert replays and not any("Wren" in p.read_text(encoding="utf-8") for p in replays)

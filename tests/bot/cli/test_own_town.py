@@ -142,7 +142,7 @@ def test_update_and_reload_from_the_shell(tmp_path: Path) -> None:
     assert reloaded.exit_code == 0, reloaded.output
     assert "Klaus Mueller moves away (memories kept)" in reloaded.output
     outsider = runner.invoke(app, ["cmd", "reload", "--town", "mini", "--no-admin"])
-    assert outsider.exit_code == 1 and "Only admins" in outsider.output
+    assert outsider.exit_code == 2 and "Only admins" in outsider.output
     lived = runner.invoke(app, ["simulate", "--town", "mini", "--name", "mini", "--days", "0.2"])
     assert lived.exit_code == 0, lived.output
     assert "Finn Reed" in lived.output and "Klaus Mueller" not in lived.output

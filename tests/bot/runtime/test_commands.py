@@ -41,7 +41,7 @@ async def test_help_and_unknown_commands(commands: Commands) -> None:
     unknown = await commands.handle(MEMBER, "dance wildly")
     assert not unknown.ok and "no command 'dance'" in unknown.text and "look" in unknown.text
     pasted = await commands.handle(MEMBER, "x" * 10_000)  # echoed as a short prefix only
-    assert not pasted.ok and f"no command '{'x' * 39}…'" in pasted.text
+    assert not pasted.ok and f"no command '{'x' * 79}…'" in pasted.text
     assert len(pasted.text) < 300
     broken = await commands.handle(MEMBER, 'interview "Isabella')
     assert not broken.ok and "quotes" in broken.text
@@ -77,6 +77,20 @@ async def test_pause_resume_and_speed(commands: Commands) -> None:
     assert "1 game minute." in (await commands.handle(ADMIN, "speed realtime")).text
     bad = await commands.handle(ADMIN, "speed fast")
     assert not bad.ok and "neither a number" in bad.text and "Usage: speed" in bad.text
+    # numbers are read with bounds, and what is echoed is cut to about 80 characters
+    huge = await commands.handle(ADMIN, "speed " + "9" * 9_990)
+    assert not huge.ok and "minutes per tick must be 1 to 1440" in huge.text
+    assert "digits" not in huge.text and len(huge.text) < 200
+    seconds = await commands.handle(ADMIN, "speed 15 " + "s" * 9_990)
+    assert not seconds.ok and len(seconds.text) < 200
+    wide = await commands.handle(ADMIN, "speed ²")  # a digit, but not a number of minutes
+    assert not wide.ok and "neither a number" in wide.text
+    nobody = await commands.handle(ADMIN, "forget " + "n" * 9_990)
+    assert "Nobody called" in nobody.text and len(nobody.text) < 200
+    for line in (f'set "{"o" * 9_990}" burning', 'set "Hobbs Cafe: kitchen: stove" ' + "b" * 9_990):
+        assert len((await commands.handle(ADMIN, line)).text) < 300, line[:20]
+    for line in ("interview " + "r" * 9_990 + " hi", "look " + "l" * 9_990, "join " + "j" * 9_990):
+        assert len((await commands.handle(ADMIN, line)).text) < 300, line[:20]
     report = await engine.tick()
     assert not report.skipped and report.clock.minute == 31
     with engine.store.session() as s:

@@ -301,26 +301,24 @@ def test_the_channel_window_slides() -> None:
     assert ChannelRate(0, clock=clock).room("Cafe") is None
 
 
-async def test_a_burst_is_paced_without_loss_or_reordering(store: Store) -> None:
+async def test_a_burst_the_channel_cannot_post_in_time_folds_whole_and_in_order(
+    store: Store,
+) -> None:
     events = [("said", "Cafe", f"line {n}") for n in range(5)] + [("said", "Park", "over here")]
     town_id = town_with_events(store, events)
     clock, platform = FakeClock(), FakePlatform()
     pump = OutboxPump(
         store, town_id, platform, channel_per_minute=3, sleep=clock.sleep, clock=clock
     )
-    # two in the cafe (the minute's third post is kept for a reply), and the park not held up
-    assert await pump.deliver_pending() == 3
-    assert [m.text for m in platform.sent if m.area == "Park"] == ["over here"]
-    assert await pump.deliver_pending() == 0 and pump.stats.deferred == 2  # at the rate: waits
-    clock.now += 60
-    assert await pump.deliver_pending() == 2
-    clock.now += 60
-    assert await pump.deliver_pending() == 1
-    cafe = [m.text for m in platform.sent if m.area == "Cafe"]
-    assert cafe == [f"line {n}" for n in range(5)]  # all of them, in order, never in a digest
+    assert await pump.deliver_pending() == 6
+    assert [m.text for m in platform.sent if m.area == "Park"] == ["over here"]  # not held up
+    # five lines where three a minute go: one scene line, the freshest quoted, all in order
+    (scene,) = [m.text for m in platform.sent if m.area == "Cafe"]
+    assert scene.startswith("09:00-09:04: Isabella talked here: “line 4”")
+    assert scene.splitlines()[1:] == [f"09:0{n} Isabella: line {n}" for n in range(5)]
     with store.session() as s:
-        assert [d.status for d in s.exec(select(Delivery)).all()] == ["sent"] * 6
-    assert clock.slept == [30.0, 30.0]  # narration's two a minute, spread evenly
+        statuses = sorted(d.status for d in s.exec(select(Delivery)).all())
+    assert statuses == ["digested"] * 5 + ["sent"]  # (nothing lost: each line in the scene)
 
 
 async def test_a_backlog_at_the_rate_folds_into_one_digest(store: Store) -> None:
@@ -342,8 +340,8 @@ async def test_a_backlog_at_the_rate_folds_into_one_digest(store: Store) -> None
     assert await pump.deliver_pending() == 0  # waiting, its backlog more than the minute takes
     clock.now += 60
     assert await pump.deliver_pending() == 5
-    digest = platform.sent[-1]
-    assert len(platform.sent) == 3 and "5 things happened" in digest.text
+    digest = platform.sent[-1]  # a scene line: the freshest, then the rest, all in order
+    assert len(platform.sent) == 3 and digest.text.startswith("09:00: later 4; 4 other things")
     lines = [line.split(" ", 1)[1] for line in digest.text.splitlines()[1:]]
     assert lines == [f"later {n}" for n in range(5)]
 
@@ -360,7 +358,9 @@ async def test_the_parts_of_a_long_digest_wait_for_the_rate(store: Store) -> Non
     assert parts > 4  # one digest, split into parts, posted in order
     assert clock.slept and sum(clock.slept) >= 60 * ((parts - 1) // 2) - 1
     texts = [m.text for m in platform.sent]
-    assert "remark 0" in texts[0] and texts.index(next(t for t in texts if "remark 9" in t)) > 0
+    body = "".join(texts).split("\n", 1)[1]  # the lines after the scene line's head, in order
+    assert body.index("09:00 ☕ remark 0") < body.index("09:09 ☕ remark 9")
+    assert "remark 9" in texts[-1]
 
 
 async def test_ids_a_page_makes_up_share_their_connections_allowance(store: Store) -> None:

@@ -15,7 +15,7 @@ from town.features.coaching.tasks import COACH_FEEDBACK
 from town.inputs.unit import UnknownResident, think_apart
 from town.memory.stream import NewMemory
 from town.store.models import Resident
-from town.text import name_of
+from town.text import echoed, name_of
 from town.tick.engine import Engine
 from town.tick.pending import changes_on_top
 from town.tick.turn import Tick
@@ -45,7 +45,7 @@ async def feedback(
         try:
             found = interviews.interviewer(interviewer)
         except KeyError:
-            message = f"no interviewer named {interviewer!r}; interviewers: {names}"
+            message = f"no interviewer named {echoed(interviewer)!r}; interviewers: {names}"
             raise UnknownResident(message) from None
     else:
         chosen = interviews.interviewer_in(location)

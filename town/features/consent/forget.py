@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from town.features.consent.member import FORGOTTEN, Member
 from town.features.consent.places import REGISTRY, Place, Scope
+from town.inputs.consent import hold_member
 from town.inputs.naming import MARKER
 from town.inputs.unit import input_unit
 from town.memory.embedding_queue import flush_queues
@@ -47,7 +49,6 @@ class UnknownMember(LookupError):
 @dataclass(frozen=True)
 class Forgotten:
     erased: dict[str, int]  # per place of the registry, what was erased or redacted
-    member: Member | None = None  # whom (for what the adapters show from memory: a page's feed)
 
     @property
     def total(self) -> int:
@@ -159,7 +160,8 @@ def member_of(session: Session, town_id: int, platform: str, user_id: str) -> Me
         phrases.add(line.text)
     residents = set(session.exec(select(Resident.name).where(Resident.town_id == town_id)))
     names -= residents | {"someone", FORGOTTEN}  # never the residents' own names
-    return Member(platform, user_id, tuple(sorted(names)), tuple(sorted(phrases)))
+    spared = tuple(sorted(residents))
+    return Member(platform, user_id, tuple(sorted(names)), tuple(sorted(phrases)), spared)
 
 
 async def forget(
@@ -186,6 +188,8 @@ def _record_order(
     engine: Engine, platform: str, user_id: str, reason: str, names: list[str]
 ) -> int:
     with engine.store.session() as session:
+        # an answer being written for them first commits (and is found), or waits for the order
+        hold_member(session, engine.town_id, platform, user_id)
         known = member_of(session, engine.town_id, platform, user_id)
         if (
             not known.names
@@ -220,6 +224,7 @@ async def finish(engine: Engine, order_id: int, replays: Sequence[Path] = ()) ->
             order.platform_user_id,
             tuple(sorted({*known.names, *order.names})),
             tuple(sorted({*known.phrases, *order.phrases})),
+            known.spared,
         )
     erased: dict[str, int] = {}
     async with input_unit(engine) as unit:
@@ -234,7 +239,7 @@ async def finish(engine: Engine, order_id: int, replays: Sequence[Path] = ()) ->
     await asyncio.to_thread(_outside, engine, member, replays, erased)
     await asyncio.to_thread(_close, engine, order_id)
     log.info("a member was forgotten (%d rows, memories, vectors and lines)", sum(erased.values()))
-    return Forgotten(erased, member)
+    return Forgotten(erased)
 
 
 def _places(*, in_store: bool) -> list[Place]:
@@ -305,6 +310,31 @@ def _close(engine: Engine, order_id: int) -> None:
             game_time=clock,
             platform=order.platform,
         )
+
+
+def forgets_done(engine: Engine) -> int:
+    """The town's forget generation: the newest finished order's number (0: none yet). It
+    grows the moment a forget commits, whichever process ran it; what a process keeps from
+    the store (a page's feed, the memory arrays) is stale once it has grown."""
+    with engine.store.session() as session:
+        newest = session.exec(
+            select(func.max(ForgetOrder.id)).where(
+                ForgetOrder.town_id == engine.town_id, col(ForgetOrder.done_at).is_not(None)
+            )
+        ).one()
+    return int(newest or 0)
+
+
+def follow_forgets(engine: Engine, seen: int) -> int:
+    """The forget generation now; if it grew past ``seen`` (a forget in another process),
+    every resident's memory arrays are read again from the store on next use."""
+    now = forgets_done(engine)
+    if now != seen:
+        with engine.store.session() as session:
+            residents = session.exec(select(Resident.id).where(Resident.town_id == engine.town_id))
+            for rid in [r for r in residents if r is not None]:
+                engine.streams(rid).arrays.forget()
+    return now
 
 
 def pending_orders(engine: Engine) -> list[int]:

@@ -19,6 +19,14 @@ FORGOTTEN = "forgotten visitor"
 GONE = "[forgotten]"
 MIN_ID = 6  # a shorter user id (a web page's made-up one) could be anyone's word
 MIN_PHRASE = 12  # shorter words ("hi", "ok") are everyone's, not the member's
+MIN_FIRST = 3  # a shorter first word ("Al", "Jo") is too many words' beginning
+NOT_FIRST_NAMES = frozenset(  # first words of a name that are not a first name
+    {"the", "a", "an", "mr", "mrs", "ms", "miss", "dr", "sir", "madam", "mister", "lady"}
+    | {"lord", "captain", "professor", "prof", "my"}
+)
+# what a look-alike spelling puts between a name's letters: spaces, underscores, dots, dashes,
+# zero-width characters ("Z_e_b_u_l_o_n", "Zeb.ulon", "Z e b u l o n")
+_APART = r"[\s_.\-\u200b-\u200d\u2060\ufeff]*"
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ class Member:
     user_id: str
     names: tuple[str, ...] = ()
     phrases: tuple[str, ...] = ()
+    spared: tuple[str, ...] = ()  # never taken for the member's first name: the residents'
 
     @property
     def logged_as(self) -> str:
@@ -35,32 +44,41 @@ class Member:
 
     @cached_property
     def _names(self) -> set[str]:
-        """Each name as given, without the visitor marker, and unquoted."""
+        """Each name as given, without the visitor marker, and unquoted, and the first name of
+        each (an answer says "Hi Zebulon" to Zebulon Quux), unless it is a resident's."""
         names = set(self.names) | {n.removesuffix(MARKER).strip() for n in self.names}
-        return {n for n in names | {n.strip('"') for n in names} if n}
+        names = {n for n in names | {n.strip('"') for n in names} if n}
+        spared = {w.casefold() for s in self.spared for w in (s, *s.split()[:1])}
+        firsts = {n.split()[0].strip("\"'.,") for n in names if len(n.split()) > 1}
+        firsts = {
+            f
+            for f in firsts
+            if len(f) >= MIN_FIRST
+            and f.casefold() not in NOT_FIRST_NAMES
+            and f.casefold() not in spared
+        }
+        return names | firsts
 
     @cached_property
-    def _pattern(self) -> re.Pattern[str] | None:
+    def _pattern(self) -> re.Pattern[str]:
+        """The member's names (any case, spelled apart too) as the group ``name``, their
+        words, their audit identity and their id."""
         longest_first = sorted(self._names, key=len, reverse=True)
-        parts = [rf"(?<!\w){re.escape(n)}(?!\w)" for n in longest_first]
+        names = [rf"(?<!\w){_spelled_apart(n)}(?!\w)" for n in longest_first]
+        parts = [f"(?P<name>{'|'.join(names)})"] if names else []
         parts += [re.escape(p) for p in self.phrases if len(p) >= MIN_PHRASE]
         parts.append(re.escape(self.logged_as))
         if len(self.user_id) >= MIN_ID:  # a mention of them (<@1234...>, an admin's forget)
             parts.append(rf"(?<!\w){re.escape(self.user_id)}(?!\w)")
-        return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+        return re.compile("|".join(parts), re.IGNORECASE)
 
     def held_in(self, text: str) -> bool:
         """Whether ``text`` names the member or quotes them."""
-        return self._pattern is not None and self._pattern.search(text) is not None
+        return self._pattern.search(text) is not None
 
     def redact(self, text: str) -> str:
         """``text`` with the member's names and words taken out."""
-        if self._pattern is None:
-            return text
-        names = {n.casefold() for n in self._names}
-        return self._pattern.sub(
-            lambda m: FORGOTTEN if m.group(0).casefold() in names else GONE, text
-        )
+        return self._pattern.sub(lambda m: FORGOTTEN if m.group("name") else GONE, text)
 
     def redact_json(self, value: Any) -> Any:
         """A JSON value with every string redacted."""
@@ -93,16 +111,23 @@ class Member:
         rows whose ``column`` may hold the member, any case: a coarse sieve in the database
         before ``held_in`` decides. JSON columns are matched as their stored text."""
         target = cast(column, String) if as_json else column
-        terms: set[str] = set()
+        terms: set[tuple[str, ...]] = set()
+        apart = set(self._names)  # a name matches spelled apart too: its letters in order
         for needle in self.needles:
-            terms.add(needle)
-            if as_json:
-                terms.add(json.dumps(needle)[1:-1])  # as the JSON text escapes it
-        patterns = [f"%{_like_escaped(t)}%" for t in sorted(terms)]
+            chars = tuple(needle.replace(" ", "")) if needle in apart else (needle,)
+            terms.add(chars)
+            if as_json:  # as the JSON text escapes it
+                terms.add(tuple(json.dumps(c)[1:-1] for c in chars))
+        patterns = [f"%{'%'.join(_like_escaped(c) for c in t)}%" for t in sorted(terms)]
         return [
             or_(*(target.ilike(p, escape="\\") for p in patterns[i : i + SQL_TERMS]))
             for i in range(0, len(patterns), SQL_TERMS)
         ]
+
+
+def _spelled_apart(name: str) -> str:
+    """A pattern for ``name`` with anything ``_APART`` between its letters (its spaces too)."""
+    return _APART.join(re.escape(c) for c in name.replace(" ", ""))
 
 
 def _like_escaped(text: str) -> str:

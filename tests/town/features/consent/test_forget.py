@@ -4,11 +4,12 @@ lines go; the audit log keeps "forgotten visitor" rows; residents no longer know
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from bot.runtime.towns import replay_line
 from tests.factories import CAFE_PAIR, T0, at_cafe, make_engine, memories, until
@@ -21,6 +22,8 @@ from tests.town.features.consent.support import (
 )
 from town.features.consent import forget as forgetting
 from town.features.consent.forget import UnknownMember, find_members, finish_pending, forget
+from town.features.consent.member import Member
+from town.inputs import consent
 from town.inputs.consent import set_muted
 from town.inputs.query import interview
 from town.inputs.visit import Visit
@@ -208,3 +211,81 @@ async def test_an_answer_composed_while_its_member_is_forgotten_or_muted_is_drop
     assert answers == []
     if how == "forget":
         assert traces(store, NEEDLES) == []
+
+
+ZEB = "u-zebulon-5521"
+
+
+async def test_forget_takes_the_first_name_an_answer_used_out_of_every_table(
+    store: Store, tmp_path: Path
+) -> None:
+    engine = await make_engine(store)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
+    visit = Visit.of(
+        HOBBS, "Zebulon Quux", f"Hi Isabella, {PHRASE}!", platform="discord", user_id=ZEB
+    )
+    said = await say(engine, visit)
+    assert any("Zebulon" in r.text and "Quux" not in r.text for r in said.replies)
+    await engine.tick()
+    assert traces(store, ["Zebulon"])
+    await forget(engine, "discord", ZEB)
+    assert traces(store, ["Zebulon", "Quux", ZEB, PHRASE]) == []
+    assert traces(store, ["Isabella Rodriguez"])  # a resident's name stays
+
+
+def test_a_member_is_found_under_look_alike_spellings_but_never_a_residents_name() -> None:
+    member = Member(
+        "discord", ZEB, ("Zebulon Quux",), spared=("Isabella Rodriguez", "Klaus Mueller")
+    )
+    for text in (
+        "Hi Zebulon!",
+        "zebulon quux was here",
+        "Z_e_b_u_l_o_n said so",
+        "Z e b u l o n  Q u u x",
+        "Zebu.lon-Quux",
+        "Zeb\u200bulon",
+    ):
+        assert member.held_in(text), text
+        assert "forgotten visitor" in member.redact(text), text
+        assert "ebu" not in member.redact(text).casefold(), text
+    for text in ("Zebulons", "Isabella is here", "zebra"):
+        assert not member.held_in(text), text
+    named_like = Member("web", "v-1", ("Isabella Smith", "The Reporter"), spared=("Isabella R",))
+    assert not named_like.held_in("Isabella opens the cafe; a reporter is gone")
+    assert named_like.held_in("Isabella Smith and The Reporter")
+
+
+async def test_an_answer_written_as_its_member_is_forgotten_is_found_by_the_forget(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The injected order: the answer checks its member is still there, and a forget runs
+    before the answer's write commits, if it can (it cannot: the check takes the store's
+    writer lock, so the forget comes after the write and redacts it)."""
+    engine = await make_engine(store)
+    await until(engine, at_cafe(store, *CAFE_PAIR))
+    loop, real = asyncio.get_running_loop(), consent.still_heard
+    gaps: list[bool] = []
+
+    def check_then_forget_if_it_fits(session: Session, *member: str) -> bool:
+        kept = real(session, *member)
+        other = sqlite3.connect(str(store.engine.url.database), timeout=0)
+        try:  # can another writer commit before the answer's write?
+            other.execute("BEGIN IMMEDIATE")
+            other.rollback()
+            gaps.append(True)
+        except sqlite3.OperationalError:  # locked: the check and the write are one transaction
+            gaps.append(False)
+        finally:
+            other.close()
+        if gaps[-1]:  # a forget fits in between: it runs there
+            asyncio.run_coroutine_threadsafe(forget(engine, "discord", ZEB), loop).result()
+        return kept
+
+    monkeypatch.setattr(consent, "still_heard", check_then_forget_if_it_fits)
+    visit = Visit.of(
+        HOBBS, "Zebulon Quux", f"Hi Isabella, {PHRASE}!", platform="discord", user_id=ZEB
+    )
+    said = await say(engine, visit)
+    assert said.replies and gaps and not any(gaps)
+    await forget(engine, "discord", ZEB)
+    assert traces(store, ["Zebulon", ZEB, PHRASE]) == []
