@@ -10,8 +10,8 @@ import pytest
 import yarl
 
 from adapters.discord.adapter import DiscordAdapter
+from standins.discord.server import FakeDiscord
 from tests.adapters.discord.support import make_adapter
-from tests.fakes.discord_server import FakeDiscord
 
 
 @pytest.fixture

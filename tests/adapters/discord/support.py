@@ -1,5 +1,5 @@
 """What the Discord adapter's tests share: the town's side of a test, and what to look for in the
-fake Discord (``tests.fakes.discord_server.FakeDiscord``, which speaks Discord's REST API and
+fake Discord (``standins.discord.server.FakeDiscord``, which speaks Discord's REST API and
 gateway on loopback; discord.py is pointed at it by its two base URLs)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
 from adapters.discord.adapter import DiscordAdapter
+from standins.discord.server import FakeDiscord
 from tests.factories import resident
-from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.platform import Clock, Sleeps
 from town.store.models import (
     ChannelLink,

@@ -1,5 +1,7 @@
-"""The fake Discord's guild: its state, its payloads as Discord sends them, and the gateway
-(HELLO, IDENTIFY -> READY + GUILD_CREATE, heartbeats, RESUME) that carries its events."""
+"""The fake Discord's state: its guilds (each with its roles, members and commands), their
+payloads as Discord sends them, and the gateway (HELLO, IDENTIFY -> READY + a GUILD_CREATE per
+guild the bot is in, heartbeats, RESUME; GUILD_CREATE and GUILD_DELETE as the bot is invited
+and removed) that carries their events."""
 
 from __future__ import annotations
 
@@ -13,25 +15,80 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.fakes.discord_wire import (
+from standins.clock import Clock
+from standins.discord.wire import (
     API,
     BOT_PERMISSIONS,
     DISCORD_EPOCH_MS,
     INTENT_MESSAGE_CONTENT,
     MANAGE_GUILD,
     MEMBER_PERMISSIONS,
+    VIEW_CHANNEL,
     Call,
     Fault,
     InteractionRecord,
     Json,
+    error,
+    json_response,
     now,
     pinged,
 )
-from tests.fakes.platform import Clock
 
 
 class Guild:
-    """One guild, one bot: the state every route reads and changes."""
+    """One server: its roles, members, commands and the bot's place in it (``bot_in``: the
+    bot was invited and not removed since). Its channels live in the service's ``channels``,
+    each naming its guild."""
+
+    def __init__(self, service: Service, name: str) -> None:
+        self._snowflake = service.snowflake
+        self.id = service.snowflake()
+        self.name = name
+        self.owner_id = service.snowflake()
+        self.admin_role_id = service.snowflake()
+        self.roles: list[Json] = [
+            role(self.id, "@everyone", MEMBER_PERMISSIONS, 0),
+            role(self.admin_role_id, "Mayor", MEMBER_PERMISSIONS | MANAGE_GUILD, 1),
+        ]
+        self.members: dict[str, Json] = {}
+        self.commands: list[Json] = []
+        self.bot_permissions = BOT_PERMISSIONS
+        self.bot_role_id = service.snowflake()
+        self.bot_in = False
+        self.webhook_posts: list[tuple[float, str]] = []  # (time, channel id) of each post
+
+    def add_role(self, name: str, permissions: int = MEMBER_PERMISSIONS) -> Json:
+        """A role made in the server settings."""
+        made = role(self._snowflake(), name, permissions, len(self.roles))
+        self.roles.append(made)
+        return made
+
+    def permissions(self, member: Json) -> int:
+        value = MEMBER_PERMISSIONS
+        for r in self.roles:
+            if r["id"] in member["roles"]:
+                value |= int(r["permissions"])
+        return value
+
+
+def role(role_id: int, name: str, permissions: int, position: int) -> Json:
+    return {
+        "id": str(role_id),
+        "name": name,
+        "color": 0,
+        "hoist": False,
+        "position": position,
+        "permissions": str(permissions),
+        "managed": False,
+        "mentionable": False,
+        "flags": 0,
+    }
+
+
+class Service:
+    """One bot in any number of guilds: the state every route reads and changes. The first
+    guild (``home``, which the bot is in from the start) answers to the one-guild names the
+    tests have always used (``guild_id``, ``members``, ``bot_permissions``, ...)."""
 
     def __init__(self, guild_name: str = "Test Server") -> None:
         self._counter = itertools.count(1)
@@ -46,25 +103,16 @@ class Guild:
             "bot": True,
             "flags": 0,
         }
-        self.owner_id = self.snowflake()
-        self.guild_id = self.snowflake()
-        self.guild_name = guild_name
-        self.admin_role_id = self.snowflake()
-        self.roles: list[Json] = [
-            self._role(self.guild_id, "@everyone", MEMBER_PERMISSIONS, 0),
-            self._role(self.admin_role_id, "Mayor", MEMBER_PERMISSIONS | MANAGE_GUILD, 1),
-        ]
+        self.guilds: dict[str, Guild] = {}
         self.users: dict[str, Json] = {}
-        self.members: dict[str, Json] = {}
         self.channels: dict[str, Json] = {}
         self.webhooks: dict[str, Json] = {}
-        self.messages: list[Json] = []  # every message created in the guild's channels
+        self.messages: list[Json] = []  # every message created in the guilds' channels
         self.direct: list[Json] = []  # every direct message the bot sent
         self.dms: dict[str, str] = {}  # DM channel id -> the member's user id
         self.closed_dms: set[str] = set()  # user ids who take no direct messages (403 50007)
         self.reactions: list[tuple[str, str, str]] = []  # (channel id, message id, emoji)
         self.typing: list[str] = []  # channel ids the bot showed typing in
-        self.commands: list[Json] = []
         self.calls: list[Call] = []
         self.faults: dict[str, list[Fault]] = defaultdict(list)
         self.interactions: dict[str, InteractionRecord] = {}
@@ -72,16 +120,105 @@ class Guild:
         self.sockets: list[web.WebSocketResponse] = []
         self.connected = asyncio.Event()
         self.intents = 0
-        self.bot_permissions = BOT_PERMISSIONS
-        self.bot_role_id = self.snowflake()
         self.token_valid = True
         self.refused_names: set[str] = set()  # names Discord refuses beyond its known rules
         self.clock = Clock()  # the time webhook rate limits are judged on
-        self.webhook_posts: list[tuple[float, str]] = []  # (time, channel id) of each post
         self.throttled = 0  # 429s answered by the rate limits
         self._seq = 0
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.home = self.add_guild(guild_name)
+        self.home.bot_in = True
+
+    # -- guilds ------------------------------------------------------------------------------
+
+    def add_guild(self, name: str) -> Guild:
+        """A server the bot is not in yet (``invite`` brings it in)."""
+        guild = Guild(self, name)
+        self.guilds[str(guild.id)] = guild
+        return guild
+
+    async def invite(self, guild: Guild) -> None:
+        """The bot is added to the server: GUILD_CREATE, as Discord sends on a join."""
+        guild.bot_in = True
+        if self.connected.is_set():
+            await self.dispatch("GUILD_CREATE", self._guild(guild))
+
+    async def remove_bot(self, guild: Guild) -> None:
+        """Someone removes the bot from the server: its webhooks and commands there go with
+        it, and GUILD_DELETE (no ``unavailable``: removed, not an outage)."""
+        guild.bot_in = False
+        guild.commands = []
+        mine = str(self.app_id)
+        for hook_id, hook in list(self.webhooks.items()):
+            if hook["guild_id"] == str(guild.id) and hook.get("application_id") == mine:
+                del self.webhooks[hook_id]
+        await self.dispatch("GUILD_DELETE", {"id": str(guild.id)})
+
+    def guild_of(self, channel_id: str) -> Guild:
+        return self.guilds[self.channels[channel_id]["guild_id"]]
+
+    # the home guild under the names of the one-guild fake
+    @property
+    def guild_id(self) -> int:
+        return self.home.id
+
+    @property
+    def guild_name(self) -> str:
+        return self.home.name
+
+    @property
+    def owner_id(self) -> int:
+        return self.home.owner_id
+
+    @property
+    def admin_role_id(self) -> int:
+        return self.home.admin_role_id
+
+    @property
+    def roles(self) -> list[Json]:
+        return self.home.roles
+
+    @property
+    def members(self) -> dict[str, Json]:
+        return self.home.members
+
+    @property
+    def bot_role_id(self) -> int:
+        return self.home.bot_role_id
+
+    @property
+    def bot_permissions(self) -> int:
+        return self.home.bot_permissions
+
+    @bot_permissions.setter
+    def bot_permissions(self, value: int) -> None:
+        self.home.bot_permissions = value
+
+    @property
+    def commands(self) -> list[Json]:
+        return self.home.commands
+
+    @property
+    def webhook_posts(self) -> list[tuple[float, str]]:
+        return self.home.webhook_posts
+
+    # -- refusals, as Discord answers them -------------------------------------------------------
+
+    def _missing(self, permission: int, guild: Guild) -> web.Response | None:
+        """403 Missing Access for a server the bot is not in (or cannot see), 403 Missing
+        Permissions if its role there lacks ``permission``."""
+        if guild.bot_in and guild.bot_permissions & permission == permission:
+            return None
+        if not guild.bot_in or not guild.bot_permissions & VIEW_CHANNEL:
+            return error(403, 50001, "Missing Access")
+        return error(403, 50013, "Missing Permissions")
+
+    def _fault(self, route: str) -> web.Response | None:
+        if not self.faults[route]:
+            return None
+        fault = self.faults[route].pop(0)
+        return json_response(fault.body, fault.status, fault.headers)
 
     @property
     def api_base(self) -> str:
@@ -130,7 +267,7 @@ class Guild:
         ready = {
             "v": 10,
             "user": self.bot_user,
-            "guilds": [{"id": str(self.guild_id), "unavailable": True}],
+            "guilds": [{"id": g, "unavailable": True} for g, x in self.guilds.items() if x.bot_in],
             "session_id": secrets.token_hex(8),
             "resume_gateway_url": self.gateway_url,
             "shard": [0, 1],
@@ -139,47 +276,28 @@ class Guild:
             "relationships": [],
         }
         await self.dispatch("READY", ready)
-        await self.dispatch("GUILD_CREATE", self._guild())
+        for guild in [g for g in self.guilds.values() if g.bot_in]:
+            await self.dispatch("GUILD_CREATE", self._guild(guild))
         self.connected.set()
 
-    @staticmethod
-    def _role(role_id: int, name: str, permissions: int, position: int) -> Json:
+    def _guild(self, guild: Guild) -> Json:
+        """GUILD_CREATE's payload for ``guild``."""
         return {
-            "id": str(role_id),
-            "name": name,
-            "color": 0,
-            "hoist": False,
-            "position": position,
-            "permissions": str(permissions),
-            "managed": False,
-            "mentionable": False,
-            "flags": 0,
-        }
-
-    def _permissions(self, member: Json) -> int:
-        value = MEMBER_PERMISSIONS
-        for role in self.roles:
-            if role["id"] in member["roles"]:
-                value |= int(role["permissions"])
-        return value
-
-    def _guild(self) -> Json:
-        return {
-            "id": str(self.guild_id),
-            "name": self.guild_name,
+            "id": str(guild.id),
+            "name": guild.name,
             "icon": None,
-            "owner_id": str(self.owner_id),
+            "owner_id": str(guild.owner_id),
             "roles": [
-                *self.roles,
+                *guild.roles,
                 {
-                    **self._role(self.bot_role_id, "Bottown", self.bot_permissions, 2),
+                    **role(guild.bot_role_id, "Bottown", guild.bot_permissions, len(guild.roles)),
                     "managed": True,
                 },
             ],
             "emojis": [],
             "stickers": [],
             "features": [],
-            "channels": list(self.channels.values()),
+            "channels": [c for c in self.channels.values() if c["guild_id"] == str(guild.id)],
             "threads": [],
             "members": [
                 {
@@ -191,7 +309,7 @@ class Guild:
                     "flags": 0,
                 }
             ],
-            "member_count": 1 + len(self.members),
+            "member_count": 1 + len(guild.members),
             "large": False,
             "unavailable": False,
             "joined_at": now(),
@@ -211,14 +329,17 @@ class Guild:
             "afk_timeout": 300,
         }
 
-    def _channel(self, name: str, type_: int, parent: Any, topic: Any) -> Json:
+    def _channel(
+        self, name: str, type_: int, parent: Any, topic: Any, guild: Guild | None = None
+    ) -> Json:
+        guild = guild or self.home
         channel_id = str(self.snowflake())
         channel = {
             "id": channel_id,
             "type": type_,
-            "guild_id": str(self.guild_id),
+            "guild_id": str(guild.id),
             "name": name,
-            "position": len(self.channels),
+            "position": sum(c["guild_id"] == str(guild.id) for c in self.channels.values()),
             "permission_overwrites": [],
             "parent_id": str(parent) if parent else None,
             "nsfw": False,
@@ -243,7 +364,9 @@ class Guild:
         message: Json = {
             "id": str(self.snowflake()),
             "channel_id": channel_id,
-            "guild_id": str(self.guild_id),
+            "guild_id": self.channels[channel_id]["guild_id"]
+            if channel_id in self.channels
+            else "",
             "author": author,
             "content": content,
             "timestamp": now(),
