@@ -139,10 +139,12 @@ class Service:
         return guild
 
     async def invite(self, guild: Guild) -> None:
-        """The bot is added to the server: GUILD_CREATE, as Discord sends on a join."""
+        """The bot is added to the server: GUILD_CREATE, as Discord sends on a join (without
+        ``unavailable``, which marks a guild of READY's coming available)."""
         guild.bot_in = True
         if self.connected.is_set():
-            await self.dispatch("GUILD_CREATE", self._guild(guild))
+            joined = {k: v for k, v in self._guild(guild).items() if k != "unavailable"}
+            await self.dispatch("GUILD_CREATE", joined)
 
     async def remove_bot(self, guild: Guild) -> None:
         """Someone removes the bot from the server: its webhooks and commands there go with
@@ -302,7 +304,7 @@ class Service:
             "members": [
                 {
                     "user": self.bot_user,
-                    "roles": [str(self.bot_role_id)],
+                    "roles": [str(guild.bot_role_id)],
                     "joined_at": now(),
                     "deaf": False,
                     "mute": False,

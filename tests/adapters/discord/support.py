@@ -5,10 +5,14 @@ gateway on loopback; discord.py is pointed at it by its two base URLs)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import discord
+import pytest
+import yarl
 from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
@@ -44,6 +48,20 @@ async def until(check: Callable[[], Any], within: float = 30.0) -> Any:
             raise AssertionError(f"timed out waiting for {check}")
         await asyncio.sleep(0.01)
     return result
+
+
+@contextlib.asynccontextmanager
+async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    """The fake Discord on loopback, discord.py pointed at it by its two base URLs."""
+    server = await FakeDiscord().start()
+    monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url)
+    )
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 def make_adapter(runtime: Any, fake: FakeDiscord | None = None, **options: Any) -> DiscordAdapter:
