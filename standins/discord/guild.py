@@ -58,7 +58,7 @@ class Guild:
         self.webhook_posts: list[tuple[float, str]] = []  # (time, channel id) of each post
 
     def add_role(self, name: str, permissions: int = MEMBER_PERMISSIONS) -> Json:
-        """A role made in the server settings."""
+        """A role made in the server settings (before the bot connects; ``make_role`` after)."""
         made = role(self._snowflake(), name, permissions, len(self.roles))
         self.roles.append(made)
         return made
@@ -156,6 +156,15 @@ class Service:
             if hook["guild_id"] == str(guild.id) and hook.get("application_id") == mine:
                 del self.webhooks[hook_id]
         await self.dispatch("GUILD_DELETE", {"id": str(guild.id)})
+
+    async def make_role(
+        self, guild: Guild, name: str, permissions: int = MEMBER_PERMISSIONS
+    ) -> Json:
+        """Someone makes a role in the server settings: GUILD_ROLE_CREATE to the bot there."""
+        made = guild.add_role(name, permissions)
+        if guild.bot_in and self.connected.is_set():
+            await self.dispatch("GUILD_ROLE_CREATE", {"guild_id": str(guild.id), "role": made})
+        return made
 
     def guild_of(self, channel_id: str) -> Guild:
         return self.guilds[self.channels[channel_id]["guild_id"]]

@@ -230,3 +230,47 @@ async def test_removed_from_a_server_the_town_pauses_then_is_forgotten(host: Hos
         assert s.get(Town, host.town_id(fake.home)) is not None  # the other town lives on
     ns = host.communities.settings.chroma_namespace
     assert f"{ns}-t{gone}" not in host.communities.services.index.names()
+
+
+async def test_an_admin_changes_the_towns_settings_and_a_member_is_refused(host: Host) -> None:
+    fake = host.fake
+    keepers = await fake.make_role(fake.home, "Town Keepers")
+    mayor = fake.add_member("Mayor", admin=True)
+    zeph = fake.add_member("Zeph")
+    assert "is founded" in await host.found(fake.home, mayor)
+    cafe = fake.channel_named("hobbs-cafe")["id"]
+
+    async def town(by: dict[str, Any], line: str) -> dict[str, Any]:
+        token = await fake.slash(by, cafe, "town", [_line(line)])
+        return dict((await until(lambda: fake.interactions[token].followups))[-1])
+
+    refused = await town(zeph, "settings budget 10")
+    assert refused["content"] == "Only admins may use settings." and refused["flags"] & 64
+    shown = (await town(mayor, "settings"))["content"]
+    assert "daily budget: 500000 tokens" in shown and "persona:" in shown
+
+    first = host.communities.running[fake.guild_id].runtime
+    changed = (await town(mayor, "settings budget 9000000"))["content"]
+    assert "daily budget: 500000 tokens (the operator's ceiling: 500000)" in changed
+    await town(mayor, "settings budget 20000")
+    await town(mayor, f"settings admins <@&{keepers['id']}>")
+    await until(
+        lambda: (
+            (live := host.communities.running.get(fake.guild_id)) is not None
+            and live.runtime is not first
+            and live.runtime.admin_roles == {keepers["id"]}
+        )
+    )
+    live = host.communities.running[fake.guild_id].runtime
+    assert live.settings.daily_token_budget == 20000
+    assert getattr(live.engine.llm.budget, "limit_tokens", None) == 20000  # its brain's own
+    assert "the roles @Town Keepers" in (await town(mayor, "settings"))["content"]
+
+    fake.home.members[zeph["id"]]["roles"].append(keepers["id"])  # given the role
+    assert "Only admins" not in (await town(zeph, "settings"))["content"]
+    await town(zeph, "settings pace 5 30")  # the town's own speed command
+    with host.communities.services.store.session() as s:
+        stored = s.get(Town, host.town_id(fake.home))
+        assert stored is not None and (stored.minutes_per_tick, stored.tick_seconds) == (5, 30)
+    shown = (await town(zeph, "settings"))["content"]
+    assert "5 game minutes" in shown or "5 minutes" in shown, shown
