@@ -119,9 +119,8 @@ class Communities:
     async def removed(self, guild_id: int) -> None:
         """The bot was removed from the server: its town stops, and is forgotten after
         ``forget_removed_after`` days unless the bot is invited back."""
-        await self.stop_town(guild_id)
         row = self.community(guild_id)
-        if row is not None and row.removed_at is None:
+        if row is not None and row.removed_at is None:  # kept before the town stops
             self._save(row, removed_at=self.now())
             days = self.settings.forget_removed_after
             log.info(
@@ -129,6 +128,7 @@ class Communities:
                 guild_id,
                 days,
             )
+        await self.stop_town(guild_id)
 
     def forget_removed(self) -> int:
         """Forget the towns of servers the bot left more than the setting's days ago."""
