@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import discord
-from sqlmodel import func, select
+from sqlmodel import col, func, select
 
 from adapters.core.ports import Adapter, Caller, Reply
 from adapters.discord.adapter import DiscordAdapter
@@ -85,7 +85,9 @@ class Communities:
         self.gateway.on_guild = self.guild_changed
         await self.gateway.start()
         try:
-            for guild in self.gateway.guilds():
+            present = self.gateway.guilds()
+            await self.removed_while_away({g.id for g in present})
+            for guild in present:
                 await self.joined(guild)
             await keep_forgetting(self.forget_removed)
         finally:
@@ -129,6 +131,19 @@ class Communities:
                 days,
             )
         await self.stop_town(guild_id)
+
+    async def removed_while_away(self, present: set[int]) -> None:
+        """Servers with a town that removed the bot while this process was down (Discord tells
+        a bot of a removal only while it is connected)."""
+        with self.services.store.session() as s:
+            keys = s.exec(
+                select(Community.key).where(
+                    Community.platform == PLATFORM, col(Community.removed_at).is_(None)
+                )
+            ).all()
+        for key in keys:
+            if int(key) not in present:
+                await self.removed(int(key))
 
     def forget_removed(self) -> int:
         """Forget the towns of servers the bot left more than the setting's days ago."""

@@ -216,6 +216,14 @@ async def test_removed_from_a_server_the_town_pauses_then_is_forgotten(host: Hos
     host.now[0] += timedelta(days=29)
     assert host.communities.forget_removed() == 0  # still waiting for the bot's return
 
+    # removed again while the bot is down: seen as removed once it is back
+    await fake.invite(second)
+    await until(lambda: second.id in host.communities.running)
+    await host.communities.stop_town(second.id)
+    fake.guilds[str(second.id)].bot_in = False  # no GUILD_DELETE: nobody was connected
+    await host.communities.removed_while_away({fake.guild_id})
+    assert host.communities.community(second.id).removed_at == host.now[0]  # type: ignore[union-attr]
+
     await fake.invite(second)  # invited back: it resumes, its wait over
     await until(lambda: second.id in host.communities.running)
     assert host.communities.community(second.id).removed_at is None  # type: ignore[union-attr]
