@@ -88,7 +88,10 @@ class Communities:
             present = self.gateway.guilds()
             await self.removed_while_away({g.id for g in present})
             for guild in present:
-                await self.joined(guild)
+                try:
+                    await self.joined(guild)
+                except Exception:  # one server's town must not keep the others down
+                    log.exception("Discord: the town of the server %s did not start", guild.id)
             await keep_forgetting(self.forget_removed)
         finally:
             for guild_id in list(self.running):
@@ -106,6 +109,8 @@ class Communities:
     async def joined(self, guild: discord.Guild) -> None:
         """The bot is in ``guild`` (at start, or invited): its town runs again, or ``/town``
         there says how to found one."""
+        if guild.id in self.running:
+            return
         row = self.community(guild.id)
         if row is None:
             await self.gateway.offer(guild, self.desk)
