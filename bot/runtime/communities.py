@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import shlex
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -78,7 +79,11 @@ class Communities:
     now: Callable[[], datetime] = utcnow
     ready: Callable[[TownRuntime], None] | None = None
     running: dict[int, _Running] = field(default_factory=dict)  # guild id -> its live town
-    _founding: set[int] = field(default_factory=set)
+    # one change at a time to a server's town: joined, removed, founded, restarted
+    _locks: defaultdict[int, asyncio.Lock] = field(
+        default_factory=lambda: defaultdict(asyncio.Lock)
+    )
+    _names: set[str] = field(default_factory=set)  # the names of towns being founded
     _restarts: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
@@ -109,6 +114,10 @@ class Communities:
     async def joined(self, guild: discord.Guild) -> None:
         """The bot is in ``guild`` (at start, or invited): its town runs again, or ``/town``
         there says how to found one."""
+        async with self._locks[guild.id]:
+            await self._join(guild)
+
+    async def _join(self, guild: discord.Guild) -> None:
         if guild.id in self.running:
             return
         row = self.community(guild.id)
@@ -126,6 +135,10 @@ class Communities:
     async def removed(self, guild_id: int) -> None:
         """The bot was removed from the server: its town stops, and is forgotten after
         ``forget_removed_after`` days unless the bot is invited back."""
+        async with self._locks[guild_id]:
+            await self._remove(guild_id)
+
+    async def _remove(self, guild_id: int) -> None:
         row = self.community(guild_id)
         if row is not None and row.removed_at is None:  # kept before the town stops
             self._save(row, removed_at=self.now())
@@ -186,24 +199,25 @@ class Communities:
         if persona is None:
             offered = ", ".join(self.settings.community_personas)
             return Reply(f"No persona {chosen!r} here; choose from: {offered}.", True, ok=False)
-        if guild.id in self._founding or self.community(guild.id) is not None:
-            return Reply("This server has its town already.", True, ok=False)
-        self._founding.add(guild.id)
-        try:
+        async with self._locks[guild.id]:
+            if self.community(guild.id) is not None:
+                return Reply("This server has its town already.", True, ok=False)
             return await self._found(guild, persona)
-        finally:
-            self._founding.discard(guild.id)
 
     async def _found(self, guild: discord.Guild, persona: str) -> Reply:
         name = self._free_name(load_town(persona).name, guild)
+        self._names.add(name.lower())  # another server founding meanwhile picks another
         choices = TownChoices(persona=persona)
-        opened = await open_town(
-            self.town_settings_of(choices),
-            name,
-            persona=persona,
-            create=True,
-            services=self.services,
-        )
+        try:
+            opened = await open_town(
+                self.town_settings_of(choices),
+                name,
+                persona=persona,
+                create=True,
+                services=self.services,
+            )
+        finally:
+            self._names.discard(name.lower())
         assert opened.town.id is not None
         row = Community(
             platform=PLATFORM,
@@ -231,7 +245,7 @@ class Communities:
         with self.services.store.session() as s:
             for candidate in (name, f"{name} ({guild.name})"[:80], f"{name} {guild.id}"):
                 taken = s.exec(select(Town).where(func.lower(Town.name) == candidate.lower()))
-                if taken.first() is None:
+                if candidate.lower() not in self._names and taken.first() is None:
                     return candidate
         raise ValueError(f"no free name for the town of {guild.name!r}")
 
@@ -310,11 +324,11 @@ class Communities:
         task.add_done_callback(self._restarts.discard)
 
     async def _restart(self, guild_id: int) -> None:
-        await asyncio.sleep(0)
-        guild = self.gateway.client.get_guild(guild_id)
-        await self.stop_town(guild_id)
-        if guild is not None:
-            await self.joined(guild)
+        async with self._locks[guild_id]:
+            guild = self.gateway.client.get_guild(guild_id)
+            await self.stop_town(guild_id)
+            if guild is not None:
+                await self._join(guild)
 
     def role_names(self, town_id: int, role_ids: tuple[str, ...]) -> list[str]:
         """The roles' names in the town's server (the id of one it no longer has)."""
@@ -334,6 +348,12 @@ class Communities:
             if row is not None:
                 s.expunge(row)
             return row
+
+    def town_id_of(self, guild_id: int) -> int:
+        row = self.community(guild_id)
+        if row is None:
+            raise LookupError(f"the server {guild_id} has no town")
+        return row.town_id
 
     def community_by_town(self, town_id: int) -> Community:
         with self.services.store.session() as s:

@@ -11,6 +11,7 @@ import json
 import secrets
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -124,6 +125,7 @@ class Service:
         self.refused_names: set[str] = set()  # names Discord refuses beyond its known rules
         self.clock = Clock()  # the time webhook rate limits are judged on
         self.throttled = 0  # 429s answered by the rate limits
+        self.watchers: list[Callable[[str, Json], None]] = []  # told every gateway event sent
         self._seq = 0
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -246,6 +248,8 @@ class Service:
     async def dispatch(self, event: str, data: Json) -> None:
         """Send a gateway event to every connected client."""
         self._seq += 1
+        for watcher in self.watchers:
+            watcher(event, data)
         frame = {"op": 0, "t": event, "s": self._seq, "d": data}
         for ws in list(self.sockets):
             if not ws.closed:
