@@ -118,6 +118,7 @@ async def run_communities_bench(
                 }
             )
             fake = await FakeDiscord().start()
+            fake.clock = time.monotonic  # Discord's rate limits in real time
             try:
                 with discord_at(fake):
                     return await _measure(local, fake, url, servers, residents, minutes)

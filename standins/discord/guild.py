@@ -123,7 +123,8 @@ class Service:
         self.intents = 0
         self.token_valid = True
         self.refused_names: set[str] = set()  # names Discord refuses beyond its known rules
-        self.clock = Clock()  # the time webhook rate limits are judged on
+        # the time webhook rate limits and interaction deadlines are judged on (a bench: real)
+        self.clock: Callable[[], float] = Clock()
         self.throttled = 0  # 429s answered by the rate limits
         self.watchers: list[Callable[[str, Json], None]] = []  # told every gateway event sent
         self._seq = 0
