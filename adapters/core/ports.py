@@ -28,6 +28,7 @@ class Caller:
     is_admin: bool = False
     location: str | None = None  # the area whose channel the command came from
     automatic: bool = False  # a program asking for itself (the web page's clock): not audited
+    roles: tuple[str, ...] = ()  # the platform's role ids the caller holds (a town's admin roles)
 
 
 @dataclass(frozen=True)

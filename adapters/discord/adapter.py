@@ -3,25 +3,26 @@
 Every town location is a text channel in one category named after the town
 (``adapters.discord.channels``); residents post there through the channel's webhook under their
 own names (``adapters.discord.poster``); members' messages and commands reach the town through
-``adapters.discord.inbound``. This module connects, picks the guild and wires the three.
+``adapters.discord.inbound``. This module picks the guild and wires the three, on a gateway
+connection of its own or on the one the bot's other servers share (``adapters.discord.gateway``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import discord
 
 from adapters.core.links import ChannelLinks
 from adapters.core.ports import Outgoing, TownPort
 from adapters.discord.channels import LocationChannels
-from adapters.discord.client import TownClient
 from adapters.discord.departures import Departures
 from adapters.discord.errors import NETWORK_ERRORS
+from adapters.discord.gateway import DiscordGateway
 from adapters.discord.inbound import PLATFORM, Inbound
 from adapters.discord.pacing import ServerBucket
 from adapters.discord.poster import (
@@ -39,7 +40,8 @@ log = logging.getLogger(__name__)
 
 
 class DiscordAdapter:
-    """One town in one Discord server (guild)."""
+    """One town in one Discord server (guild), on its own gateway connection or on one it
+    shares with the bot's other servers' towns (``gateway``: ``guild_id`` names its server)."""
 
     name = PLATFORM
     max_chars = MAX_CHARS
@@ -51,7 +53,8 @@ class DiscordAdapter:
         store: Store,
         town_id: int,
         *,
-        token: str,
+        token: str = "",
+        gateway: DiscordGateway | None = None,
         guild_id: int | None = None,
         message_content: bool = True,
         member_departures: bool = False,
@@ -62,42 +65,45 @@ class DiscordAdapter:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.port = port
-        self.guild_id, self.message_content = guild_id, message_content
-        self.connect_timeout = connect_timeout
-        self._token = token
-        intents = discord.Intents.none()
-        intents.guilds = True
-        intents.guild_messages = True
-        intents.message_content = message_content
-        intents.moderation = True  # bans and kicks (a kick is seen in the audit log)
-        intents.members = member_departures  # privileged: only to forget members who leave
-        intents.guild_reactions = True  # members' reactions to residents' messages: ratings
-        self.proxies = ProxyWatch(sleep=sleep)
-        self.departures = Departures(port, guild_id)
-        self.client = TownClient(
-            self._on_message,
-            intents,
-            guild_ready_timeout,
-            self.proxies.deleted,
-            self.departures,
-            on_reaction=self._on_reaction,
+        self.guild_id = guild_id
+        self._own = gateway is None  # its own connection: it starts and stops it
+        self.gateway = gateway or DiscordGateway(
+            token,
+            message_content=message_content,
+            member_departures=member_departures,
+            guild_ready_timeout=guild_ready_timeout,
+            connect_timeout=connect_timeout,
         )
+        self.message_content = self.gateway.message_content
+        self.client = self.gateway.client
+        self.proxies = ProxyWatch(sleep=sleep)
+        self._departures = Departures(port, guild_id)
         links = ChannelLinks(store, town_id, PLATFORM)
         self.channels = LocationChannels(self.client, port, links, webhook_name(port.town_name))
         bucket = ServerBucket(clock=clock, sleep=sleep)  # the server-wide webhook bucket
         self.poster = WebhookPoster(self.channels, port, avatar_url, bucket)
         self.inbound = Inbound(port, self.client, self.channels, links, self.proxies)
-        self.client.confirmed = self.inbound.confirmed
-        self._gateway: asyncio.Task[None] | None = None
+
+    @property
+    def departures(self) -> Departures:
+        return self._departures
 
     @property
     def guild(self) -> discord.Guild | None:
         return self.channels.guild
 
-    async def _on_message(self, message: discord.Message) -> None:
+    # -- the server's events, from the gateway (``adapters.discord.gateway.Town``) -----------
+
+    async def on_message(self, message: discord.Message) -> None:
         await self.inbound.on_message(message)
 
-    async def _on_reaction(self, event: discord.RawReactionActionEvent) -> None:
+    def deleted(self, message_id: int) -> None:
+        self.proxies.deleted(message_id)
+
+    async def confirmed(self, interaction: discord.Interaction[Any], line: str) -> None:
+        await self.inbound.confirmed(interaction, line)
+
+    async def on_reaction(self, event: discord.RawReactionActionEvent) -> None:
         me = self.client.user
         if me is not None and event.user_id == me.id:
             return  # the bot's own reactions (it never rates)
@@ -135,21 +141,14 @@ class DiscordAdapter:
 
     async def start(self) -> None:
         try:
-            try:
-                await self.client.login(self._token)
-            except discord.LoginFailure as exc:
-                raise RuntimeError(
-                    "Discord rejected the bot token: check BOTTOWN_DISCORD_TOKEN (the Bot page "
-                    "of the Developer Portal, Reset Token)"
-                ) from exc
-            self._gateway = asyncio.create_task(self.client.connect(), name="discord-gateway")
-            self._gateway.add_done_callback(_gateway_ended)
-            await self._wait_ready(self._gateway)
+            if self._own:
+                await self.gateway.start()
             guild = self._pick_guild()
-            self.departures.guild_id = guild.id
+            self.guild_id = self._departures.guild_id = guild.id
             await self.channels.provision(guild)
             await self.proxies.look(guild)
             await self.inbound.sync_commands(guild)
+            self.gateway.towns[guild.id] = self
         except BaseException:
             await self.stop()
             raise
@@ -157,12 +156,11 @@ class DiscordAdapter:
         log.info("Discord: the town lives in %r (message_content intent %s)", self.guild, intent)
 
     async def stop(self) -> None:
+        if self.guild_id is not None and self.gateway.towns.get(self.guild_id) == self:
+            del self.gateway.towns[self.guild_id]
         await self.poster.close()
-        await self.client.close()
-        if self._gateway is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._gateway
-            self._gateway = None
+        if self._own:
+            await self.gateway.stop()
 
     def status_line(self) -> str:
         guild = self.guild.name if self.guild else "(not connected)"
@@ -173,25 +171,6 @@ class DiscordAdapter:
         if self.poster.problem:
             line += f"; posting PAUSED: {self.poster.problem}"
         return line
-
-    async def _wait_ready(self, gateway: asyncio.Task[None]) -> None:
-        ready = asyncio.create_task(self.client.wait_until_ready())
-        done, _ = await asyncio.wait(
-            {gateway, ready}, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-        if ready in done:
-            return
-        ready.cancel()
-        if gateway not in done:
-            raise TimeoutError(f"Discord: no READY from the gateway in {self.connect_timeout} s")
-        error = gateway.exception()
-        if isinstance(error, discord.PrivilegedIntentsRequired):
-            raise RuntimeError(
-                "Discord refused the message_content intent: turn on 'Message Content Intent' "
-                "for the bot in the Developer Portal, or set "
-                "BOTTOWN_DISCORD_MESSAGE_CONTENT=false (then: mentions and slash commands only)"
-            ) from error
-        raise RuntimeError(f"Discord: the gateway connection ended: {error!r}") from error
 
     def _pick_guild(self) -> discord.Guild:
         if self.guild_id is not None:
@@ -212,9 +191,3 @@ class DiscordAdapter:
                 guilds[0].name,
             )
         return guilds[0]
-
-
-def _gateway_ended(task: asyncio.Task[None]) -> None:
-    """discord.py reconnects by itself; it gives up only on errors a restart cannot fix."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error("Discord: the gateway connection ended for good", exc_info=task.exception())

@@ -9,7 +9,7 @@ import discord
 from discord import app_commands
 
 from adapters.discord.confirm import ConfirmButton, Confirmed
-from adapters.discord.departures import Departures
+from adapters.discord.departures import Departing
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +25,14 @@ class TownClient(discord.Client):
         intents: discord.Intents,
         ready: float,
         on_delete: Callable[[int], None] = lambda message_id: None,
-        departures: Departures | None = None,
+        departures: Departing | None = None,
         on_reaction: Callable[[discord.RawReactionActionEvent], Awaitable[None]] | None = None,
+        on_guild: Callable[[discord.Guild, bool], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, guild_ready_timeout=ready)
         self._handle, self._deleted, self._reacted = on_message, on_delete, on_reaction
         self.departures = departures
+        self._guild_changed = on_guild  # (guild, joined): the bot invited to or removed from it
         self.confirmed: Confirmed | None = None  # what a confirmation button runs (inbound)
         self.add_dynamic_items(ConfirmButton)
         self.tree: app_commands.CommandTree[TownClient] = app_commands.CommandTree(self)
@@ -59,6 +61,21 @@ class TownClient(discord.Client):
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         self._deleted(payload.message_id)
+
+    # the bot invited to a server (GUILD_CREATE of a guild not in READY) or removed from one
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        await self._guild_event(guild, True)
+
+    async def on_guild_remove(self, guild: discord.Guild) -> None:
+        await self._guild_event(guild, False)
+
+    async def _guild_event(self, guild: discord.Guild, joined: bool) -> None:
+        if self._guild_changed is None:
+            return
+        try:
+            await self._guild_changed(guild, joined)
+        except Exception:  # one server's town must not stop the gateway
+            log.exception("Discord: joining or leaving the server %s failed", guild.id)
 
     # a member banned, kicked or gone (``adapters.discord.departures``)
     async def on_member_ban(self, guild: discord.Guild, user: discord.abc.User) -> None:

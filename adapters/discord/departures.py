@@ -6,6 +6,7 @@ them as ``BOTTOWN_FORGET_ON_LEAVE`` says."""
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import discord
 
@@ -14,6 +15,17 @@ from adapters.core.ports import TownPort
 log = logging.getLogger(__name__)
 
 PLATFORM = "discord"
+
+
+class Departing(Protocol):
+    """What the gateway's client hands a member's departure to (a town's ``Departures``, or
+    the gateway, which finds the server's town)."""
+
+    async def on_member_ban(self, guild: discord.Guild, user: discord.abc.User) -> None: ...
+
+    async def on_audit_log_entry_create(self, entry: discord.AuditLogEntry) -> None: ...
+
+    async def on_raw_member_remove(self, payload: discord.RawMemberRemoveEvent) -> None: ...
 
 
 class Departures:

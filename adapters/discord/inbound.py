@@ -21,6 +21,7 @@ from adapters.core.ports import Caller, Reply, TownPort
 from adapters.discord.channels import LocationChannels
 from adapters.discord.client import NO_MENTIONS, TownClient
 from adapters.discord.confirm import confirm_view
+from adapters.discord.gateway import caller_of
 from adapters.discord.poster import send_answer, webhook_name
 from adapters.discord.proxies import ProxyWatch
 from town.inputs.visit import EmptyWords, Visit
@@ -67,7 +68,7 @@ class Inbound:
             return  # our webhooks, our replies, other bots
         kind, text = self._read(message.content, me.id)
         if kind == "command":
-            caller = _caller(message.author, area)
+            caller = caller_of(message.author, area)
             await self._reply(message, await self._run(caller, text))
         elif area is not None and text.strip():
             if await self.proxies.replaced(message):
@@ -215,7 +216,7 @@ class Inbound:
         # privately (most answers are private; the deferral's flags stay with its follow-ups).
         await interaction.response.defer(ephemeral=True, thinking=True)
         area = self.channels.area_of(interaction.channel_id or 0)
-        reply = await self._run(_caller(interaction.user, area), line)
+        reply = await self._run(caller_of(interaction.user, area), line)
         channel = interaction.channel
         if not reply.private and isinstance(channel, discord.TextChannel):
             try:  # a public answer: plain messages in the channel, which everyone sees
@@ -240,7 +241,7 @@ class Inbound:
         them, and the answer is theirs alone too."""
         await interaction.response.defer(ephemeral=True, thinking=True)
         area = self.channels.area_of(interaction.channel_id or 0)
-        reply = await self._run(_caller(interaction.user, area), line)
+        reply = await self._run(caller_of(interaction.user, area), line)
         await send_answer(interaction.followup.send, reply.text, ephemeral=True)
 
 
@@ -248,12 +249,8 @@ def _button(reply: Reply, user: discord.abc.User) -> dict[str, Any]:
     """The ``view`` keyword of a message that carries the answer's confirmation button."""
     if not reply.confirm:
         return {}
-    return {"view": confirm_view(reply.confirm, user.id, reply.confirm_label)}
-
-
-def _caller(user: discord.User | discord.Member, area: str | None) -> Caller:
-    admin = isinstance(user, discord.Member) and user.guild_permissions.manage_guild
-    return Caller(PLATFORM, str(user.id), user.display_name, admin, area)
+    guild = user.guild.id if isinstance(user, discord.Member) else None
+    return {"view": confirm_view(reply.confirm, user.id, reply.confirm_label, guild)}
 
 
 def _readable(message: discord.Message, text: str) -> str:

@@ -139,13 +139,13 @@ class BenchTown:
     offset: float
 
 
-def _peak_rss_reset() -> None:
+def peak_rss_reset() -> None:
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
 
 
-def _peak_rss_mb() -> float:
-    """The peak resident memory of this process (since ``_peak_rss_reset``)."""
+def peak_rss_mb() -> float:
+    """The peak resident memory of this process (since ``peak_rss_reset``)."""
     with contextlib.suppress(OSError, IndexError, ValueError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -207,7 +207,7 @@ async def run_scale_bench(
         opened: list[BenchTown] = []
         stores: list[Store] = []
         try:
-            _peak_rss_reset()
+            peak_rss_reset()
             for i in range(towns):
                 store = Store.open(f"sqlite:///{run / f'town-{i}.db'}")
                 stores.append(store)
@@ -258,7 +258,7 @@ async def run_scale_bench(
             bench.wall_s = time.monotonic() - start
             bench.cpu_s = _cpu_s() - cpu
             bench.fake_llm_cpu_s = _process_cpu_s(proc.pid) - fake_cpu
-            bench.peak_rss_mb = _peak_rss_mb()
+            bench.peak_rss_mb = peak_rss_mb()
             bench.calls = sum(t.tally.total.calls for t in opened)
             bench.fallbacks = sum(t.tally.total.fallbacks for t in opened)
         finally:

@@ -293,3 +293,42 @@ def bench_scale(
         )
 
     guarded(run)
+
+
+@bench_app.command("communities")
+def bench_communities(
+    servers: Annotated[
+        int, typer.Option(min=1, help="Discord servers, each founding a town.")
+    ] = 20,
+    residents: Annotated[
+        int, typer.Option(min=2, max=25, help="Smallville residents per town (2 to 25).")
+    ] = 5,
+    latency_ms: FakeLatencyMs = 1000.0,
+    slots: Slots = 0,
+    minutes: Annotated[float, typer.Option(min=0.1, help="Real minutes of visitors.")] = 3.0,
+    tick_seconds: Annotated[
+        float, typer.Option(min=0.5, help="Real seconds between each town's ticks.")
+    ] = 10.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """One bot process serving many Discord servers, each its own town, against the fake
+    Discord and the fake LLM server: towns founded, towns on time, visitors' first reply
+    p50/p95, peak RSS, LLM calls a resident-day."""
+    from bot.bench.communities import run_communities_bench
+
+    def run() -> None:
+        settings = settings_and_logging()
+        result = asyncio.run(
+            run_communities_bench(
+                settings, servers, residents, latency_ms, slots, minutes, tick_seconds
+            )
+        ).as_json()
+        if as_json:
+            print(json.dumps(result))
+            return
+        table = Table("figure", "value", title=f"{servers} servers of {residents} residents")
+        for key, value in result.items():
+            table.add_row(key, "-" if value is None else str(value))
+        out.print(table)
+
+    guarded(run)

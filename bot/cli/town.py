@@ -294,6 +294,7 @@ def run(
     port: Annotated[int | None, typer.Option(help="Port of the web adapter.")] = None,
 ) -> None:
     """Run a town live on Discord, Slack or the local web page, until Ctrl-C."""
+    from bot.runtime.communities import serve_communities, serves_communities
     from bot.runtime.live import default_platforms, serve
     from bot.runtime.run import PLATFORMS, TownRuntime
 
@@ -326,7 +327,11 @@ def run(
                 out.print("  " + adapter.status_line(), highlight=False, markup=False)
 
         try:
-            asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
+            if serves_communities(settings, chosen, town):
+                out.print("Discord: one town per server; `/town` in a server says how to found one")
+                asyncio.run(serve_communities(settings, ready=ready))
+            else:
+                asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
         except KeyboardInterrupt:
             pass
         except CLEAR_ERRORS:

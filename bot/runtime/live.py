@@ -181,19 +181,22 @@ async def run_town(
     *,
     ready: Callable[[TownRuntime], None] | None = None,
     keeper: Timekeeper | None = None,
+    make_adapter: Callable[[str, TownRuntime], Adapter] = build_adapter,
 ) -> None:
     """Run an open town until cancelled: its adapters, one outbox pump each, and its tick job on
     ``keeper`` (a worker's, shared by its towns; None: one of the town's own), made up for missed
-    time first; the town is held in its watch (``/metrics``) while it runs. A tick that raises
-    what ``runtime.stop_on`` names ends the run with that exception. On the way out the town's
-    job goes (a running tick rolls back). The caller owns ``runtime.opened`` and closes it."""
+    time first; the town is held in its watch (``/metrics``) while it runs. ``make_adapter``
+    builds each platform's adapter (one on a shared gateway, for a community's town). A tick
+    that raises what ``runtime.stop_on`` names ends the run with that exception. On the way out
+    the town's job goes (a running tick rolls back). The caller owns ``runtime.opened`` and
+    closes it."""
     tasks: list[asyncio.Task[None]] = []
     own_keeper = keeper is None
     keeper = keeper or Timekeeper(runtime.store, runtime.settings)
     try:  # a forget a crash cut short (a worker's town too) finishes first
         await finish_pending(runtime.engine, replay_paths(runtime.settings.data_dir))
         for name in platforms:
-            adapter = build_adapter(name, runtime)
+            adapter = make_adapter(name, runtime)
             await adapter.start()
             runtime.adapters.append(adapter)
             pump = OutboxPump(

@@ -188,6 +188,18 @@ class Settings(BaseSettings):
     discord_guild_id: int | None = Field(
         None, description="Discord server (guild) the town lives in; default: the first joined."
     )
+    community_personas: list[str] = Field(
+        default_factory=lambda: ["smallville"],
+        min_length=1,
+        description="Persona folders a Discord server may found its town from "
+        "(`/town found [persona]`); the first is the default.",
+    )
+    forget_removed_after: float = Field(
+        30.0,
+        ge=0,
+        description="Days after the bot is removed from a server before its paused town is "
+        "forgotten whole.",
+    )
     discord_message_content: bool = Field(
         True,
         description="Ask for the privileged message_content intent (off: mentions and slash "

@@ -45,14 +45,17 @@ async def open_town(
     persona: str | None = None,
     create: bool = False,
     start: datetime | None = None,
+    services: Services | None = None,
 ) -> OpenTown:
     """The town called ``name``; with ``create``, founded from ``persona`` (default: ``name``)
-    when it is not in the store yet."""
-    services = Services.open(settings)
+    when it is not in the store yet. ``services``: the ports it shares with other towns of this
+    process (one store, index and LLM pacer; the caller closes them), else its own."""
+    shared = services is not None
+    services = services or Services.open(settings)
     with services.store.session() as s:
         town = s.exec(select(Town).where(func.lower(Town.name) == name.lower())).first()
     founded = False
-    if town is None and not create and (demo := _demo_of(settings)) is not None:
+    if town is None and not create and not shared and (demo := _demo_of(settings)) is not None:
         services.close()  # the town is the demo's (``make demo``): the shell reaches it there
         log.info("the town %r is the demo's: using %s", name, demo.data_dir)
         return await open_town(demo, name, persona=persona, start=start)

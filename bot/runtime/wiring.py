@@ -15,8 +15,10 @@ from town.llm.chain import Handles, Servers, compose
 from town.llm.client import open_client, open_sync_client
 from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
 from town.llm.gateway import LLMGateway
+from town.llm.pacing import turn_of
 from town.llm.port import Brain, OfflineBrain
 from town.llm.slots import default_slots
+from town.llm.task import I, R, Task
 from town.llm.usage import Holds
 from town.memory.embedding_queue import embedding_executor, flush_queues
 from town.memory.minilm import MiniLMEmbedder
@@ -67,7 +69,8 @@ def build_brain(
     (:class:`Handles`) and its usage tally are returned beside it: flush the tally after each
     unit of work that used the brain. ``town_id`` None: a town being founded (the tally is told
     its id once it has one, :meth:`StoredUsage.founded`). ``servers`` holds one pacer per server,
-    shared by every town and model that calls it (a fresh one by default)."""
+    shared by every town and model that calls it (a fresh one by default); the town's calls take
+    their turns there beside other towns' (:class:`InTownsTurn`)."""
     usage = StoredUsage(store, town_id)
     offline = OfflineBrain(embedder)
     if not settings.uses_llm:
@@ -79,14 +82,31 @@ def build_brain(
     servers = servers if servers is not None else Servers()
     first = _gateway(settings, settings.llm_base_url, settings.llm_model, holds, servers)
     if not settings.llm_model_b:
-        return (*compose([first], offline=offline, usage=usage, budget=budget), usage)
+        brain, handles = compose([first], offline=offline, usage=usage, budget=budget)
+        return InTownsTurn(brain), handles, usage
     base_url_b = settings.llm_base_url_b or settings.llm_base_url
     second = _gateway(settings, base_url_b, settings.llm_model_b, holds, servers)
     split = SplitBrain((first.model, first), (second.model, second), by=settings.ab_split)
     brain, handles = compose(
         [first, second], offline=offline, usage=usage, budget=budget, split=split
     )
-    return brain, handles, usage
+    return InTownsTurn(brain), handles, usage
+
+
+@dataclass(eq=False)  # each town's brain its own key in the pacer's turns
+class InTownsTurn:
+    """A town's brain whose calls wait at a shared server in the town's turn
+    (:func:`town.llm.pacing.turn_of`): a busy town cannot crowd out a quiet one's calls."""
+
+    inner: Brain
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
+        with turn_of(self):
+            return await self.inner.run(task, inputs, resident=resident)
 
 
 def _gateway(

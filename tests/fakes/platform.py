@@ -6,6 +6,9 @@ import asyncio
 from dataclasses import dataclass, field
 
 from adapters.core.ports import DeliveryError, Outgoing
+from standins.clock import Clock
+
+__all__ = ["Clock", "FakePlatform", "Sleeps"]
 
 
 @dataclass
@@ -27,16 +30,6 @@ class FakePlatform:
             raise self.failures.pop(0)
         self.sent.append(message)
         return f"m{len(self.sent)}"
-
-
-class Clock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Sleeps:

@@ -16,6 +16,13 @@ sent: it loses the least), unless a call on the wire is near its end (within ``N
 usual call's time), so a person waits at most about a quarter of a call for a slot; the cut
 call is sent again.
 
+Many towns may share one server (one bot serving many communities): within an urgency, the calls
+take turns by town, as in start-time fair queueing. Each call is given its town's next round (one
+past the town's last call waiting, or past the round being served now, whichever is later), and
+the queue serves a round before the next; so a town's rush of a hundred calls waits its turns,
+and a quiet town's call goes after at most one call of each other town of its urgency. A call's
+town is the one whose turn it runs in (:func:`turn_of`, set around each town's brain).
+
 A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
 the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
 rating that would wait behind visitors' replies for longer than the town's tick can spare.
@@ -31,7 +38,8 @@ import math
 import statistics
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 TIMEOUT_CEILING_S = 600.0
@@ -41,6 +49,19 @@ NEAR_END = 0.25
 """A call on the wire within this share of a usual call's time of its end frees its slot soon:
 a person's call waits for it rather than cut a town call (which would lose more than the person
 waits)."""
+
+
+_TOWN: ContextVar[Hashable | None] = ContextVar("pacing_town", default=None)
+
+
+@contextlib.contextmanager
+def turn_of(town: Hashable) -> Iterator[None]:
+    """The calls made inside are ``town``'s, for the turns towns take within an urgency."""
+    token = _TOWN.set(town)
+    try:
+        yield
+    finally:
+        _TOWN.reset(token)
 
 
 class WaitedTooLong(Exception):
@@ -87,8 +108,10 @@ class Pacer:
         self._recent: deque[float] = deque(maxlen=20)
         self._backoff = 1.0  # doubled by each time-out in a row
         self._changed = asyncio.Condition()
-        self._waiting: list[tuple[int, int]] = []  # (urgency, ticket), a heap
+        self._waiting: list[tuple[int, int, int]] = []  # (urgency, round, ticket), a heap
         self._tickets = itertools.count()
+        self._serving: dict[int, int] = {}  # urgency -> the round being served
+        self._last: dict[tuple[int, Hashable | None], int] = {}  # a town's last round given
         self._on_wire: list[OnWire] = []  # in the order they went
 
     @property
@@ -117,7 +140,7 @@ class Pacer:
         ahead of it (as urgent or more) and those in flight, served ``slots`` at a time."""
         if (typical := self.typical_s) is None:
             return 0.0
-        ahead = sum(1 for u, _ in self._waiting if u <= urgency) + self.in_flight
+        ahead = sum(1 for u, *_ in self._waiting if u <= urgency) + self.in_flight
         return math.floor(ahead / self.slots) * typical
 
     def calls_in(self, seconds: float) -> float | None:
@@ -160,11 +183,12 @@ class Pacer:
         cuttable: bool = False,
     ) -> AsyncIterator[OnWire]:
         """Hold one of the server's slots while a call is on the wire; the more urgent calls
-        (lower numbers) go first, calls alike in order of arrival. Raises
+        (lower numbers) go first, calls alike by their town's turn, then in order of arrival.
+        Raises
         :class:`WaitedTooLong` when the call waited ``patience`` seconds without a slot (None: as
         long as it takes). A ``person``'s call that finds every slot taken cuts the least urgent
         ``cuttable`` call on the wire."""
-        ticket = (urgency, next(self._tickets))
+        ticket = (urgency, self._round(urgency), next(self._tickets))
         if person and self.cut and self.in_flight >= self.slots:
             self._cut_one()
         async with self._changed:
@@ -182,6 +206,7 @@ class Pacer:
                     raise WaitedTooLong(f"no slot in {patience:g} s") from None
                 raise
             heapq.heappop(self._waiting)
+            self._serving[urgency] = ticket[1]
             self.in_flight += 1
             call = OnWire(urgency, cuttable, self._clock())
             self._on_wire.append(call)
@@ -193,6 +218,16 @@ class Pacer:
                 self.in_flight -= 1
                 self._on_wire.remove(call)
                 self._changed.notify_all()
+
+    def _round(self, urgency: int) -> int:
+        """The round of a call of ``urgency`` from the town whose turn it runs in."""
+        key = (urgency, _TOWN.get())
+        serving = self._serving.get(urgency, 0)
+        given = self._last[key] = max(serving, self._last.get(key, 0)) + 1
+        if len(self._last) > 4 * len(self._waiting) + 64:  # forget towns long served
+            for old in [k for k, r in self._last.items() if r <= self._serving.get(k[0], 0)]:
+                del self._last[old]
+        return given
 
     def _cut_one(self) -> None:
         """Ask the least urgent cuttable call on the wire (the latest sent, of those alike) to

@@ -47,6 +47,21 @@ class Town(SQLModel, table=True):
     applied_persona: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
+class Community(SQLModel, table=True):
+    """A Discord server (or Slack workspace) that founded a town with the shared bot: the
+    town it owns, the settings its admins chose, and since when the bot is gone from it."""
+
+    __table_args__ = (UniqueConstraint("platform", "key"),)
+    id: int | None = Field(default=None, primary_key=True)
+    platform: str = Field(max_length=20)
+    key: str = Field(max_length=64)  # the guild's (workspace's) id
+    name: str = Field(default="", max_length=100)  # the server's name, as last seen
+    town_id: int = Field(foreign_key="town.id", unique=True)
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=_json())
+    removed_at: datetime | None = None  # the bot removed from the server: the town paused
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class Resident(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("town_id", "name"),)
     id: int | None = Field(default=None, primary_key=True)

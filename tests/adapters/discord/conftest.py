@@ -5,24 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import discord
 import pytest
-import yarl
 
 from adapters.discord.adapter import DiscordAdapter
-from tests.adapters.discord.support import make_adapter
-from tests.fakes.discord_server import FakeDiscord
+from standins.discord.server import FakeDiscord
+from tests.adapters.discord.support import fake_discord, make_adapter
 
 
 @pytest.fixture
 async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    server = await FakeDiscord().start()
-    monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
-    monkeypatch.setattr(
-        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url)
-    )
-    yield server
-    await server.stop()
+    async with fake_discord(monkeypatch) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,20 +1,24 @@
 """What the Discord adapter's tests share: the town's side of a test, and what to look for in the
-fake Discord (``tests.fakes.discord_server.FakeDiscord``, which speaks Discord's REST API and
+fake Discord (``standins.discord.server.FakeDiscord``, which speaks Discord's REST API and
 gateway on loopback; discord.py is pointed at it by its two base URLs)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import discord
+import pytest
+import yarl
 from sqlmodel import select
 
 from adapters.core.delivery import OutboxPump
 from adapters.discord.adapter import DiscordAdapter
+from standins.discord.server import FakeDiscord
 from tests.factories import resident
-from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.platform import Clock, Sleeps
 from town.store.models import (
     ChannelLink,
@@ -44,6 +48,20 @@ async def until(check: Callable[[], Any], within: float = 30.0) -> Any:
             raise AssertionError(f"timed out waiting for {check}")
         await asyncio.sleep(0.01)
     return result
+
+
+@contextlib.asynccontextmanager
+async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    """The fake Discord on loopback, discord.py pointed at it by its two base URLs."""
+    server = await FakeDiscord().start()
+    monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url)
+    )
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 def make_adapter(runtime: Any, fake: FakeDiscord | None = None, **options: Any) -> DiscordAdapter:

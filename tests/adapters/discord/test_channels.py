@@ -7,9 +7,8 @@ from typing import Any
 from sqlmodel import select
 
 from adapters.discord.adapter import DiscordAdapter
-from tests.adapters.discord.support import AREAS, add_event, links, make_adapter, pump
-from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.discord_wire import (
+from standins.discord.server import FakeDiscord
+from standins.discord.wire import (
     INTENT_GUILD_MESSAGE_REACTIONS,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILD_MODERATION,
@@ -18,6 +17,7 @@ from tests.fakes.discord_wire import (
     MANAGE_CHANNELS,
     MANAGE_WEBHOOKS,
 )
+from tests.adapters.discord.support import AREAS, add_event, links, make_adapter, pump
 from town.store.models import ChannelLink
 
 

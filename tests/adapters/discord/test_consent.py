@@ -8,11 +8,11 @@ from typing import Any
 from sqlmodel import select
 
 from adapters.discord.adapter import DiscordAdapter
+from standins.discord.server import FakeDiscord
+from standins.discord.wire import EPHEMERAL, VIEW_AUDIT_LOG
 from tests.adapters.consent_support import PHRASE, held_anywhere, knows, remembered, write_replay
 from tests.adapters.discord.support import channel_of, make_adapter, morning, until
 from tests.factories import memories
-from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.discord_wire import EPHEMERAL, VIEW_AUDIT_LOG
 from town.store.models import Visitor
 
 

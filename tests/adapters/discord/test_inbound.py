@@ -9,6 +9,15 @@ from sqlmodel import col, select
 
 from adapters.core.ports import Caller, Reply
 from adapters.discord.adapter import DiscordAdapter
+from standins.discord.server import FakeDiscord
+from standins.discord.wire import (
+    EPHEMERAL,
+    INTENT_GUILD_MESSAGE_REACTIONS,
+    INTENT_GUILD_MESSAGES,
+    INTENT_GUILD_MODERATION,
+    INTENT_GUILDS,
+    SEND_MESSAGES,
+)
 from tests.adapters.discord.support import (
     add_event,
     assert_no_mentions,
@@ -25,15 +34,6 @@ from tests.adapters.discord.support import (
     visitors,
 )
 from tests.factories import memories
-from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.discord_wire import (
-    EPHEMERAL,
-    INTENT_GUILD_MESSAGE_REACTIONS,
-    INTENT_GUILD_MESSAGES,
-    INTENT_GUILD_MODERATION,
-    INTENT_GUILDS,
-    SEND_MESSAGES,
-)
 from town.store.models import ChatLine, OutboxEvent
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from adapters.discord.adapter import DiscordAdapter
 from bot.runtime.run import TownRuntime
+from standins.discord.server import FakeDiscord
 from tests.adapters.discord.support import pump
-from tests.fakes.discord_server import FakeDiscord
 from tests.town.authoring.edits import FINN, QUAY, folder_with, without
 from town.authoring.living import apply_update
 from town.tick.engine import Engine

@@ -8,8 +8,8 @@ from typing import Any
 from adapters.core.delivery import OutboxPump
 from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.pacing import ServerBucket
+from standins.discord.server import FakeDiscord
 from tests.adapters.discord.support import add_event
-from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.platform import Clock, Sleeps
 from town.store.models import Town
 

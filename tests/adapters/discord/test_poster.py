@@ -15,6 +15,8 @@ from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.channels import channel_name
 from adapters.discord.errors import delivery_error
 from adapters.discord.poster import ZWSP, escape_mentions, webhook_name
+from standins.discord.server import FakeDiscord
+from standins.discord.wire import pinged
 from tests.adapters.discord.support import (
     Sleeps,
     add_event,
@@ -24,8 +26,6 @@ from tests.adapters.discord.support import (
     make_adapter,
     pump,
 )
-from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.discord_wire import pinged
 
 
 async def test_webhook_429_is_retried_and_delivered_exactly_once(

@@ -8,8 +8,8 @@ from typing import Any
 from sqlmodel import select
 
 from adapters.discord.adapter import DiscordAdapter
+from standins.discord.server import FakeDiscord
 from tests.adapters.discord.support import add_event, inbox, morning, pump, until
-from tests.fakes.discord_server import FakeDiscord
 from town.experiments.live import live_figures
 from town.features.ratings.moods import DEFAULT_MOODS
 from town.store.models import Reaction

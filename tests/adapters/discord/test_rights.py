@@ -5,7 +5,7 @@ from __future__ import annotations
 import discord
 
 from adapters.discord.rights import INVITE_PERMISSIONS, missing
-from tests.fakes.discord_wire import BOT_PERMISSIONS
+from standins.discord.wire import BOT_PERMISSIONS
 
 
 def test_the_invite_grants_what_the_town_uses_reactions_included() -> None:

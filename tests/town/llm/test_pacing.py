@@ -14,6 +14,7 @@ from town.llm.pacing import (
     OnWire,
     Pacer,
     WaitedTooLong,
+    turn_of,
 )
 
 
@@ -73,6 +74,44 @@ async def test_the_most_urgent_call_waiting_goes_first() -> None:
     release.set()
     await asyncio.gather(first, *waiting)
     assert order == ["planning", "visitor", "talk", "plan", "rating"]
+
+
+async def test_towns_take_turns_within_an_urgency() -> None:
+    """A busy town's rush of calls cannot make a quiet town's call wait behind all of them; a
+    more urgent call still goes first."""
+    pacer = Pacer(1, 60)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def call(town: str, n: int, urgency: int = 2) -> None:
+        with turn_of(town):
+            async with pacer.slot(urgency):
+                order.append(f"{town}{n}")
+                await release.wait()
+
+    rush = [asyncio.create_task(call("busy", n)) for n in range(6)]
+    await settled(lambda: pacer.in_flight == 1 and pacer.waiting == 5)
+    later = [
+        asyncio.create_task(call("quiet", 0)),
+        asyncio.create_task(call("other", 0)),
+        asyncio.create_task(call("quiet", 1)),
+        asyncio.create_task(call("visitor", 0, urgency=0)),
+    ]
+    await settled(lambda: pacer.waiting == 9)
+    release.set()
+    await asyncio.gather(*rush, *later)
+    assert order == [
+        "busy0",  # on the wire already
+        "visitor0",  # more urgent
+        "busy1",  # the round being served: one call of each town
+        "quiet0",
+        "other0",
+        "busy2",
+        "quiet1",
+        "busy3",
+        "busy4",
+        "busy5",
+    ]
 
 
 async def test_a_call_cancelled_while_waiting_leaves_the_queue() -> None:

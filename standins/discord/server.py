@@ -1,6 +1,9 @@
 """A local stand-in for Discord: the REST API and the gateway that discord.py talks to.
 
-An aiohttp server on 127.0.0.1 with one guild. It serves the routes the adapter uses (login,
+An aiohttp server on 127.0.0.1 with any number of guilds, each its own roles, members, channels
+and commands; the bot is in some of them (``invite``: GUILD_CREATE; ``remove_bot``: GUILD_DELETE,
+its webhooks and commands there gone, and 403 Missing Access (50001) on the guild's routes
+after). It serves the routes the adapter uses (login,
 application info, guild channels, webhooks and their execution, channel messages (and one by
 id), direct messages, reactions, application commands, interaction callbacks and follow-ups)
 and a gateway websocket (HELLO, IDENTIFY -> READY + GUILD_CREATE, heartbeats, RESUME). Tests push
@@ -37,9 +40,10 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.discord_interactions import Interactions
-from tests.fakes.discord_members import Members
-from tests.fakes.discord_wire import (
+from standins.discord.guild import Guild
+from standins.discord.interactions import Interactions
+from standins.discord.members import Members
+from standins.discord.wire import (
     ADD_REACTIONS,
     API,
     CHANNEL_WEBHOOK_LIMIT,
@@ -66,7 +70,8 @@ from tests.fakes.discord_wire import (
 
 
 class FakeDiscord(Interactions, Members):
-    """One guild, one bot; everything it receives is in ``calls``."""
+    """One bot in any number of guilds (``home`` from the start, ``add_guild`` and
+    ``invite`` for more); everything it receives is in ``calls``."""
 
     # -- life --------------------------------------------------------------------------------
 
@@ -133,8 +138,13 @@ class FakeDiscord(Interactions, Members):
         """Calls whose path matches the regular expression ``pattern`` (anchored)."""
         return [c for c in self.calls if c.method == method and re.fullmatch(pattern, c.path)]
 
-    def channel_named(self, name: str, type_: int = 0) -> Json:
-        found = [c for c in self.channels.values() if c["name"] == name and c["type"] == type_]
+    def channel_named(self, name: str, type_: int = 0, guild: Guild | None = None) -> Json:
+        mine = str((guild or self.home).id)
+        found = [
+            c
+            for c in self.channels.values()
+            if c["name"] == name and c["type"] == type_ and c["guild_id"] == mine
+        ]
         assert len(found) == 1, f"{len(found)} channels named {name!r}"
         return found[0]
 
@@ -145,9 +155,11 @@ class FakeDiscord(Interactions, Members):
             del self.webhooks[hook_id]
         await self.dispatch("CHANNEL_DELETE", channel)
 
-    def add_text_channel(self, name: str, parent_id: str | None = None, type_: int = 0) -> Json:
+    def add_text_channel(
+        self, name: str, parent_id: str | None = None, type_: int = 0, guild: Guild | None = None
+    ) -> Json:
         """A channel someone made by hand (before the bot starts)."""
-        return self._channel(name, type_, parent_id, None)
+        return self._channel(name, type_, parent_id, None, guild)
 
     def add_foreign_webhooks(self, channel_id: str, count: int) -> None:
         """Webhooks of other integrations in a channel (they count towards its 15)."""
@@ -156,7 +168,7 @@ class FakeDiscord(Interactions, Members):
             self.webhooks[hook_id] = {
                 "id": hook_id,
                 "type": 1,
-                "guild_id": str(self.guild_id),
+                "guild_id": self.channels[channel_id]["guild_id"],
                 "channel_id": channel_id,
                 "name": f"Other {n}",
                 "avatar": None,
@@ -204,20 +216,6 @@ class FakeDiscord(Interactions, Members):
         response: web.StreamResponse = await handler(request)
         return response
 
-    def _missing(self, permission: int) -> web.Response | None:
-        """403 Missing Permissions if the bot's role lacks ``permission``."""
-        if self.bot_permissions & permission == permission:
-            return None
-        if not self.bot_permissions & VIEW_CHANNEL:
-            return error(403, 50001, "Missing Access")
-        return error(403, 50013, "Missing Permissions")
-
-    def _fault(self, route: str) -> web.Response | None:
-        if not self.faults[route]:
-            return None
-        fault = self.faults[route].pop(0)
-        return json_response(fault.body, fault.status, fault.headers)
-
     async def _me(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != "Bot test-token":
             return error(401, 0, "401: Unauthorized")
@@ -245,25 +243,50 @@ class FakeDiscord(Interactions, Members):
         limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
         return json_response({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
 
+    def _guild_in(self, request: web.Request, permission: int = 0) -> Guild | web.Response:
+        """The route's guild, or Discord's refusal: unknown, the bot not in it, a permission
+        its role there lacks."""
+        guild = self.guilds.get(request.match_info["guild"])
+        if guild is None:
+            return error(404, 10004, "Unknown Guild")
+        return self._missing(permission, guild) or guild
+
+    def _channel_in(self, channel_id: str, permission: int) -> Guild | web.Response:
+        """The channel's guild, or Discord's refusal: an unknown channel, the bot not in its
+        server, a permission its role lacks."""
+        if channel_id not in self.channels:
+            return error(404, 10003, "Unknown Channel")
+        guild = self.guild_of(channel_id)
+        return self._missing(permission, guild) or guild
+
     async def _get_member(self, request: web.Request) -> web.Response:
-        member = self.members.get(request.match_info["user"])
+        guild = self._guild_in(request)
+        if isinstance(guild, web.Response):
+            return guild
+        member = guild.members.get(request.match_info["user"])
         return json_response(member) if member else error(404, 10007, "Unknown Member")
 
     async def _list_channels(self, request: web.Request) -> web.Response:
-        return json_response(list(self.channels.values()))
+        guild = self._guild_in(request)
+        if isinstance(guild, web.Response):
+            return guild
+        mine = str(guild.id)
+        return json_response([c for c in self.channels.values() if c["guild_id"] == mine])
 
     async def _create_channel(self, request: web.Request) -> web.Response:
         if fault := self._fault("create_channel"):
             return fault
-        if refused := self._missing(MANAGE_CHANNELS):
-            return refused
+        guild = self._guild_in(request, MANAGE_CHANNELS)
+        if isinstance(guild, web.Response):
+            return guild
         body = await body_of(request)
         type_ = int(body.get("type", 0))
         name = str(body["name"])
-        if len(self.channels) >= CHANNELS_PER_GUILD:
+        theirs = [c for c in self.channels.values() if c["guild_id"] == str(guild.id)]
+        if len(theirs) >= CHANNELS_PER_GUILD:
             return error(400, 30013, "Maximum number of guild channels reached (500)")
         parent = str(body.get("parent_id") or "")
-        siblings = [c for c in self.channels.values() if (c.get("parent_id") or "") == parent]
+        siblings = [c for c in theirs if (c.get("parent_id") or "") == parent]
         if parent and len(siblings) >= CHANNELS_PER_CATEGORY:
             return invalid(
                 "parent_id",
@@ -272,14 +295,15 @@ class FakeDiscord(Interactions, Members):
             )
         if type_ == 0:  # Discord's rule for text channels
             name = re.sub(r"[^\w-]", "", re.sub(r"\s+", "-", name.strip().lower()))
-        channel = self._channel(name, type_, body.get("parent_id"), body.get("topic"))
+        channel = self._channel(name, type_, body.get("parent_id"), body.get("topic"), guild)
         await self.dispatch("CHANNEL_CREATE", channel)
         return json_response(channel, 201)
 
     async def _delete_channel(self, request: web.Request) -> web.Response:
-        channel = self.channels.pop(request.match_info["channel"], None)
-        if channel is None:
-            return error(404, 10003, "Unknown Channel")
+        found = self._channel_in(request.match_info["channel"], MANAGE_CHANNELS)
+        if isinstance(found, web.Response):
+            return found
+        channel = self.channels.pop(request.match_info["channel"])
         for hook_id in [h for h, w in self.webhooks.items() if w["channel_id"] == channel["id"]]:
             del self.webhooks[hook_id]
         await self.dispatch("CHANNEL_DELETE", channel)
@@ -287,9 +311,7 @@ class FakeDiscord(Interactions, Members):
 
     async def _list_webhooks(self, request: web.Request) -> web.Response:
         channel_id = request.match_info["channel"]
-        if channel_id not in self.channels:
-            return error(404, 10003, "Unknown Channel")
-        if refused := self._missing(MANAGE_WEBHOOKS):
+        if isinstance(refused := self._channel_in(channel_id, MANAGE_WEBHOOKS), web.Response):
             return refused
         return json_response([w for w in self.webhooks.values() if w["channel_id"] == channel_id])
 
@@ -297,10 +319,9 @@ class FakeDiscord(Interactions, Members):
         if fault := self._fault("create_webhook"):
             return fault
         channel_id = request.match_info["channel"]
-        if channel_id not in self.channels:
-            return error(404, 10003, "Unknown Channel")
-        if refused := self._missing(MANAGE_WEBHOOKS):
-            return refused
+        guild = self._channel_in(channel_id, MANAGE_WEBHOOKS)
+        if isinstance(guild, web.Response):
+            return guild
         if (
             sum(w["channel_id"] == channel_id for w in self.webhooks.values())
             >= WEBHOOKS_PER_CHANNEL
@@ -313,7 +334,7 @@ class FakeDiscord(Interactions, Members):
         hook = {
             "id": hook_id,
             "type": 1,
-            "guild_id": str(self.guild_id),
+            "guild_id": str(guild.id),
             "channel_id": channel_id,
             "name": name,
             "avatar": None,
@@ -330,9 +351,9 @@ class FakeDiscord(Interactions, Members):
         channel_id = request.match_info["channel"]
         if channel_id in self.dms:
             return await self._post_direct(request, channel_id)
-        if channel_id not in self.channels:
-            return error(404, 10003, "Unknown Channel")
-        if refused := self._missing(VIEW_CHANNEL | SEND_MESSAGES):
+        if isinstance(
+            refused := self._channel_in(channel_id, VIEW_CHANNEL | SEND_MESSAGES), web.Response
+        ):
             return refused
         body = await body_of(request)
         if body.get("enforce_nonce") and body.get("nonce"):  # a repeat gets the first message
@@ -376,18 +397,18 @@ class FakeDiscord(Interactions, Members):
 
     async def _typing(self, request: web.Request) -> web.Response:
         channel_id = request.match_info["channel"]
-        if channel_id not in self.channels:
-            return error(404, 10003, "Unknown Channel")
-        if refused := self._missing(VIEW_CHANNEL | SEND_MESSAGES):
+        if isinstance(
+            refused := self._channel_in(channel_id, VIEW_CHANNEL | SEND_MESSAGES), web.Response
+        ):
             return refused
         self.typing.append(channel_id)
         return web.Response(status=204)
 
     async def _history(self, request: web.Request) -> web.Response:
         channel_id = request.match_info["channel"]
-        if channel_id not in self.channels:
-            return error(404, 10003, "Unknown Channel")
-        if refused := self._missing(VIEW_CHANNEL | READ_HISTORY):
+        if isinstance(
+            refused := self._channel_in(channel_id, VIEW_CHANNEL | READ_HISTORY), web.Response
+        ):
             return refused
         after = int(request.query.get("after", 0))
         limit = min(int(request.query.get("limit", 50)), 100)
@@ -402,9 +423,9 @@ class FakeDiscord(Interactions, Members):
 
     async def _get_message(self, request: web.Request) -> web.Response:
         channel_id, message_id = request.match_info["channel"], request.match_info["mid"]
-        if channel_id not in self.channels:
-            return error(404, 10003, "Unknown Channel")
-        if refused := self._missing(VIEW_CHANNEL | READ_HISTORY):
+        if isinstance(
+            refused := self._channel_in(channel_id, VIEW_CHANNEL | READ_HISTORY), web.Response
+        ):
             return refused
         for m in self.messages:
             if m["channel_id"] == channel_id and m["id"] == message_id:
@@ -412,9 +433,11 @@ class FakeDiscord(Interactions, Members):
         return error(404, 10008, "Unknown Message")
 
     async def _react(self, request: web.Request) -> web.Response:
-        if refused := self._missing(ADD_REACTIONS):
-            return refused
         info = request.match_info
+        if info["channel"] not in self.dms and isinstance(
+            refused := self._channel_in(info["channel"], ADD_REACTIONS), web.Response
+        ):
+            return refused
         self.reactions.append((info["channel"], info["mid"], info["emoji"]))
         return web.Response(status=204)
 
@@ -428,7 +451,7 @@ class FakeDiscord(Interactions, Members):
         hook = self.webhooks.get(hook_id)
         if hook is None or hook["token"] != token:
             return error(404, 10015, "Unknown Webhook")
-        if limited := self._webhook_rate(hook["channel_id"]):
+        if limited := self._webhook_rate(hook["channel_id"], self.guild_of(hook["channel_id"])):
             return limited
         body = await body_of(request)
         name = str(body.get("username") or hook["name"])
@@ -454,7 +477,7 @@ class FakeDiscord(Interactions, Members):
             return json_response(message)
         return web.Response(status=204)
 
-    def _webhook_rate(self, channel_id: str) -> web.Response | None:
+    def _webhook_rate(self, channel_id: str, guild: Guild) -> web.Response | None:
         """429 past a channel's webhook limit or the server's shared webhook bucket."""
         now = self.clock()
         for limit, seconds, mine in (
@@ -463,7 +486,7 @@ class FakeDiscord(Interactions, Members):
         ):
             # inclusive: a post exactly one window ago still counts (Discord's resets round
             # up), so pacing exactly at a cap draws 429s, as it does on Discord
-            recent = [t for t, c in self.webhook_posts if mine(c) and t >= now - seconds]
+            recent = [t for t, c in guild.webhook_posts if mine(c) and t >= now - seconds]
             if len(recent) >= limit:
                 self.throttled += 1
                 wait = round(recent[0] + seconds - now, 3)
@@ -475,5 +498,5 @@ class FakeDiscord(Interactions, Members):
                     "Via": "1.1 google",
                 }
                 return json_response({**body, "global": False}, 429, headers)
-        self.webhook_posts.append((now, channel_id))
+        guild.webhook_posts.append((now, channel_id))
         return None

@@ -3,8 +3,8 @@ bot (PluralKit, Tupperbox) repost their words under a character's name."""
 
 from __future__ import annotations
 
-from tests.fakes.discord_guild import Guild
-from tests.fakes.discord_wire import (
+from standins.discord.guild import Guild, Service
+from standins.discord.wire import (
     AUDIT_MEMBER_BAN_ADD,
     AUDIT_MEMBER_KICK,
     INTENT_GUILD_MEMBERS,
@@ -16,21 +16,33 @@ from tests.fakes.discord_wire import (
 )
 
 
-class Members(Guild):
-    def add_member(self, name: str, *, admin: bool = False) -> Json:
-        user_id = str(self.snowflake())
-        user = {
-            "id": user_id,
-            "username": name.lower(),
-            "discriminator": "0",
-            "global_name": name,
-            "avatar": None,
-        }
-        self.users[user_id] = user
-        self.members[user_id] = {
+class Members(Service):
+    def add_member(
+        self,
+        name: str,
+        *,
+        admin: bool = False,
+        guild: Guild | None = None,
+        user: Json | None = None,
+        roles: tuple[str, ...] = (),
+    ) -> Json:
+        """A member of ``guild`` (the home guild by default); ``user``: a person already in
+        another server, who joins this one too (one user, a member in each)."""
+        guild = guild or self.home
+        if user is None:
+            user_id = str(self.snowflake())
+            user = {
+                "id": user_id,
+                "username": name.lower(),
+                "discriminator": "0",
+                "global_name": name,
+                "avatar": None,
+            }
+            self.users[user_id] = user
+        guild.members[user["id"]] = {
             "user": user,
             "nick": None,
-            "roles": [str(self.admin_role_id)] if admin else [],
+            "roles": [*([str(guild.admin_role_id)] if admin else []), *roles],
             "joined_at": now(),
             "deaf": False,
             "mute": False,
@@ -51,7 +63,8 @@ class Members(Guild):
         """A member writes in a channel: MESSAGE_CREATE as Discord would send it to the bot.
         With ``reply_to`` (a message) it is a reply to it (type 19, a message reference, the
         replied-to message in the event unless not ``resolved``: then the bot must fetch it)."""
-        member = {k: v for k, v in self.members[user["id"]].items() if k != "user"}
+        guild = self.guild_of(channel_id)
+        member = {k: v for k, v in guild.members[user["id"]].items() if k != "user"}
         mentions = [self.bot_user] if mention_bot else []
         if mention_bot:
             content = f"<@{self.app_id}> {content}"
@@ -62,7 +75,7 @@ class Members(Guild):
                 "type": 0,
                 "message_id": reply_to["id"],
                 "channel_id": reply_to["channel_id"],
-                "guild_id": str(self.guild_id),
+                "guild_id": str(guild.id),
             }
             if resolved:
                 message["referenced_message"] = self._as_received(reply_to)
@@ -83,7 +96,7 @@ class Members(Guild):
             "user_id": user["id"],
             "channel_id": message["channel_id"],
             "message_id": message["id"],
-            "guild_id": str(self.guild_id),
+            "guild_id": message["guild_id"],
             "emoji": {"id": custom or None, "name": name},
             "burst": False,
             "type": 0,
@@ -91,7 +104,7 @@ class Members(Guild):
         if removed:
             await self.dispatch("MESSAGE_REACTION_REMOVE", data)
             return True
-        member = self.members[user["id"]]
+        member = self.guild_of(message["channel_id"]).members[user["id"]]
         data["member"] = member
         if message.get("author", {}).get("id"):
             data["message_author_id"] = message["author"]["id"]
@@ -128,7 +141,7 @@ class Members(Guild):
         original = await self.member_says(member, channel_id, content)
         await self.dispatch(
             "MESSAGE_DELETE",
-            {"id": original["id"], "channel_id": channel_id, "guild_id": str(self.guild_id)},
+            {"id": original["id"], "channel_id": channel_id, "guild_id": original["guild_id"]},
         )
         author = {"id": proxy["id"], "username": character, "discriminator": "0000", "bot": True}
         author["avatar"] = None

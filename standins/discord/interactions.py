@@ -7,8 +7,8 @@ import secrets
 
 from aiohttp import web
 
-from tests.fakes.discord_guild import Guild
-from tests.fakes.discord_wire import (
+from standins.discord.guild import Guild, Service
+from standins.discord.wire import (
     EPHEMERAL,
     LOADING,
     MEMBER_PERMISSIONS,
@@ -22,12 +22,14 @@ from tests.fakes.discord_wire import (
 )
 
 
-class Interactions(Guild):
+class Interactions(Service):
     async def slash(self, user: Json, channel_id: str, name: str, options: list[Json]) -> str:
         """A member runs a slash command: INTERACTION_CREATE; returns the interaction token."""
-        command = next(c for c in self.commands if c["name"] == name)
-        member = dict(self.members[user["id"]])
-        member["permissions"] = str(self._permissions(member))
+        guild = self.guild_of(channel_id)
+        assert guild.bot_in, "the bot is not in that server: Discord shows it no /town"
+        command = next(c for c in guild.commands if c["name"] == name)
+        member = dict(guild.members[user["id"]])
+        member["permissions"] = str(guild.permissions(member))
         token = "itoken-" + secrets.token_hex(8)
         payload: Json = {
             "id": str(self.snowflake()),
@@ -40,10 +42,10 @@ class Interactions(Guild):
                 "name": name,
                 "type": 1,
                 "options": options,
-                "guild_id": str(self.guild_id),
+                "guild_id": str(guild.id),
             },
-            "guild_id": str(self.guild_id),
-            "guild": {"id": str(self.guild_id), "locale": "en-US", "features": []},
+            "guild_id": str(guild.id),
+            "guild": {"id": str(guild.id), "locale": "en-US", "features": []},
             "channel_id": channel_id,
             "channel": self.channels[channel_id],
             "member": member,
@@ -51,7 +53,7 @@ class Interactions(Guild):
             "locale": "en-US",
             "guild_locale": "en-US",
             "entitlements": [],
-            "authorizing_integration_owners": {"0": str(self.guild_id)},
+            "authorizing_integration_owners": {"0": str(guild.id)},
             "context": 0,
             "attachment_size_limit": 8 * 1024 * 1024,
         }
@@ -84,17 +86,18 @@ class Interactions(Guild):
             "entitlements": [],
             "attachment_size_limit": 8 * 1024 * 1024,
         }
-        if "guild_id" in message:
-            member = dict(self.members[user["id"]])
-            member["permissions"] = str(self._permissions(member))
+        if message.get("guild_id"):
+            guild = self.guild_of(message["channel_id"])
+            member = dict(guild.members[user["id"]])
+            member["permissions"] = str(guild.permissions(member))
             payload.update(
-                guild_id=str(self.guild_id),
-                guild={"id": str(self.guild_id), "locale": "en-US", "features": []},
+                guild_id=str(guild.id),
+                guild={"id": str(guild.id), "locale": "en-US", "features": []},
                 channel=self.channels[message["channel_id"]],
                 member=member,
                 app_permissions=str(MEMBER_PERMISSIONS),
                 guild_locale="en-US",
-                authorizing_integration_owners={"0": str(self.guild_id)},
+                authorizing_integration_owners={"0": str(guild.id)},
                 context=0,
             )
         else:  # a direct message: the user, no member
@@ -153,11 +156,23 @@ class Interactions(Guild):
         record.original_deleted = True
         return web.Response(status=204)
 
+    def _commands_guild(self, request: web.Request) -> Guild | web.Response:
+        guild = self.guilds.get(request.match_info["guild"])
+        if guild is None:
+            return error(404, 10004, "Unknown Guild")
+        if not guild.bot_in:
+            return error(403, 50001, "Missing Access")
+        return guild
+
     async def _get_commands(self, request: web.Request) -> web.Response:
-        return json_response(self.commands)
+        guild = self._commands_guild(request)
+        return guild if isinstance(guild, web.Response) else json_response(guild.commands)
 
     async def _put_commands(self, request: web.Request) -> web.Response:
-        by_name = {c["name"]: c for c in self.commands}
+        guild = self._commands_guild(request)
+        if isinstance(guild, web.Response):
+            return guild
+        by_name = {c["name"]: c for c in guild.commands}
         stored = []
         for body in await body_of(request):
             old = by_name.get(body["name"])
@@ -176,7 +191,7 @@ class Interactions(Guild):
                     "version": str(self.snowflake()),
                 }
             )
-        self.commands = stored
+        guild.commands = stored
         return json_response(stored)
 
     async def _callback(self, request: web.Request) -> web.Response:

@@ -1,0 +1,411 @@
+"""Many communities, one bot: ``bottown run --platform discord`` on one gateway connection,
+a town per Discord server that founded one.
+
+A server with no town gets a ``/town`` that says how to found one; ``/town found [persona]``
+(a member with Manage Server, or an operator's ``BOTTOWN_ADMINS``) founds it from a persona the
+operator made available (``BOTTOWN_COMMUNITY_PERSONAS``), its channels are made and it runs.
+Each town is a ``Community`` row keyed by the server's id, with the settings its admins chose
+(``bot.runtime.community_settings``); every town shares this process's store, vector index,
+LLM pacer and tick scheduler, and nothing else: its own brain and budget, its own members.
+
+The bot removed from a server: its town stops (paused) and the row says since when; invited
+back, it resumes; after ``BOTTOWN_FORGET_REMOVED_AFTER`` days it is forgotten whole
+(``bot.runtime.leaving``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import discord
+from sqlmodel import col, func, select
+
+from adapters.core.ports import Adapter, Caller, Reply
+from adapters.discord.adapter import DiscordAdapter
+from adapters.discord.gateway import DiscordGateway
+from bot.runtime.community_settings import TownChoices, settings_command
+from bot.runtime.consent import leaving_forgets
+from bot.runtime.leaving import forget_removed, keep_forgetting
+from bot.runtime.live import run_town, watch_served
+from bot.runtime.run import TownRuntime
+from bot.runtime.scheduler import Timekeeper
+from bot.runtime.settings import Settings
+from bot.runtime.towns import OpenTown, open_town
+from bot.runtime.watch import Watch
+from bot.runtime.wiring import Services
+from town.store.models import Community, Town, utcnow
+from town.world.load import load_town
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "discord"
+
+
+@dataclass
+class CommunityTown(TownRuntime):
+    """A community's town: its admins are also the holders of the roles it names."""
+
+    community_id: int = 0
+    admin_roles: frozenset[str] = frozenset()
+
+    async def command(self, caller: Caller, line: str) -> Reply:
+        if not caller.is_admin and self.admin_roles & set(caller.roles):
+            caller = replace(caller, is_admin=True)
+        return await super().command(caller, line)
+
+
+@dataclass
+class _Running:
+    runtime: CommunityTown
+    task: asyncio.Task[None]
+
+
+@dataclass
+class Communities:
+    """Every server's town on one gateway; ``run`` until cancelled."""
+
+    settings: Settings
+    services: Services
+    gateway: DiscordGateway
+    watch: Watch
+    keeper: Timekeeper
+    now: Callable[[], datetime] = utcnow
+    ready: Callable[[TownRuntime], None] | None = None
+    running: dict[int, _Running] = field(default_factory=dict)  # guild id -> its live town
+    # one change at a time to a server's town: joined, removed, founded, restarted
+    _locks: defaultdict[int, asyncio.Lock] = field(
+        default_factory=lambda: defaultdict(asyncio.Lock)
+    )
+    _names: set[str] = field(default_factory=set)  # the names of towns being founded
+    _restarts: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def run(self) -> None:
+        self.gateway.on_guild = self.guild_changed
+        await self.gateway.start()
+        try:
+            present = self.gateway.guilds()
+            await self.removed_while_away({g.id for g in present})
+            for guild in present:
+                try:
+                    await self.joined(guild)
+                except Exception:  # one server's town must not keep the others down
+                    log.exception("Discord: the town of the server %s did not start", guild.id)
+            await keep_forgetting(self.forget_removed)
+        finally:
+            for guild_id in list(self.running):
+                await self.stop_town(guild_id)
+            await self.gateway.stop()
+
+    # -- servers joining and leaving --------------------------------------------------------
+
+    async def guild_changed(self, guild: discord.Guild, joined: bool) -> None:
+        if joined:
+            await self.joined(guild)
+        else:
+            await self.removed(guild.id)
+
+    async def joined(self, guild: discord.Guild) -> None:
+        """The bot is in ``guild`` (at start, or invited): its town runs again, or ``/town``
+        there says how to found one."""
+        async with self._locks[guild.id]:
+            await self._join(guild)
+
+    async def _join(self, guild: discord.Guild) -> None:
+        if guild.id in self.running:
+            return
+        row = self.community(guild.id)
+        if row is None:
+            await self.gateway.offer(guild, self.desk)
+            return
+        if row.removed_at is not None:
+            log.info("Discord: invited back to %r; its town resumes", guild.name)
+            self._save(row, removed_at=None, name=guild.name)
+        opened = await open_town(
+            self.town_settings(row), self._town_name(row), services=self.services
+        )
+        await self._run(guild, opened, row)
+
+    async def removed(self, guild_id: int) -> None:
+        """The bot was removed from the server: its town stops, and is forgotten after
+        ``forget_removed_after`` days unless the bot is invited back."""
+        async with self._locks[guild_id]:
+            await self._remove(guild_id)
+
+    async def _remove(self, guild_id: int) -> None:
+        row = self.community(guild_id)
+        if row is not None and row.removed_at is None:  # kept before the town stops
+            self._save(row, removed_at=self.now())
+            days = self.settings.forget_removed_after
+            log.info(
+                "Discord: removed from the server %s; its town is paused, forgotten in %g days",
+                guild_id,
+                days,
+            )
+        await self.stop_town(guild_id)
+
+    async def removed_while_away(self, present: set[int]) -> None:
+        """Servers with a town that removed the bot while this process was down (Discord tells
+        a bot of a removal only while it is connected)."""
+        with self.services.store.session() as s:
+            keys = s.exec(
+                select(Community.key).where(
+                    Community.platform == PLATFORM, col(Community.removed_at).is_(None)
+                )
+            ).all()
+        for key in keys:
+            if int(key) not in present:
+                await self.removed(int(key))
+
+    def forget_removed(self) -> int:
+        """Forget the towns of servers the bot left more than the setting's days ago."""
+        return forget_removed(self.services, self.settings, self.now())
+
+    # -- founding -------------------------------------------------------------------------
+
+    def how_to_found(self) -> str:
+        personas = ", ".join(self.settings.community_personas)
+        return (
+            "This server has no town yet. A member with Manage Server founds one with "
+            f"`/town line:found` ({self.settings.community_personas[0]}), or "
+            f"`/town line:found <persona>` (here: {personas}). The bot then makes a category "
+            "of channels, one per place, and the residents (AI personas) wake at their hour."
+        )
+
+    async def desk(self, guild: discord.Guild, caller: Caller, line: str) -> Reply:
+        """``/town <line>`` in a server with no town."""
+        try:
+            words = shlex.split(line.strip().removeprefix("/"))
+        except ValueError:
+            words = []
+        if words[:1] == ["town"]:
+            words = words[1:]
+        if not words or words[0].lower() != "found":
+            return Reply(self.how_to_found(), private=True)
+        if not (caller.is_admin or f"{caller.platform}:{caller.user_id}" in self.settings.admins):
+            return Reply(
+                "Only a member with Manage Server may found the town here.", True, ok=False
+            )
+        chosen = words[1] if len(words) > 1 else self.settings.community_personas[0]
+        persona = next(
+            (p for p in self.settings.community_personas if p.lower() == chosen.lower()), None
+        )
+        if persona is None:
+            offered = ", ".join(self.settings.community_personas)
+            return Reply(f"No persona {chosen!r} here; choose from: {offered}.", True, ok=False)
+        async with self._locks[guild.id]:
+            if self.community(guild.id) is not None:
+                return Reply("This server has its town already.", True, ok=False)
+            return await self._found(guild, persona)
+
+    async def _found(self, guild: discord.Guild, persona: str) -> Reply:
+        name = self._free_name(load_town(persona).name, guild)
+        self._names.add(name.lower())  # another server founding meanwhile picks another
+        choices = TownChoices(persona=persona)
+        try:
+            opened = await open_town(
+                self.town_settings_of(choices),
+                name,
+                persona=persona,
+                create=True,
+                services=self.services,
+            )
+        finally:
+            self._names.discard(name.lower())
+        assert opened.town.id is not None
+        row = Community(
+            platform=PLATFORM,
+            key=str(guild.id),
+            name=guild.name,
+            town_id=opened.town.id,
+            settings=choices.stored(),
+        )
+        with self.services.store.session() as s:
+            s.add(row)
+            s.flush()
+            s.refresh(row)
+            s.expunge(row)
+        log.info("Discord: %r founded its town %r from %s", guild.name, name, persona)
+        await self._run(guild, opened, row)
+        return Reply(
+            f"{name} is founded here: its places are the channels of the category {name!r}, "
+            "and the residents wake at their hour. `/town line:help` lists the commands; "
+            "`/town line:settings` shows this town's settings.",
+            private=True,
+        )
+
+    def _free_name(self, name: str, guild: discord.Guild) -> str:
+        """The town's stored name: the persona's own while free, else with the server's."""
+        with self.services.store.session() as s:
+            for candidate in (name, f"{name} ({guild.name})"[:80], f"{name} {guild.id}"):
+                taken = s.exec(select(Town).where(func.lower(Town.name) == candidate.lower()))
+                if candidate.lower() not in self._names and taken.first() is None:
+                    return candidate
+        raise ValueError(f"no free name for the town of {guild.name!r}")
+
+    # -- a town's run ----------------------------------------------------------------------
+
+    def town_settings(self, row: Community) -> Settings:
+        return self.town_settings_of(TownChoices.of(row.settings))
+
+    def town_settings_of(self, choices: TownChoices) -> Settings:
+        """The operator's settings with the community's choices, within the operator's
+        ceilings."""
+        return choices.applied(self.settings)
+
+    async def _run(self, guild: discord.Guild, opened: OpenTown, row: Community) -> None:
+        """Run the town in its server until ``stop_town``; returns once it is up."""
+        assert row.id is not None
+        choices = TownChoices.of(row.settings)
+        settings = self.town_settings_of(choices)
+        runtime = CommunityTown(
+            opened,
+            settings,
+            watch=self.watch,
+            community_id=row.id,
+            admin_roles=frozenset(choices.admin_roles),
+        )
+        runtime.commands.table["settings"] = settings_command(self, runtime)
+        up = asyncio.Event()
+
+        def ready(started: TownRuntime) -> None:
+            up.set()
+            if self.ready is not None:
+                self.ready(started)
+
+        task = asyncio.create_task(
+            run_town(
+                runtime,
+                [PLATFORM],
+                ready=ready,
+                keeper=self.keeper,
+                make_adapter=lambda name, rt: self._adapter(rt, guild.id),
+            ),
+            name=f"town {guild.id}",
+        )
+        self.running[guild.id] = _Running(runtime, task)
+        waiting = asyncio.create_task(up.wait())
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task.done():
+            self.running.pop(guild.id, None)
+            task.result()  # what stopped it, raised
+
+    def _adapter(self, runtime: TownRuntime, guild_id: int) -> Adapter:
+        return DiscordAdapter(
+            runtime,
+            runtime.store,
+            runtime.town_id,
+            gateway=self.gateway,
+            guild_id=guild_id,
+            member_departures="leave" in leaving_forgets(self.settings.forget_on_leave),
+        )
+
+    async def stop_town(self, guild_id: int) -> None:
+        live = self.running.pop(guild_id, None)
+        if live is None:
+            return
+        live.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await live.task
+
+    async def restart_soon(self, town_id: int) -> None:
+        """Run the town again with its stored choices (a changed budget, admin roles), once
+        the command that changed them has answered."""
+        row = self.community_by_town(town_id)
+        task = asyncio.create_task(self._restart(int(row.key)), name=f"restart {row.key}")
+        self._restarts.add(task)
+        task.add_done_callback(self._restarts.discard)
+
+    async def _restart(self, guild_id: int) -> None:
+        async with self._locks[guild_id]:
+            guild = self.gateway.client.get_guild(guild_id)
+            await self.stop_town(guild_id)
+            if guild is not None:
+                await self._join(guild)
+
+    def role_names(self, town_id: int, role_ids: tuple[str, ...]) -> list[str]:
+        """The roles' names in the town's server (the id of one it no longer has)."""
+        guild = self.gateway.client.get_guild(int(self.community_by_town(town_id).key))
+        found = [guild.get_role(int(r)) if guild else None for r in role_ids]
+        return [f"@{r.name}" if r else rid for r, rid in zip(found, role_ids, strict=True)]
+
+    # -- the store --------------------------------------------------------------------------
+
+    def community(self, guild_id: int) -> Community | None:
+        with self.services.store.session() as s:
+            row = s.exec(
+                select(Community).where(
+                    Community.platform == PLATFORM, Community.key == str(guild_id)
+                )
+            ).first()
+            if row is not None:
+                s.expunge(row)
+            return row
+
+    def town_id_of(self, guild_id: int) -> int:
+        row = self.community(guild_id)
+        if row is None:
+            raise LookupError(f"the server {guild_id} has no town")
+        return row.town_id
+
+    def community_by_town(self, town_id: int) -> Community:
+        with self.services.store.session() as s:
+            row = s.exec(select(Community).where(Community.town_id == town_id)).one()
+            s.expunge(row)
+            return row
+
+    def choose(self, town_id: int, choices: TownChoices) -> None:
+        """Store a community's changed choices."""
+        self._save(self.community_by_town(town_id), settings=choices.stored())
+
+    def _town_name(self, row: Community) -> str:
+        with self.services.store.session() as s:
+            town = s.get(Town, row.town_id)
+            assert town is not None, f"the community {row.key}'s town is gone"
+            return town.name
+
+    def _save(self, row: Community, **changes: object) -> None:
+        with self.services.store.session() as s:
+            stored = s.get(Community, row.id)
+            assert stored is not None
+            for key, value in changes.items():
+                setattr(stored, key, value)
+                setattr(row, key, value)
+            s.add(stored)
+
+
+def serves_communities(settings: Settings, platforms: list[str], town: str | None) -> bool:
+    """``bottown run --platform discord`` with no town named and no server pinned
+    (``BOTTOWN_DISCORD_GUILD_ID`` keeps one town in one server, as before)."""
+    return platforms == [PLATFORM] and town is None and settings.discord_guild_id is None
+
+
+async def serve_communities(
+    settings: Settings, *, ready: Callable[[TownRuntime], None] | None = None
+) -> None:
+    """Every server's town on one gateway, until cancelled."""
+    if settings.discord_token is None:
+        raise ValueError("--platform discord needs BOTTOWN_DISCORD_TOKEN (see the README)")
+    services = Services.open(settings)
+    try:
+        watch = Watch(services.store)
+        keeper = Timekeeper(services.store, settings)
+        gateway = DiscordGateway(
+            settings.discord_token.get_secret_value(),
+            message_content=settings.discord_message_content,
+            member_departures="leave" in leaving_forgets(settings.forget_on_leave),
+        )
+        try:
+            async with watch_served(watch, settings):
+                await Communities(settings, services, gateway, watch, keeper, ready=ready).run()
+        finally:
+            await keeper.close()
+    finally:
+        services.close()
