@@ -16,8 +16,8 @@ import yarl
 from typer.testing import CliRunner
 
 from bot.cli.main import app
+from standins.discord.server import FakeDiscord
 from tests.factories import MINITOWN
-from tests.fakes.discord_server import FakeDiscord
 
 runner = CliRunner()
 MINI = ["--town", "mini", "--persona", str(MINITOWN)]
