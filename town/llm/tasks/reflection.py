@@ -31,7 +31,6 @@ REFLECT_QUESTIONS = make_task(
     offline=offline.reflect_questions,
     shaper=_three_at_most,
     urgency=BACKGROUND,
-    pace_share=0.2,  # reflections, like ratings, go offline first
 )
 
 
@@ -65,7 +64,6 @@ REFLECT_INSIGHTS = make_task(
     offline=offline.reflect_insights,
     shaper=_cites_given,
     urgency=BACKGROUND,
-    pace_share=0.2,  # reflections, like ratings, go offline first
 )
 SUMMARIZE = make_task(
     "summarize",
@@ -74,5 +72,5 @@ SUMMARIZE = make_task(
     "You write a resident's short summary description from its memories.",
     offline=offline.summarize,
     urgency=PLANNING,
-    pace_share=0.25,  # a wake-up summary a member misses least (it shows on the card only)
+    pace_share=1.0,  # a wake-up summary not made within a tick is made offline: it wakes
 )
