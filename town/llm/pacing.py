@@ -12,9 +12,10 @@ by every model and town that calls it (:mod:`town.llm.chain`).
 
 A town's call may be ``cuttable`` (it streams, :mod:`town.llm.streamed`): a person's call that
 finds every slot taken cuts the least urgent such call on the wire (of those alike, the latest
-sent: it loses the least), unless a call on the wire is near its end (within ``NEAR_END`` of a
-usual call's time), so a person waits at most about a quarter of a call for a slot; the cut
-call is sent again.
+sent: it loses the least), unless a call on the wire is near its end and no person ahead waits
+for it: within ``NEAR_END`` of a usual call's time, shared among the slots (on four slots, the
+last sixteenth of each call), so on any number of slots about the same share of people wait, and
+none longer than on one. The cut call is sent again.
 
 Many towns may share one server (one bot serving many communities): within an urgency, the calls
 take turns by town, as in start-time fair queueing. Each call is given its town's next round (one
@@ -46,9 +47,10 @@ TIMEOUT_CEILING_S = 600.0
 LATENCY_FACTOR = 3.0
 """A call may take this many times the slowest recent answer before it counts as timed out."""
 NEAR_END = 0.25
-"""A call on the wire within this share of a usual call's time of its end frees its slot soon:
-a person's call waits for it rather than cut a town call (which would lose more than the person
-waits)."""
+"""A call on the wire within this share of a usual call's time of its end, divided by the slots,
+frees its slot soon: a person's call waits for it rather than cut a town call (which would lose
+more than the person waits). Divided, because the more calls on the wire, the likelier one is in
+its last stretch: a person would wait on four slots about four times as often as on one."""
 
 
 _TOWN: ContextVar[Hashable | None] = ContextVar("pacing_town", default=None)
@@ -190,7 +192,7 @@ class Pacer:
         ``cuttable`` call on the wire."""
         ticket = (urgency, self._round(urgency), next(self._tickets))
         if person and self.cut and self.in_flight >= self.slots:
-            self._cut_one()
+            self._cut_one(urgency)
         async with self._changed:
             heapq.heappush(self._waiting, ticket)
             try:
@@ -229,18 +231,25 @@ class Pacer:
                 del self._last[old]
         return given
 
-    def _cut_one(self) -> None:
+    def _cut_one(self, urgency: int) -> None:
         """Ask the least urgent cuttable call on the wire (the latest sent, of those alike) to
         end, if one is there not already asked, unless a call on the wire (a person's too) is
-        near its end: within ``NEAR_END`` of a usual call's time (past the whole of it, a long
-        one, its end not in sight)."""
+        near its end, within ``NEAR_END`` of a usual call's time divided by the slots (past the
+        whole of it, a long one, its end not in sight), or asked to end already, and no call as
+        urgent waits for that slot. A call near its end is never cut: it frees its slot soon."""
         now, typical = self._clock(), self.typical_s
-        if typical is not None and any(
-            (1 - NEAR_END) * typical <= now - c.began <= typical and not c.cut.is_set()
+        near = 0.0 if typical is None else typical * NEAR_END / self.slots
+        ending = [
+            c
             for c in self._on_wire
-        ):
-            return
-        cuttable = [c for c in self._on_wire if c.cuttable and not c.cut.is_set()]
+            if typical is not None and typical - near <= now - c.began <= typical
+        ]
+        freeing = len(ending) + sum(1 for c in self._on_wire if c.cut.is_set())
+        if freeing > sum(1 for u, *_ in self._waiting if u <= urgency):
+            return  # a slot frees soon that no one ahead waits for
+        cuttable = [
+            c for c in self._on_wire if c.cuttable and not c.cut.is_set() and c not in ending
+        ]
         if cuttable:
             max(reversed(cuttable), key=lambda c: c.urgency).cut.set()
             self.cuts += 1

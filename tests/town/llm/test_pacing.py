@@ -4,6 +4,7 @@ it says), timeouts follow latency, and a person's call may cut a town call short
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -270,3 +271,55 @@ async def test_a_slot_that_frees_soon_spares_the_other_town_calls() -> None:
             assert fresh.cut.is_set() and not ending.cut.is_set()
     await asyncio.gather(waiting, second)
     assert pacer.cuts == 1
+
+
+async def test_on_more_slots_only_the_last_stretch_shared_among_them_is_near_the_end() -> None:
+    """On four slots a call's last sixteenth is near its end (a quarter, shared), so a person is
+    asked to wait about as often as on one slot, and never longer."""
+    now = [0.0]
+    pacer = Pacer(8, 60, clock=lambda: now[0])
+    pacer.told(4)
+    pacer.answered(2.0)  # a call takes 2 s: its last 0.125 s is near its end
+    wires = []
+    async with contextlib.AsyncExitStack() as stack:
+        for began in (0.0, 0.5, 1.0, 1.5):
+            now[0] = began
+            wires.append(await stack.enter_async_context(pacer.slot(4, cuttable=True)))
+        now[0] = 1.6  # the first is 0.4 s from its end: in the last quarter, not the sixteenth
+
+        async def person() -> None:
+            async with pacer.slot(0, person=True):
+                pass
+
+        waiting = asyncio.create_task(person())
+        await settled(lambda: pacer.waiting == 1)
+        assert [w.cut.is_set() for w in wires] == [False, False, False, True]  # the latest
+        now[0] = 1.9  # now the first ends within 0.1 s: the next person waits for it
+        second = asyncio.create_task(person())
+        await settled(lambda: pacer.waiting == 2)
+        assert pacer.cuts == 1
+    await asyncio.gather(waiting, second)
+
+
+async def test_a_call_near_its_end_frees_a_slot_for_one_person_not_for_each() -> None:
+    now = [0.0]
+    pacer = Pacer(8, 60, clock=lambda: now[0])
+    pacer.told(2)
+    pacer.answered(2.0)  # the last 0.25 s of a call is near its end, on two slots
+
+    async def person() -> None:
+        async with pacer.slot(0, person=True):
+            pass
+
+    async with pacer.slot(4, cuttable=True) as ending:
+        now[0] = 1.0
+        async with pacer.slot(4, cuttable=True) as fresh:
+            now[0] = 1.8  # the first ends in 0.2 s: the first person waits for it
+            first = asyncio.create_task(person())
+            await settled(lambda: pacer.waiting == 1)
+            assert not ending.cut.is_set() and not fresh.cut.is_set()
+            second = asyncio.create_task(person())  # that slot is the first person's
+            await settled(lambda: pacer.waiting == 2)
+            assert fresh.cut.is_set() and not ending.cut.is_set()  # never the one ending
+            assert pacer.cuts == 1
+    await asyncio.gather(first, second)
