@@ -42,7 +42,7 @@ from town.world.gametime import parse_game_time
 DEMO_TOWN = "Smallville"  # the demo's town, called by its name everywhere on the page
 SHOWN = {"said", "reacted", "reflected", "object", "conversation"}
 QUESTIONS = ("What are you planning for Valentine's Day?", "Are you an AI?")
-TOLD_AFTER = 3  # ticks of the run-up measured before it says how long the rest takes
+TOLD_AFTER = 0.1  # the share of the run-up measured before it says how long the rest takes
 
 
 def _fresh(settings: Settings, out: Console) -> Settings:
@@ -111,18 +111,28 @@ async def warm_demo(demo_settings: Settings, out: Console) -> Settings:
         def shown(report: TickReport) -> None:
             nonlocal told
             bar.update(task, advance=1, clock=f"{report.clock:%a %H:%M}")
-            done = bar.tasks[0].completed
-            left = (time.monotonic() - began) / done * (ticks - done)
-            if not told and done >= TOLD_AFTER and left > 60:
+            said = run_up_left(time.monotonic() - began, int(bar.tasks[0].completed), ticks)
+            if not told and said:
                 told = True
-                minutes = round(left / 60)
-                more = "a minute" if minutes <= 1 else f"{minutes} minutes"
-                bar.console.print(f"the run-up takes about {more} more")
+                bar.console.print(said)
 
         await simulate(opened, until, demo_settings.data_dir / "replay.jsonl", shown)
     opened.services.close()
     ChromaIndex.release_all()
     return demo_settings
+
+
+def run_up_left(elapsed_s: float, done: int, ticks: int) -> str | None:
+    """What to say of the run-up's rest once a tenth of it is done (the first ticks, the
+    residents waking and planning, are its slowest: fewer would say too much), if over a
+    minute."""
+    if done < max(1, math.ceil(TOLD_AFTER * ticks)) or done >= ticks:
+        return None
+    left = elapsed_s / done * (ticks - done)
+    if left <= 60:
+        return None
+    minutes = round(left / 60)
+    return f"the run-up takes about {'a minute' if minutes <= 1 else f'{minutes} minutes'} more"
 
 
 def _run_up_bar(out: Console) -> Progress:

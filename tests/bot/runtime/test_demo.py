@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 from sqlmodel import select
 
-from bot.runtime.demo import minutes_to, warm_demo
+from bot.runtime.demo import minutes_to, run_up_left, warm_demo
 from bot.runtime.settings import Settings
 from town.store.db import Store
 from town.store.models import Town
@@ -30,6 +30,14 @@ def test_minutes_to_counts_ticks_at_the_pace() -> None:
     now = datetime(2023, 2, 14, 9, 0, tzinfo=UTC)
     assert minutes_to(datetime(2023, 2, 14, 17, 0, tzinfo=UTC), now, 10, 4.0) == 3.2
     assert minutes_to(now, datetime(2023, 2, 14, 10, 0, tzinfo=UTC), 10, 4.0) == 0
+
+
+def test_the_run_up_says_how_long_its_rest_takes_once_a_tenth_is_measured() -> None:
+    assert run_up_left(9.0, 3, 156) is None  # the waking ticks alone would say 7 minutes
+    assert run_up_left(20.0, 16, 156) == "the run-up takes about 3 minutes more"
+    assert run_up_left(8.0, 16, 156) == "the run-up takes about a minute more"
+    assert run_up_left(4.0, 16, 156) is None  # under a minute: the bar says enough
+    assert run_up_left(1.0, 1, 6) is None and run_up_left(60.0, 6, 6) is None
 
 
 def test_a_start_that_is_no_game_time_is_a_clear_error() -> None:
