@@ -27,7 +27,7 @@ from bot.cli.common import (
 from bot.runtime.commands import MINUTES_REALTIME, SECONDS_REALTIME, Commands
 from bot.runtime.consent import replay_paths
 from bot.runtime.settings import SettingsError
-from bot.runtime.towns import RunSummary, open_town, target_time
+from bot.runtime.towns import RunSummary, founding_shown, open_town, target_time
 from bot.runtime.towns import simulate as run_simulation
 from town.inputs import admin, query, visitor
 from town.inputs.unit import area_named
@@ -62,7 +62,12 @@ def simulate(
         settings = settings_with_brain(brain)
         began = parse_game_time(start) if start else None
         town_name = name or Path(town).name
-        opened = asyncio.run(open_town(settings, town_name, persona=town, create=True, start=began))
+        with founding_shown(out) as founding:
+            opened = asyncio.run(
+                open_town(
+                    settings, town_name, persona=town, create=True, start=began, founding=founding
+                )
+            )
         try:
             until = target_time(opened, days, began)
             path = replay or settings.data_dir / "replays" / f"{town_name}.jsonl"

@@ -20,7 +20,7 @@ from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.run import PLATFORMS, TownRuntime
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
-from bot.runtime.towns import OpenTown, open_town
+from bot.runtime.towns import OpenTown, founding_shown, open_town
 from bot.runtime.watch import Watch
 from town.features.consent.forget import finish_pending
 from town.outbox import audit
@@ -109,7 +109,9 @@ async def serve(
 ) -> None:
     """Open (or found) a town and run it on ``platforms`` until cancelled, or until SIGTERM,
     which stops it as Ctrl-C does (everything saved) and returns."""
-    opened = await open_town(settings, town or settings.town, persona=persona, create=True)
+    with founding_shown() as founding:
+        name = town or settings.town
+        opened = await open_town(settings, name, persona=persona, create=True, founding=founding)
     try:
         _refuse_if_a_worker_runs(opened, settings)
         watch = Watch(opened.services.store)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from sqlmodel import func, select
 
 from bot.runtime.consent import moderated, replay_paths
@@ -29,6 +32,32 @@ from town.world.load import load_town
 log = logging.getLogger(__name__)
 
 
+@contextlib.contextmanager
+def founding_shown(out: Console | None = None) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar for a town's founding, shown from its first resident rated (a town that
+    exists opens with none): the residents' memories rated by the brain, and the time left,
+    since on a slow server the founding's one call per resident takes minutes."""
+    bar = Progress(
+        TextColumn("[bold]founding[/bold]: rating the residents' memories"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=out or Console(stderr=True),
+        transient=True,
+    )
+    task = bar.add_task("founding", total=None)
+
+    def rated(done: int, total: int) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done, total=total)
+
+    try:
+        yield rated
+    finally:
+        bar.stop()
+
+
 @dataclass
 class OpenTown:
     services: Services
@@ -46,10 +75,12 @@ async def open_town(
     create: bool = False,
     start: datetime | None = None,
     services: Services | None = None,
+    founding: Callable[[int, int], None] | None = None,
 ) -> OpenTown:
     """The town called ``name``; with ``create``, founded from ``persona`` (default: ``name``)
     when it is not in the store yet. ``services``: the ports it shares with other towns of this
-    process (one store, index and LLM pacer; the caller closes them), else its own."""
+    process (one store, index and LLM pacer; the caller closes them), else its own.
+    ``founding`` is told each resident rated while a new town is founded (done, of how many)."""
     shared = services is not None
     services = services or Services.open(settings)
     with services.store.session() as s:
@@ -73,7 +104,14 @@ async def open_town(
     )
     if town is None:
         town = await found_town(
-            services.store, spec, name, brain, services.stream, persona=folder, start=start
+            services.store,
+            spec,
+            name,
+            brain,
+            services.stream,
+            persona=folder,
+            start=start,
+            rated=founding,
         )
         founded = True
     assert town.id is not None

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlmodel import Session, select
 
 from town.llm.port import Brain
-from town.llm.schemas import RateImportanceInput
+from town.llm.schemas import RateImportanceInput, RateImportanceResult
 from town.llm.tasks import RATE_IMPORTANCE
 from town.memory.stream import MemoryStream, NewMemory
 from town.store.db import Store
@@ -33,6 +33,7 @@ async def found_town(
     persona: str,
     start: datetime | None = None,
     minutes_per_tick: int | None = None,
+    rated: Callable[[int, int], None] | None = None,
 ) -> Town:
     """Create the town: places, objects, residents asleep at home, and their seed memories (with
     the summary queries of those who wake in its first hour, embedded ahead).
@@ -45,7 +46,9 @@ async def found_town(
     with store.session() as session:  # (a read: taken again in the write)
         _not_taken(session, name)
     people = [(person, seeds_of(person, spec)) for person in spec.residents]
-    rated = await rate_seeds(brain, [(p.name, [text for text, _ in seeds]) for p, seeds in people])
+    scores = await rate_seeds(
+        brain, [(p.name, [text for text, _ in seeds]) for p, seeds in people], rated
+    )
     clock = start or spec.scenario.start
     with store.session() as session:
         _not_taken(session, name)  # (founded by another process while the seeds were rated)
@@ -60,7 +63,7 @@ async def found_town(
         session.flush()
         assert town.id is not None
         add_places(session, town.id, spec.areas)
-        await settle(session, town.id, clock, people, rated, streams)
+        await settle(session, town.id, clock, people, scores, streams)
     return town
 
 
@@ -108,20 +111,28 @@ def add_objects(session: Session, town_id: int, objects: list[tuple[str, WorldOb
         session.add(WorldObject(town_id=town_id, location=place, name=obj.name, state=obj.state))
 
 
-async def rate_seeds(brain: Brain, people: list[tuple[str, list[str]]]) -> list[list[int]]:
-    """The importance of each resident's seed phrases: one call per resident, all at once.
+async def rate_seeds(
+    brain: Brain,
+    people: list[tuple[str, list[str]]],
+    shown: Callable[[int, int], None] | None = None,
+) -> list[list[int]]:
+    """The importance of each resident's seed phrases: one call per resident, all at once,
+    each one ``shown`` as it is rated (residents rated, of how many).
     (No session is open meanwhile: a live town's writers are never held by it.)"""
-    rated = await asyncio.gather(
-        *(
-            brain.run(
-                RATE_IMPORTANCE,
-                RateImportanceInput(resident=name, observations=phrases),
-                resident=name,
-            )
-            for name, phrases in people
-            if phrases
+    asked = [(name, phrases) for name, phrases in people if phrases]
+    done = 0
+
+    async def rate(name: str, phrases: list[str]) -> RateImportanceResult:
+        nonlocal done
+        scores = await brain.run(
+            RATE_IMPORTANCE, RateImportanceInput(resident=name, observations=phrases), resident=name
         )
-    )
+        done += 1
+        if shown is not None:
+            shown(done, len(asked))
+        return scores
+
+    rated = await asyncio.gather(*(rate(name, phrases) for name, phrases in asked))
     scores = iter(rated)
     found = []
     for _, phrases in people:
