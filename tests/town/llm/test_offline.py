@@ -28,6 +28,7 @@ from town.llm.tasks import (
     REACT,
     REFLECT_INSIGHTS,
     REFLECT_QUESTIONS,
+    SUMMARIZE,
     TASKS,
     UTTER,
     SpeechTask,
@@ -622,3 +623,51 @@ def test_a_long_chunk_says_goodbye_only_in_its_last_hour() -> None:
     assert len(steps) == 2
     assert steps[0][0] == "greeting the other guests" and "saying goodbye" not in steps[0][-1]
     assert steps[1][-1] == "saying goodbye to everyone" and "greeting" not in steps[1][0]
+
+
+PARTY_NEWS = (
+    "Isabella Rodriguez is planning a Valentine's Day party at Hobbs Cafe on February 14 from "
+    "5 pm to 7 pm, and she wants to invite as many of her friends and customers as she can"
+)
+
+
+@pytest.mark.parametrize(
+    ("clock", "answer"),
+    [
+        ("18:00", "My Valentine's Day party is on right now at Hobbs Cafe, until 7 pm!"),
+        ("22:00", "My Valentine's Day party at Hobbs Cafe was today, from 5 pm to 7 pm; "
+         "it's over now."),
+    ],
+)  # fmt: skip
+def test_an_interview_tells_the_party_as_on_or_over_by_the_hour(clock: str, answer: str) -> None:
+    at_the_party = 'Isabella Rodriguez said: "Maria, welcome! The party is just getting going."'
+    asked = s.InterviewInput(
+        resident="Isabella Rodriguez",
+        summary=f"{PARTY_NEWS}. It is Tuesday February 14, 2023, {clock}.",
+        memories=[at_the_party, PARTY_NEWS],
+        question="How was your party?",
+    )
+    assert think(INTERVIEW, asked).answer == answer
+    asked = asked.model_copy(update={"question": "Tell me some news about drinks"})
+    assert "getting going" not in think(INTERVIEW, asked).answer  # over: no news any more
+
+
+def test_a_summary_says_who_first_and_the_full_name_once() -> None:
+    memories = [
+        "The party has been on Isabella Rodriguez's mind",
+        "Isabella Rodriguez plans, at Isabella Rodriguez's apartment: bedroom: 22:10 sleeping",
+        "Isabella Rodriguez runs Hobbs Cafe and loves making the people of Smallville feel welcome",
+        PARTY_NEWS,
+    ]
+    summary = think(SUMMARIZE, s.SummarizeInput(resident="Isabella Rodriguez", memories=memories))
+    assert summary.summary == (
+        "Isabella Rodriguez runs Hobbs Cafe and loves making the people of Smallville feel "
+        "welcome. Isabella is planning a Valentine's Day party at Hobbs Cafe on February 14 from "
+        "5 pm to 7 pm, and she wants to invite as many of her friends and customers as she can. "
+        "The party has been on Isabella's mind."
+    )
+    day = "Tuesday February 14, 2023"
+    planned = think(
+        PLAN_DAY, sample(PLAN_DAY, resident="Isabella Rodriguez", date=day, summary=summary.summary)
+    )
+    assert "hosting the Valentine's Day party" in [c.description for c in planned.chunks]

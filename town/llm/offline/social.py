@@ -12,6 +12,7 @@ from town.llm.offline.retell import by_visitor, is_quote
 from town.llm.offline.steps import gerund
 from town.llm.offline.text import (
     content_words,
+    first_name,
     importance,
     mentions,
     most_common,
@@ -37,6 +38,7 @@ _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
 _CHAT_CHANCE = 0.9  # meeting someone one knows: stop for a chat, nine times in ten
 _HELLO_CHANCE = 0.1  # meeting someone one does not know: say hello, one time in ten
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
+_PLANS = re.compile(r"\bplans(?: to be|, at)\b")  # a plan memory (town/tick/planning.py)
 _QUOTED = re.compile(r'"[^"]*"?|“[^”]*”?')  # what someone said, in quotes
 
 
@@ -108,7 +110,8 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
     person = present_named(inputs, met.group(1)) if met else None
     if person is not None and person != inputs.resident:
         roll = stable_rng("react", inputs).random()
-        if mentions(inputs.relationship, person):
+        hosting = {"hosting", "welcoming"} & set(words(inputs.current_action))  # guests greeted
+        if mentions(inputs.relationship, person) or hosting:
             if roll < _CHAT_CHANCE:
                 reaction = f"stopping to chat with {person}"
                 return s.ReactResult(react=True, reaction=reaction, talk_to=person)
@@ -118,11 +121,15 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
 
 
 def summarize(inputs: s.SummarizeInput, hearing: Hearing) -> s.SummarizeResult:
-    kept = [m for m in inputs.memories if not by_visitor(m)]  # a visitor's words are theirs
-    own = [m for m in kept if mentions(m, inputs.resident)]
-    chosen = (own or kept)[:3]
-    text = " ".join([f"This is {inputs.resident}.", *(sentence(m) for m in chosen)])
-    return s.SummarizeResult(summary=text)
+    """Who the resident is, then what is on its mind, as a person would put it: its own
+    memories (no visitor's words, no plan: the card shows the plan), the full name once."""
+    name = inputs.resident
+    kept = [m for m in inputs.memories if not by_visitor(m) and not _PLANS.search(m)]
+    own = sorted((m for m in kept if mentions(m, name)), key=lambda m: not m.startswith(name))
+    chosen = [sentence(m) for m in (own or kept)[:3]] or [f"This is {name}."]
+    again = re.compile(rf"\b{re.escape(name)}\b(?! said)")  # (whose words stay said in full)
+    later = [again.sub(first_name(name), m) for m in chosen[1:]]
+    return s.SummarizeResult(summary=" ".join([chosen[0], *later]))
 
 
 def _topics(resident: str, texts: list[str]) -> tuple[list[str], list[str]]:
