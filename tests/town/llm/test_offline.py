@@ -634,7 +634,7 @@ PARTY_NEWS = (
 @pytest.mark.parametrize(
     ("clock", "answer"),
     [
-        ("18:00", "My Valentine's Day party is on right now at Hobbs Cafe, until 7 pm!"),
+        ("18:00", "My Valentine's Day party is on right now at Hobbs Cafe! It runs until 7 pm."),
         ("22:00", "My Valentine's Day party at Hobbs Cafe was today, from 5 pm to 7 pm; "
          "it's over now."),
     ],

@@ -39,10 +39,6 @@ class Happening:
     start: int
     end: int
 
-    def on_now(self, day: str, minute: int, place: str) -> bool:
-        """Is it going on at ``place`` on ``day`` at ``minute``?"""
-        return day == self.day and self.start <= minute < self.end and place == self.where
-
     def begun(self, day: str, minute: int) -> bool:
         """Has it begun by ``day`` at ``minute`` (news of it is old then)?"""
         return self.when(day, minute) != "before"
@@ -54,11 +50,12 @@ class Happening:
             return "before"
         return "on" if now == then and minute < self.end else "over"
 
-    def told(self, day: str, minute: int, host: bool) -> str:
-        """The event as someone tells of it at ``day`` and ``minute``, once it has begun."""
+    def told(self, day: str, minute: int, host: bool, here: str = "") -> str:
+        """The event as someone at ``here`` tells of it at ``day`` and ``minute``, once begun."""
         whose = f"My {self.what}" if host else f"The {self.what}"
         if self.when(day, minute) == "on":
-            return f"{whose} is on right now at {self.where}, until {_spoken(self.end)}!"
+            where = "here" if here == self.where else f"at {self.where}"
+            return f"{whose} is on right now {where}! It runs until {_spoken(self.end)}."
         on = "today" if day == self.day else f"on {self.day}"
         hours = f"from {_spoken(self.start)} to {_spoken(self.end)}"
         return f"{whose} at {self.where} was {on}, {hours}; it's over now."

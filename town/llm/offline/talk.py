@@ -13,7 +13,7 @@ import random
 import re
 
 from town.llm import schemas as s
-from town.llm.offline.events import NOW, Happening, happenings, now_in
+from town.llm.offline.events import NOW, happenings, now_in
 from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import (
     AI_WORDS,
@@ -98,10 +98,6 @@ def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
     return f"{plans[0][1]} at {plans[0][2]}" if plans else None
 
 
-def _known_events(inputs: s.UtterInput) -> list[Happening]:
-    return [e for text in [inputs.speaker_summary, *inputs.memories] for e in happenings(text)]
-
-
 def _at_party(inputs: s.UtterInput) -> bool:
     """Is the speaker at a party now (its status or this part of its day says so, or an event
     it knows of is going on where it is)?"""
@@ -112,7 +108,8 @@ def _at_party(inputs: s.UtterInput) -> bool:
     if any("party" in words(f) for f in found):
         return True
     now, place = now_in(inputs.speaker_summary), inputs.location.split(":")[0].strip()
-    return now is not None and any(e.on_now(*now, place) for e in _known_events(inputs))
+    known = [e for text in [inputs.speaker_summary, *inputs.memories] for e in happenings(text)]
+    return now is not None and any(e.when(*now) == "on" and e.where == place for e in known)
 
 
 def old_news(inputs: s.UtterInput, news: str) -> bool:

@@ -172,16 +172,11 @@ class Visit:
         return self.say("next", next=coming) if coming else self.say("no_next")
 
     def _going_on(self) -> list[str]:
-        """An event the resident knows of that is on now ("The party is on right now!")."""
+        """An event the resident knows of that is on now ("The party is on right now here!")."""
         now = now_in(self.inputs.speaker_summary)
-        for memory in self.inputs.memories:
-            news = news_in(memory, self.inputs.speaker)
-            for event in happenings(news[0]) if news and now else []:
-                if now is None or event.when(*now) != "on":
-                    continue
-                here = " here" if event.where == self.me.place else f" at {event.where}"
-                return [f"The {event.what} is on right now{here}! Everyone's come."]
-        return []
+        news = [n[0] for m in self.inputs.memories if (n := news_in(m, self.inputs.speaker))]
+        on = [e for n in news for e in happenings(n) if now and e.when(*now) == "on"]
+        return [on[0].told(*now, host=False, here=self.me.place)] if on and now else []
 
     def _own_news(self) -> list[str]:
         """The resident's own news (a party it hosts), in the first person, with an invitation."""
