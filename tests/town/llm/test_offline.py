@@ -655,6 +655,8 @@ def test_an_interview_tells_the_party_as_on_or_over_by_the_hour(clock: str, answ
 def test_a_summary_says_who_first_and_the_full_name_once() -> None:
     memories = [
         "The party has been on Isabella Rodriguez's mind",
+        'Sam Moore said: "Isabella! By the way, I have decided to run for mayor."',
+        "Isabella Rodriguez stopped to: saying hello to Rajiv Patel",
         "Isabella Rodriguez plans, at Isabella Rodriguez's apartment: bedroom: 22:10 sleeping",
         "Isabella Rodriguez runs Hobbs Cafe and loves making the people of Smallville feel welcome",
         PARTY_NEWS,

@@ -8,7 +8,7 @@ from collections import Counter
 from town.llm import schemas as s
 from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import ALARM_WORDS, GREETINGS, PLACE_WORDS, STOPWORDS
-from town.llm.offline.retell import by_visitor, is_quote
+from town.llm.offline.retell import is_quote, news_in
 from town.llm.offline.steps import gerund
 from town.llm.offline.text import (
     content_words,
@@ -121,22 +121,31 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
 
 
 def summarize(inputs: s.SummarizeInput, hearing: Hearing) -> s.SummarizeResult:
-    """Who the resident is, then what is on its mind, as a person would put it: its own
-    memories (no visitor's words, no plan: the card shows the plan), the full name once."""
+    """Who the resident is, then what is on its mind, as a person would put it, the full name
+    once: its own memories first (of it or said to it), news heard told as news."""
     name = inputs.resident
-    kept = [m for m in inputs.memories if not by_visitor(m) and not _PLANS.search(m)]
-    own = sorted((m for m in kept if mentions(m, name)), key=lambda m: not m.startswith(name))
-    chosen = [sentence(m) for m in (own or kept)[:3]] or [f"This is {name}."]
+    held = [(m, t) for m in inputs.memories if (t := _summed(m, name))]
+    own = sorted((t for m, t in held if mentions(m, name)), key=lambda t: not t.startswith(name))
+    chosen = [sentence(t) for t in (own or [t for _, t in held])[:3]] or [f"This is {name}."]
     again = re.compile(rf"\b{re.escape(name)}\b(?! said)")  # (whose words stay said in full)
     later = [again.sub(first_name(name), m) for m in chosen[1:]]
     return s.SummarizeResult(summary=" ".join([chosen[0], *later]))
+
+
+def _summed(memory: str, name: str) -> str | None:
+    """A memory as a summary holds it: no one's words but the news in them (a visitor's claim
+    is not news), no plan (the card shows the plan), no step ("stopped to: ...")."""
+    if is_quote(memory):
+        news = news_in(memory, name)
+        return news[0] if news and not news[0].startswith("a visitor") else None
+    return None if ":" in memory or _PLANS.search(memory) else memory
 
 
 def _topics(resident: str, texts: list[str]) -> tuple[list[str], list[str]]:
     """The names and the nouns met most often in these texts, the resident's own left out, and
     none from inside what someone said (a visitor's words make no place or topic of one's
     own: "THE TOWN IS ON FIRE" is no place a resident spends time at)."""
-    texts = [_QUOTED.sub(" ", t) for t in texts]
+    texts = [_PLANS.sub(" ", _QUOTED.sub(" ", t)) for t in texts]  # ("plans" is no topic)
     own = {w for w in words(resident)}
     people = [n for t in texts for n in names(t) if not set(words(n)) <= own]
     named = {w for n in people for w in words(n)} | own
