@@ -673,3 +673,17 @@ def test_a_summary_says_who_first_and_the_full_name_once() -> None:
         PLAN_DAY, sample(PLAN_DAY, resident="Isabella Rodriguez", date=day, summary=summary.summary)
     )
     assert "hosting the Valentine's Day party" in [c.description for c in planned.chunks]
+
+
+def test_no_insight_makes_a_topic_of_plans() -> None:
+    """A plan memory's "plans" is the resident's verb, not something on its mind."""
+    plans = [
+        "Isabella Rodriguez plans to be opening Hobbs Cafe at Hobbs Cafe from 08:00 for 60 minutes",
+        "Isabella Rodriguez plans to be hosting the party at Hobbs Cafe from 17:00 for 120 minutes",
+        "Isabella Rodriguez plans, at Hobbs Cafe: counter: 17:00 welcoming the guests",
+    ]
+    statements = [s.NumberedStatement(id=i, text=t) for i, t in enumerate(plans, 1)]
+    asked = s.QuestionStatements(question="What is Isabella busy with?", statements=statements)
+    inputs = s.ReflectInsightsInput(resident="Isabella Rodriguez", questions=[asked])
+    insights = [i.text for i in think(REFLECT_INSIGHTS, inputs).insights]
+    assert insights and not any("plans" in i for i in insights), insights
