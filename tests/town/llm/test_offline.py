@@ -652,12 +652,15 @@ def test_an_interview_tells_the_party_as_on_or_over_by_the_hour(clock: str, answ
     assert "getting going" not in think(INTERVIEW, asked).answer  # over: no news any more
 
 
-def test_a_summary_says_who_first_and_the_full_name_once() -> None:
+def test_a_summary_says_who_what_is_on_ones_mind_and_what_one_has_been_doing() -> None:
+    """Written as a person would: no one's words but news, no step, no plan still to come."""
     memories = [
         "The party has been on Isabella Rodriguez's mind",
         'Sam Moore said: "Isabella! By the way, I have decided to run for mayor."',
         "Isabella Rodriguez stopped to: saying hello to Rajiv Patel",
-        "Isabella Rodriguez plans, at Isabella Rodriguez's apartment: bedroom: 22:10 sleeping",
+        "Isabella Rodriguez plans, at Hobbs Cafe: counter: 14:10 serving coffee; 14:30 smiling",
+        "Isabella Rodriguez plans, at Hobbs Cafe: counter: 15:10 still serving coffee",
+        "Isabella Rodriguez plans to be closing Hobbs Cafe at Hobbs Cafe from 20:00 for 60 minutes",
         "Isabella Rodriguez runs Hobbs Cafe and loves making the people of Smallville feel welcome",
         PARTY_NEWS,
     ]
@@ -666,7 +669,7 @@ def test_a_summary_says_who_first_and_the_full_name_once() -> None:
         "Isabella Rodriguez runs Hobbs Cafe and loves making the people of Smallville feel "
         "welcome. Isabella is planning a Valentine's Day party at Hobbs Cafe on February 14 from "
         "5 pm to 7 pm, and she wants to invite as many of her friends and customers as she can. "
-        "The party has been on Isabella's mind."
+        "Isabella has been serving coffee at Hobbs Cafe."
     )
     day = "Tuesday February 14, 2023"
     planned = think(
