@@ -15,6 +15,7 @@ from town.llm.tasks import INTERVIEW
 from town.outbox import audit
 from town.text import clean_text, name_of
 from town.tick.engine import Engine
+from town.world.gametime import hhmm, spoken_day
 from town.world.places import World
 
 
@@ -45,7 +46,8 @@ async def interview(
         INTERVIEW,
         InterviewInput(
             resident=row.name,
-            summary=row.summary,
+            # the hour, as a visitor's talk has it: what is over is told as over
+            summary=f"{row.summary} It is {spoken_day(clock.date())}, {hhmm(clock)}.",
             # a private memory is never told to someone asking (a visitor, an admin)
             memories=[r.memory.text for r in found if not (asker and r.memory.private)],
             question=words,

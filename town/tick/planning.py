@@ -26,6 +26,7 @@ from town.store.ids import new_ids
 from town.store.models import Memory, PlanItem, Resident
 from town.tick.state import ResidentState
 from town.tick.turn import Tick
+from town.world.daytime import fitted
 from town.world.gametime import at_clock, hhmm, spoken_day
 from town.world.persona import ResidentSpec
 
@@ -195,6 +196,8 @@ async def _store(
         else:
             duration = item.duration_min
         emoji = item.emoji or emoji_for(item.description)
+        # a chunk of the day is read at its start; an hour's or action's words hold throughout
+        said = fitted(item.description, start, 1 if level == "day" else duration)
         rows.append(
             PlanItem(
                 resident_id=resident.id or 0,
@@ -204,7 +207,7 @@ async def _store(
                 start=start,
                 duration_min=max(1, duration),
                 location=tick.world.resolve(item.location, resident.location),
-                description=item.description,
+                description=said,
                 emoji=emoji if level == "action" else "",
             )
         )

@@ -170,24 +170,27 @@ def _present(spec: TownSpec, row: Resident) -> Present:
 
 
 def _plan(session: Session, resident_id: int, day: str) -> list[PlanLine]:
-    """Today's plan by the hour (the day's broad strokes when it has not been cut finer)."""
+    """Today's plan as the day's chunks: the whole day, not only the hours cut finer so far; a
+    thing done chunk after chunk ("opening Hobbs Cafe", "still opening Hobbs Cafe") is one line."""
     if not day:
         return []
-    items = session.exec(
+    chunks = session.exec(
         select(PlanItem)
-        .where(PlanItem.resident_id == resident_id, PlanItem.day == date.fromisoformat(day))
+        .where(
+            PlanItem.resident_id == resident_id,
+            PlanItem.day == date.fromisoformat(day),
+            PlanItem.level == "day",
+        )
         .order_by(col(PlanItem.start), col(PlanItem.id))
     ).all()
-    hours = [i for i in items if i.level == "hour"] or [i for i in items if i.level == "day"]
     lines: list[PlanLine] = []
-    for i in hours:  # one line for a thing done hour after hour ("opening Hobbs Cafe" once)
+    for i in chunks:
         last = lines[-1] if lines else None
-        if last and (last.description, last.location) == (i.description, i.location):
-            lines[-1] = PlanLine(
-                last.start, last.minutes + i.duration_min, i.description, i.location
-            )
+        what = i.description.removeprefix("still ")
+        if last and (last.description, last.location) == (what, i.location):
+            lines[-1] = PlanLine(last.start, last.minutes + i.duration_min, what, i.location)
         else:
-            lines.append(PlanLine(i.start, i.duration_min, i.description, i.location))
+            lines.append(PlanLine(i.start, i.duration_min, what, i.location))
     return lines
 
 

@@ -28,6 +28,7 @@ from town.llm.tasks import (
     REACT,
     REFLECT_INSIGHTS,
     REFLECT_QUESTIONS,
+    SUMMARIZE,
     TASKS,
     UTTER,
     SpeechTask,
@@ -622,3 +623,70 @@ def test_a_long_chunk_says_goodbye_only_in_its_last_hour() -> None:
     assert len(steps) == 2
     assert steps[0][0] == "greeting the other guests" and "saying goodbye" not in steps[0][-1]
     assert steps[1][-1] == "saying goodbye to everyone" and "greeting" not in steps[1][0]
+
+
+PARTY_NEWS = (
+    "Isabella Rodriguez is planning a Valentine's Day party at Hobbs Cafe on February 14 from "
+    "5 pm to 7 pm, and she wants to invite as many of her friends and customers as she can"
+)
+
+
+@pytest.mark.parametrize(
+    ("clock", "answer"),
+    [
+        ("18:00", "My Valentine's Day party is on right now at Hobbs Cafe! It runs until 7 pm."),
+        ("22:00", "My Valentine's Day party at Hobbs Cafe was today, from 5 pm to 7 pm; "
+         "it's over now."),
+    ],
+)  # fmt: skip
+def test_an_interview_tells_the_party_as_on_or_over_by_the_hour(clock: str, answer: str) -> None:
+    at_the_party = 'Isabella Rodriguez said: "Maria, welcome! The party is just getting going."'
+    asked = s.InterviewInput(
+        resident="Isabella Rodriguez",
+        summary=f"{PARTY_NEWS}. It is Tuesday February 14, 2023, {clock}.",
+        memories=[at_the_party, PARTY_NEWS],
+        question="How was your party?",
+    )
+    assert think(INTERVIEW, asked).answer == answer
+    asked = asked.model_copy(update={"question": "Tell me some news about drinks"})
+    assert "getting going" not in think(INTERVIEW, asked).answer  # over: no news any more
+
+
+def test_a_summary_says_who_what_is_on_ones_mind_and_what_one_has_been_doing() -> None:
+    """Written as a person would: no one's words but news, no step, no plan still to come."""
+    memories = [
+        "The party has been on Isabella Rodriguez's mind",
+        'Sam Moore said: "Isabella! By the way, I have decided to run for mayor."',
+        "Isabella Rodriguez stopped to: saying hello to Rajiv Patel",
+        "Isabella Rodriguez plans, at Hobbs Cafe: counter: 14:10 serving coffee; 14:30 smiling",
+        "Isabella Rodriguez plans, at Hobbs Cafe: counter: 15:10 still serving coffee",
+        "Isabella Rodriguez plans to be closing Hobbs Cafe at Hobbs Cafe from 20:00 for 60 minutes",
+        "Isabella Rodriguez runs Hobbs Cafe and loves making the people of Smallville feel welcome",
+        PARTY_NEWS,
+    ]
+    summary = think(SUMMARIZE, s.SummarizeInput(resident="Isabella Rodriguez", memories=memories))
+    assert summary.summary == (
+        "Isabella Rodriguez runs Hobbs Cafe and loves making the people of Smallville feel "
+        "welcome. Isabella is planning a Valentine's Day party at Hobbs Cafe on February 14 from "
+        "5 pm to 7 pm, and she wants to invite as many of her friends and customers as she can. "
+        "Isabella has been serving coffee at Hobbs Cafe."
+    )
+    day = "Tuesday February 14, 2023"
+    planned = think(
+        PLAN_DAY, sample(PLAN_DAY, resident="Isabella Rodriguez", date=day, summary=summary.summary)
+    )
+    assert "hosting the Valentine's Day party" in [c.description for c in planned.chunks]
+
+
+def test_no_insight_makes_a_topic_of_plans() -> None:
+    """A plan memory's "plans" is the resident's verb, not something on its mind."""
+    plans = [
+        "Isabella Rodriguez plans to be opening Hobbs Cafe at Hobbs Cafe from 08:00 for 60 minutes",
+        "Isabella Rodriguez plans to be hosting the party at Hobbs Cafe from 17:00 for 120 minutes",
+        "Isabella Rodriguez plans, at Hobbs Cafe: counter: 17:00 welcoming the guests",
+    ]
+    statements = [s.NumberedStatement(id=i, text=t) for i, t in enumerate(plans, 1)]
+    asked = s.QuestionStatements(question="What is Isabella busy with?", statements=statements)
+    inputs = s.ReflectInsightsInput(resident="Isabella Rodriguez", questions=[asked])
+    insights = [i.text for i in think(REFLECT_INSIGHTS, inputs).insights]
+    assert insights and not any("plans" in i for i in insights), insights

@@ -11,7 +11,7 @@ from town.llm import schemas as s
 from town.llm.offline.events import with_event
 from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import HOME_ACTIVITY, HOME_ONLY, HOME_WORDS, PLACE_HINTS
-from town.llm.offline.meals import AFTER_A_MEAL, fitting, meal_in
+from town.llm.offline.meals import AFTER_A_MEAL, MEAL_MIN, fitting, meal_in
 from town.llm.offline.steps import FIRST_OF_MANY, action_steps, gerund, plain
 from town.llm.offline.text import (
     content_words,
@@ -171,7 +171,6 @@ def _routine_day(inputs: s.PlanDayInput) -> s.PlanDayResult:
 
 
 _MEALS = {"breakfast": (7 * 60, 10 * 60), "lunch": (12 * 60, 14 * 60), "dinner": (18 * 60, 20 * 60)}
-MEAL_MIN = 60  # a meal's longest chunk: what follows it starts earlier
 
 
 def _meals_in_time(items: list[tuple[int, str, str]], wake: int) -> list[tuple[int, str, str]]:

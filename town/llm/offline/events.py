@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from town.llm import schemas as s
 from town.llm.offline.text import first_name
@@ -24,6 +25,8 @@ _EVENT = re.compile(
 )
 _GIVING = r"(?:planning|hosting|throwing|organi[sz]ing|giving)"
 _HOURS = re.compile(r"(\d{1,2})(?::(\d\d))?\s*([ap])m")
+# what time it is, as the town tells a resident (town.inputs.chat.situation, query.interview)
+NOW = re.compile(r"It is \w+ (?P<day>[A-Z][a-z]+ \d{1,2}), \d{4}, (?P<h>\d\d):(?P<m>\d\d)\.")
 
 
 @dataclass(frozen=True)
@@ -36,13 +39,26 @@ class Happening:
     start: int
     end: int
 
-    def on_now(self, day: str, minute: int, place: str) -> bool:
-        """Is it going on at ``place`` on ``day`` at ``minute``?"""
-        return day == self.day and self.start <= minute < self.end and place == self.where
-
     def begun(self, day: str, minute: int) -> bool:
         """Has it begun by ``day`` at ``minute`` (news of it is old then)?"""
-        return day == self.day and minute >= self.start
+        return self.when(day, minute) != "before"
+
+    def when(self, day: str, minute: int) -> str:
+        """Where ``day`` at ``minute`` falls: "before" the event, while it is "on", or "over"."""
+        now, then = (datetime.strptime(f"{d} 2000", "%B %d %Y") for d in (day, self.day))
+        if (now, minute) < (then, self.start):
+            return "before"
+        return "on" if now == then and minute < self.end else "over"
+
+    def told(self, day: str, minute: int, host: bool, here: str = "") -> str:
+        """The event as someone at ``here`` tells of it at ``day`` and ``minute``, once begun."""
+        whose = f"My {self.what}" if host else f"The {self.what}"
+        if self.when(day, minute) == "on":
+            where = "here" if here == self.where else f"at {self.where}"
+            return f"{whose} is on right now {where}! It runs until {_spoken(self.end)}."
+        on = "today" if day == self.day else f"on {self.day}"
+        hours = f"from {_spoken(self.start)} to {_spoken(self.end)}"
+        return f"{whose} at {self.where} was {on}, {hours}; it's over now."
 
 
 def happenings(text: str) -> list[Happening]:
@@ -57,6 +73,17 @@ def happenings(text: str) -> list[Happening]:
         )
         for f in _EVENT.finditer(text)
     ]
+
+
+def now_in(text: str) -> tuple[str, int] | None:
+    """The day ("February 14") and minute of the day a text says it is ("It is ...")."""
+    found = NOW.search(text)
+    return (found["day"], int(found["h"]) * 60 + int(found["m"])) if found else None
+
+
+def _spoken(minute: int) -> str:
+    hour, past = divmod(minute, 60)
+    return f"{hour % 12 or 12}{f':{past:02d}' if past else ''} {'am' if hour < 12 else 'pm'}"
 
 
 def _minute(spoken: str) -> int:

@@ -42,12 +42,6 @@ def is_quote(memory: str) -> bool:
     return '"' in memory or "“" in memory
 
 
-def by_visitor(memory: str) -> bool:
-    """Whether the memory is of what a visitor said ('Mallory (a visitor) said: "..."')."""
-    said = _SAID.match(" ".join(memory.split()))
-    return bool(said and (said.group("aside") or "").startswith(_VISITOR))
-
-
 def is_directive(memory: str) -> bool:
     return bool(_DIRECTIVE.match(memory))
 

@@ -8,10 +8,11 @@ from collections import Counter
 from town.llm import schemas as s
 from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import ALARM_WORDS, GREETINGS, PLACE_WORDS, STOPWORDS
-from town.llm.offline.retell import by_visitor, is_quote
-from town.llm.offline.steps import gerund
+from town.llm.offline.retell import is_quote, news_in
+from town.llm.offline.steps import FIRST_OF_MANY, gerund
 from town.llm.offline.text import (
     content_words,
+    first_name,
     importance,
     mentions,
     most_common,
@@ -37,6 +38,10 @@ _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
 _CHAT_CHANCE = 0.9  # meeting someone one knows: stop for a chat, nine times in ten
 _HELLO_CHANCE = 0.1  # meeting someone one does not know: say hello, one time in ten
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
+_DONE = re.compile(  # a plan memory's first step (town/tick/planning.py)
+    r"^(?P<who>.+?) plans, at (?P<where>[^:]+)(?::[^:]+)?: \d\d:\d\d (?P<what>[^;]+)"
+)
+_PLANS = re.compile(r"\bplans(?: to be|, at)\b")  # a plan memory (town/tick/planning.py)
 _QUOTED = re.compile(r'"[^"]*"?|“[^”]*”?')  # what someone said, in quotes
 
 
@@ -108,7 +113,8 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
     person = present_named(inputs, met.group(1)) if met else None
     if person is not None and person != inputs.resident:
         roll = stable_rng("react", inputs).random()
-        if mentions(inputs.relationship, person):
+        hosting = {"hosting", "welcoming"} & set(words(inputs.current_action))  # guests greeted
+        if mentions(inputs.relationship, person) or hosting:
             if roll < _CHAT_CHANCE:
                 reaction = f"stopping to chat with {person}"
                 return s.ReactResult(react=True, reaction=reaction, talk_to=person)
@@ -118,18 +124,45 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
 
 
 def summarize(inputs: s.SummarizeInput, hearing: Hearing) -> s.SummarizeResult:
-    kept = [m for m in inputs.memories if not by_visitor(m)]  # a visitor's words are theirs
-    own = [m for m in kept if mentions(m, inputs.resident)]
-    chosen = (own or kept)[:3]
-    text = " ".join([f"This is {inputs.resident}.", *(sentence(m) for m in chosen)])
-    return s.SummarizeResult(summary=text)
+    """Who the resident is, what is on its mind and what it has been doing, as a person would
+    put it, the full name once: its own memories (of it or said to it), news heard told as
+    news, no plan of what is to come (the card shows that) and no step ("stopped to: ...")."""
+    name = inputs.resident
+    own = [t for m in inputs.memories if mentions(m, name) and (t := _summed(m, name))]
+    own.sort(key=lambda t: not t.startswith(name))
+    chosen = [sentence(t) for t in dict.fromkeys(own)][:2]
+    done = _done(inputs.memories)
+    chosen += [f"{name} has been {done}."] if done else []
+    again = re.compile(rf"\b{re.escape(name)}\b(?! said)")  # (whose words stay said in full)
+    later = [again.sub(first_name(name), m) for m in chosen[1:]]
+    return s.SummarizeResult(summary=" ".join([*chosen[:1], *later]) or f"This is {name}.")
+
+
+def _summed(memory: str, name: str) -> str | None:
+    """A memory as a summary holds it: of what someone said only the news (a visitor's claim is
+    not news)."""
+    if is_quote(memory):
+        news = news_in(memory, name)
+        return news[0] if news and not news[0].startswith("a visitor") else None
+    return None if ":" in memory or _PLANS.search(memory) else memory
+
+
+def _done(memories: list[str]) -> str:
+    """What the plan memories say one has been doing (two things, each once, and where)."""
+    found = [d for m in memories if (d := _DONE.match(m))]
+    doing: dict[str, str] = {}
+    for d in found:
+        what = d["what"].removeprefix("still ").removesuffix(FIRST_OF_MANY)
+        where = "" if d["where"] in what else f" at {d['where']}"
+        doing.setdefault(" ".join(what.split()[:3]), f"{what}{where}")
+    return " and ".join(list(doing.values())[:2])
 
 
 def _topics(resident: str, texts: list[str]) -> tuple[list[str], list[str]]:
     """The names and the nouns met most often in these texts, the resident's own left out, and
     none from inside what someone said (a visitor's words make no place or topic of one's
     own: "THE TOWN IS ON FIRE" is no place a resident spends time at)."""
-    texts = [_QUOTED.sub(" ", t) for t in texts]
+    texts = [_PLANS.sub(" ", _QUOTED.sub(" ", t)) for t in texts]  # ("plans" is no topic)
     own = {w for w in words(resident)}
     people = [n for t in texts for n in names(t) if not set(words(n)) <= own]
     named = {w for n in people for w in words(n)} | own

@@ -13,7 +13,7 @@ import random
 import re
 
 from town.llm import schemas as s
-from town.llm.offline.events import Happening, happenings
+from town.llm.offline.events import NOW, happenings, now_in
 from town.llm.offline.hearing import Hearing
 from town.llm.offline.lexicon import (
     AI_WORDS,
@@ -44,7 +44,6 @@ _PLAN = re.compile(
 _KNOW_PERSON = re.compile(
     r"\W*(?:[Dd]o|[Dd]id) you know (?P<who>[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)*)\s*\??\s*$"
 )
-_NOW = re.compile(r"It is \w+ (?P<day>[A-Z][a-z]+ \d{1,2}), \d{4}, (?P<h>\d\d):(?P<m>\d\d)\.")
 MAX_LINES = 2  # a speaker's lines in one conversation before the next one takes its leave
 
 _SENTENCE_START = re.compile(r"(?<=[.?!] )[a-z]")  # news begun lowercase ("a visitor said")
@@ -99,16 +98,6 @@ def _doing(speaker: str, summary: str, memories: list[str]) -> str | None:
     return f"{plans[0][1]} at {plans[0][2]}" if plans else None
 
 
-def now_of(inputs: s.UtterInput) -> tuple[str, int] | None:
-    """The day ("February 14") and minute of the day the talk happens at, if its inputs say."""
-    found = _NOW.search(inputs.speaker_summary)
-    return (found["day"], int(found["h"]) * 60 + int(found["m"])) if found else None
-
-
-def _known_events(inputs: s.UtterInput) -> list[Happening]:
-    return [e for text in [inputs.speaker_summary, *inputs.memories] for e in happenings(text)]
-
-
 def _at_party(inputs: s.UtterInput) -> bool:
     """Is the speaker at a party now (its status or this part of its day says so, or an event
     it knows of is going on where it is)?"""
@@ -118,22 +107,33 @@ def _at_party(inputs: s.UtterInput) -> bool:
     )
     if any("party" in words(f) for f in found):
         return True
-    now, place = now_of(inputs), inputs.location.split(":")[0].strip()
-    return now is not None and any(e.on_now(*now, place) for e in _known_events(inputs))
+    now, place = now_in(inputs.speaker_summary), inputs.location.split(":")[0].strip()
+    known = [e for text in [inputs.speaker_summary, *inputs.memories] for e in happenings(text)]
+    return now is not None and any(e.when(*now) == "on" and e.where == place for e in known)
 
 
 def old_news(inputs: s.UtterInput, news: str) -> bool:
     """Is this news of an event that has begun (no news any more)?"""
-    now = now_of(inputs)
-    return now is not None and any(e.begun(*now) for e in happenings(news))
+    return _old(news, now_in(inputs.speaker_summary), [inputs.speaker_summary, *inputs.memories])
+
+
+def _old(news: str, now: tuple[str, int] | None, known: list[str]) -> bool:
+    """Has an event this news tells of begun: one it names the time of, or one known whose kind
+    it speaks of ("the party is just getting going")?"""
+    kinds = set(words(news))
+    named = [e for text in known for e in happenings(text) if e.what.split()[-1].lower() in kinds]
+    return now is not None and any(e.begun(*now) for e in [*happenings(news), *named])
 
 
 def _hosting(inputs: s.UtterInput) -> bool:
     """Is the speaker the host of the party it is at (its status, or what it knows of the
     party, says so)?"""
-    speaker = re.escape(inputs.speaker)
-    giving = rf"\b{speaker} is (?:hosting|planning|throwing|giving)\b[^.]*\bparty\b"
-    return any(re.search(giving, t) for t in [inputs.speaker_summary, *inputs.memories])
+    return _gives(inputs.speaker, [inputs.speaker_summary, *inputs.memories])
+
+
+def _gives(resident: str, texts: list[str]) -> bool:
+    giving = rf"\b{re.escape(resident)} is (?:hosting|planning|throwing|giving)\b[^.]*\bparty\b"
+    return any(re.search(giving, t) for t in texts)
 
 
 def _mood(inputs: s.UtterInput, plan: str) -> str:
@@ -328,10 +328,14 @@ def interview(inputs: s.InterviewInput, hearing: Hearing) -> s.InterviewResult:
     if asks_if_ai(question):
         return s.InterviewResult(answer=honest(question, resident))
     if re.search(r"introduce yourself|who are you|about yourself", question, re.IGNORECASE):
-        intro = first_person(inputs.summary, resident).strip()
+        intro = first_person(NOW.sub("", inputs.summary), resident).strip()
         return s.InterviewResult(answer=sentence(intro) if intro else f"I'm {resident}.")
     asked = set(words(question))
     memories = [m for m in inputs.memories if not is_directive(m)]
+    now, known = now_in(inputs.summary), [inputs.summary, *memories]
+    for event in (e for text in known for e in happenings(text)) if now else ():
+        if event.what.split()[-1].lower() in asked and now and event.begun(*now):  # "the party?"
+            return s.InterviewResult(answer=event.told(*now, host=_gives(resident, known)))
     if asked & (PLAN_WORDS | DOING_WORDS) and (told := _plans_told(memories)):
         return s.InterviewResult(answer=told)
     listener = inputs.asker or "someone"
@@ -344,8 +348,8 @@ def interview(inputs: s.InterviewInput, hearing: Hearing) -> s.InterviewResult:
         if score <= 0 or len(answers) == 2:
             break
         news = news_in(memory, resident)
-        if news is not None and not overlap(news[0], question):
-            continue  # other news than what was asked about
+        if news is not None and (not overlap(news[0], question) or _old(news[0], now, known)):
+            continue  # other news than what was asked about, or news no more
         told = tell(memory, resident, listener) if news is None else news[0]
         if told and not is_quote(told) and sentence(told) not in answers:
             answers.append(sentence(told))

@@ -17,11 +17,11 @@ import re
 from dataclasses import dataclass, field
 
 from town.llm import schemas as s
-from town.llm.offline.events import happenings
+from town.llm.offline.events import happenings, now_in
 from town.llm.offline.hearing import Heard, Hearing
 from town.llm.offline.lexicon import NEWS_WORDS, VISIT
 from town.llm.offline.retell import news_in, tell
-from town.llm.offline.talk import honest, now_of, old_news, plans_in
+from town.llm.offline.talk import honest, old_news, plans_in
 from town.llm.offline.talk import utter as talk_utter
 from town.llm.offline.text import first_name, mentions, names, overlap, sentence, stable_rng
 from town.llm.schemas import minutes
@@ -172,16 +172,11 @@ class Visit:
         return self.say("next", next=coming) if coming else self.say("no_next")
 
     def _going_on(self) -> list[str]:
-        """An event the resident knows of that is on now ("The party is on right now!")."""
-        now = now_of(self.inputs)
-        for memory in self.inputs.memories:
-            news = news_in(memory, self.inputs.speaker)
-            for event in happenings(news[0]) if news and now else []:
-                if now is None or event.day != now[0] or not event.start <= now[1] < event.end:
-                    continue
-                here = " here" if event.where == self.me.place else f" at {event.where}"
-                return [f"The {event.what} is on right now{here}! Everyone's come."]
-        return []
+        """An event the resident knows of that is on now ("The party is on right now here!")."""
+        now = now_in(self.inputs.speaker_summary)
+        news = [n[0] for m in self.inputs.memories if (n := news_in(m, self.inputs.speaker))]
+        on = [e for n in news for e in happenings(n) if now and e.when(*now) == "on"]
+        return [on[0].told(*now, host=False, here=self.me.place)] if on and now else []
 
     def _own_news(self) -> list[str]:
         """The resident's own news (a party it hosts), in the first person, with an invitation."""

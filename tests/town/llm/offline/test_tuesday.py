@@ -24,6 +24,7 @@ from town.llm.port import OfflineBrain
 from town.llm.tasks import DECOMPOSE
 from town.store.db import Store
 from town.store.models import Town
+from town.world.daytime import fitted
 from town.world.persona import TownSpec
 
 HOBBS = "Hobbs Cafe"
@@ -49,6 +50,15 @@ def test_no_action_names_a_place_other_than_where_the_resident_is(
         and not e["text"].endswith(" left for " + e["channel"])
     ]
     assert elsewhere == []
+
+
+def test_no_action_names_a_part_of_the_day_other_than_the_one_it_is_shown_in(
+    run: Events,
+) -> None:
+    """No "writing jokes in the afternoon" at 17:40, nor "in the evening" at 16:20."""
+    actions = [e for e in run if e["kind"] == "action"]
+    assert any(" in the afternoon" in e["text"] for e in actions)  # (the routines say so)
+    assert [(e["at"], e["text"]) for e in actions if fitted(e["text"], e["at"]) != e["text"]] == []
 
 
 def test_no_meal_outside_meal_hours(run: Events) -> None:
