@@ -37,6 +37,8 @@ _FIRE = frozenset({"burning", "on fire", "smoking"})
 _MET = re.compile(r"^([A-Z][\w'-]+(?: [A-Z][\w'-]+)+) is ")
 _CHAT_CHANCE = 0.9  # meeting someone one knows: stop for a chat, nine times in ten
 _HELLO_CHANCE = 0.1  # meeting someone one does not know: say hello, one time in ten
+_MINGLING = {"hosting", "welcoming", "greeting", "chatting", "mingling"}
+"""Doing one of these (a host, a guest greeting the others), anyone met is met as one known."""
 _DIRECTIVE = re.compile(r"^\W*(?:inner voice|directive)\b\W*", re.IGNORECASE)
 _DONE = re.compile(  # a plan memory's first step (town/tick/planning.py)
     r"^(?P<who>.+?) plans, at (?P<where>[^:]+)(?::[^:]+)?: \d\d:\d\d (?P<what>[^;]+)"
@@ -113,8 +115,8 @@ def react(inputs: s.ReactInput, hearing: Hearing) -> s.ReactResult:
     person = present_named(inputs, met.group(1)) if met else None
     if person is not None and person != inputs.resident:
         roll = stable_rng("react", inputs).random()
-        hosting = {"hosting", "welcoming"} & set(words(inputs.current_action))  # guests greeted
-        if mentions(inputs.relationship, person) or hosting:
+        mingling = _MINGLING & set(words(inputs.current_action))  # a host, a guest greeting
+        if mentions(inputs.relationship, person) or mingling:
             if roll < _CHAT_CHANCE:
                 reaction = f"stopping to chat with {person}"
                 return s.ReactResult(react=True, reaction=reaction, talk_to=person)
