@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats, made, slots, streamed, urgency
+from town.llm import advice, formats, made, streamed, urgency
 from town.llm import report as why
 from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
@@ -314,7 +314,7 @@ class LLMGateway:
         away."""
         name = task.name
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
-        await slots.ask_once(self.pacer, self._client)
+        await self.pacer.ask_once(self._client)
         patience = self.patience(task)
         urgent = urgency.sending(task.urgency)
         person = urgent <= urgency.PERSON
