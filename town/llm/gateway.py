@@ -8,7 +8,7 @@ fallback answers then, :mod:`town.llm.fallback`). The openai client retries; eac
 for the server's pacer (:mod:`town.llm.pacing`) and reserves its worst case against the daily
 budget before it is sent, and spends into the thought's :class:`~town.llm.spend.Spend` (recorded
 by :mod:`town.llm.reported`). The town's calls stream, so that a person's call can cut them short
-(:mod:`town.llm.streamed`).
+(:mod:`town.llm.replies`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats, made, streamed, urgency
+from town.llm import advice, formats, made, replies, urgency
 from town.llm import report as why
 from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
 from town.llm.pacing import Pacer, WaitedTooLong
-from town.llm.replies import Reply, problem_of
+from town.llm.replies import Reply, problem_of, worst_reply_tokens
 from town.llm.shapes import max_tokens_for
-from town.llm.spend import ExplainedBudget, Spend, Unusable, worst_reply_tokens
+from town.llm.spend import ExplainedBudget, Spend, Unusable
 from town.llm.spend import current as spending_now
 from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import (
@@ -234,7 +234,7 @@ class LLMGateway:
                 self._budget_noted = False
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
-                streams = cuts < streamed.CUT_ROUNDS  # (then it is sent whole, left to end)
+                streams = cuts < replies.CUT_ROUNDS  # (then it is sent whole, left to end)
                 reply = await self._send(task, schema, wire, kind, max_tokens, spend, streams)
                 content, overrun = spend.count(reply, messages, max_tokens)
                 if overrun is not None:
@@ -263,7 +263,7 @@ class LLMGateway:
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
                 raise Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
-            except streamed.Interrupted as cut:  # sent again
+            except replies.Interrupted as cut:  # sent again
                 spend.count_cut(chars, cut.received)
                 if cut.by_server:
                     self.pacer.interrupted()
@@ -310,7 +310,7 @@ class LLMGateway:
         streams: bool,
     ) -> Reply:
         """The completion, read (streamed unless not ``streams``; a town's streamed call can be
-        cut: see :mod:`town.llm.streamed`); the client's errors for a status it did not retry
+        cut: see :mod:`town.llm.replies`); the client's errors for a status it did not retry
         away."""
         name = task.name
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
@@ -334,7 +334,7 @@ class LLMGateway:
         async with self.pacer.slot(urgent, patience, person=person, cuttable=cuttable) as call:
             spend.calls += 1
             began = time.monotonic()
-            reply, retries = await streamed.send(self._client, request, call, self.pacer, streams)
+            reply, retries = await replies.send(self._client, request, call, self.pacer, streams)
             self.pacer.answered(time.monotonic() - began)
         spend.calls += retries
         return reply

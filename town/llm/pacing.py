@@ -10,7 +10,7 @@ operator set (``BOTTOWN_LLM_SLOTS``: :func:`default_slots`; Ollama's is ``OLLAMA
 vLLM's ``--max-num-seqs``). Nothing is guessed from latency. One pacer serves one server, shared
 by every model and town that calls it (:mod:`town.llm.chain`).
 
-A town's call may be ``cuttable`` (it streams, :mod:`town.llm.streamed`): a person's call that
+A town's call may be ``cuttable`` (it streams, :mod:`town.llm.replies`): a person's call that
 finds every slot taken cuts the least urgent such call on the wire (of those alike, the latest
 sent: it loses the least), unless a call on the wire is near its end (within ``NEAR_END`` of a
 usual call's time), so a person waits at most about a quarter of a call for a slot; the cut

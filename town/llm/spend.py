@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from town.llm import report as why
-from town.llm.replies import Reply
+from town.llm.replies import OVERRUN, Reply
 from town.llm.task import Message
 from town.llm.usage import Budget, Hold, Holds
 
@@ -32,17 +32,6 @@ class Unusable(Exception):
         super().__init__(detail)
         self.reason = reason  # the fallback's reason in the report (see town.llm.report)
         self.quiet = quiet  # the log has said why already: this fallback is logged at INFO
-
-
-OVERRUN = 1.5
-"""A reply this many times longer than ``max_tokens`` (in estimated tokens, 4 characters each;
-a server's tokenizer may count a few more) ran past the cap: the server ignores it."""
-
-
-def worst_reply_tokens(max_tokens: int) -> int:
-    """The most a streamed reply is read to, in tokens: past it, the server ignores the cap
-    and the stream is closed (the server stops writing)."""
-    return math.ceil(OVERRUN * max_tokens)
 
 
 @runtime_checkable
@@ -82,8 +71,8 @@ class Spend:
         None).
 
         A reply longer than ``max_tokens`` (a server that ignores the cap) is cut at the cap for
-        reading, and counted as long as it was: a stream is read no further than
-        :func:`worst_reply_tokens` (the server stops there), a whole body was served whole.
+        reading, and counted as long as it was: a stream is read no further than its cap
+        (:func:`~town.llm.replies.worst_reply_tokens`), a whole body was served whole.
         Raises :class:`Unusable` for a body that is no chat completion, after counting the
         tokens the server said it used (none are estimated for it).
         """
