@@ -3,10 +3,10 @@
 Per thought: render the task's messages, build the task's schema for its inputs, ask
 ``chat.completions.create`` for structured JSON in the mode the server takes
 (:mod:`town.llm.formats`), read the reply leniently and validate it with the task's result
-model, repair once, and otherwise raise :class:`~town.llm.spend.Unusable` with the reason (the
+model, repair once, and otherwise raise :class:`~town.llm.made.Unusable` with the reason (the
 fallback answers then, :mod:`town.llm.fallback`). The openai client retries; each call waits
 for the server's pacer (:mod:`town.llm.pacing`) and reserves its worst case against the daily
-budget before it is sent, and spends into the thought's :class:`~town.llm.spend.Spend` (recorded
+budget before it is sent, and spends into the thought's :class:`~town.llm.usage.Spend` (recorded
 by :mod:`town.llm.reported`). The town's calls stream, so that a person's call can cut them short
 (:mod:`town.llm.replies`).
 """
@@ -21,22 +21,23 @@ import openai
 from pydantic import BaseModel
 
 from town.llm import advice, formats, made, replies, urgency
-from town.llm import report as why
 from town.llm.client import seconds_of
 from town.llm.lenient import NoJSON
+from town.llm.made import Unusable
 from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.replies import Reply, problem_of, worst_reply_tokens
 from town.llm.shapes import max_tokens_for
-from town.llm.spend import ExplainedBudget, Spend, Unusable
-from town.llm.spend import current as spending_now
 from town.llm.tasks import Message, SpeechTask, Task
 from town.llm.usage import (
     Budget,
+    ExplainedBudget,
     Hold,
     Holds,
+    Spend,
     Unlimited,
     worst_prompt_tokens,
 )
+from town.llm.usage import current as spending_now
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
@@ -61,7 +62,7 @@ _REPAIR = (
 class LLMGateway:
     """The model's brain: a :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client
     (``open_client``, which retries on its own) that answers with the model or raises
-    :class:`~town.llm.spend.Unusable` (the fallback wraps it: :mod:`town.llm.fallback`). Its
+    :class:`~town.llm.made.Unusable` (the fallback wraps it: :mod:`town.llm.fallback`). Its
     calls go through ``pacer``, the server's (shared by every gateway that calls the same
     server), and each holds its worst case of ``holds``' budget before it is sent;
     ``max_tokens`` replaces each task's own (an experiment's fixed setting); with ``priority``,
@@ -112,15 +113,15 @@ class LLMGateway:
         return FORMATS[self._format]
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
-        """The model's answer, stamped with its name; :class:`Unusable` with the reason when
-        it has none (spent: the budget; behind: the town's pace; the server's failure)."""
+        """The model's answer, stamped with its name; :class:`Unusable` with the reason when it
+        has none (spent: the budget; behind: the town's pace; the server's failure)."""
         if self._disabled is not None:
             reason = self._disabled.removeprefix("offline (").removesuffix(")")
             raise Unusable(self._disabled, reason, quiet=True)
         if self._behind(task):
-            raise Unusable("behind the town's pace", why.PACE, quiet=True)
+            raise Unusable("behind the town's pace", made.PACE, quiet=True)
         if not self._usable():
-            raise Unusable("the daily budget is spent", why.BUDGET, quiet=True)
+            raise Unusable("the daily budget is spent", made.BUDGET, quiet=True)
         result = await self._think(task, inputs, spending_now())
         return made.stamp(result, self.model)
 
@@ -167,14 +168,14 @@ class LLMGateway:
     async def _think(self, task: Task[I, R], inputs: I, spend: Spend) -> R:
         if time.monotonic() < self._rest_until:
             resting = "the server did not answer lately; asking again soon"
-            raise Unusable(resting, why.TIMEOUT, quiet=True)
+            raise Unusable(resting, made.TIMEOUT, quiet=True)
         messages = task.render(inputs)
         if isinstance(task, SpeechTask):  # plain text, cleaned, or the offline brain's line
             said = await self._complete(task, {}, messages, spend)
             try:
                 spoken: R = task.parse(inputs, said)
             except ValueError as error:
-                raise Unusable(f"no usable speech: {error}", why.UNPARSEABLE) from None
+                raise Unusable(f"no usable speech: {error}", made.UNPARSEABLE) from None
             return spoken
         schema = task.schema_for(inputs)
         reply = await self._complete(task, schema, messages, spend)
@@ -193,7 +194,7 @@ class LLMGateway:
             return self._parse(task, inputs, reply)
         except ValueError as error:
             raise Unusable(
-                f"still invalid after a repair: {problem_of(error)}", why.UNPARSEABLE
+                f"still invalid after a repair: {problem_of(error)}", made.UNPARSEABLE
             ) from None
 
     def _parse(self, task: Task[I, R], inputs: I, reply: str) -> R:
@@ -213,7 +214,7 @@ class LLMGateway:
     async def _complete(
         self, task: Task[I, R], schema: dict[str, Any], messages: list[Message], spend: Spend
     ) -> str:
-        """The reply's text, after the client's retries; raises :class:`Unusable`."""
+        """The reply's text, after the client's retries; raises :class:`~town.llm.made.Unusable`."""
         speaking = isinstance(task, SpeechTask)
         if self._max_tokens is not None:
             max_tokens = self._max_tokens
@@ -228,7 +229,7 @@ class LLMGateway:
             # flight never pass it together; once back, what it spent is held until recorded
             worst = Hold(worst_prompt_tokens(chars) + worst_reply_tokens(max_tokens), 1)
             if not self._holds.reserve(worst):
-                raise Unusable("the daily budget has no room for this call", why.BUDGET)
+                raise Unusable("the daily budget has no room for this call", made.BUDGET)
             if self._budget_noted:
                 log.info("LLM budget available again: residents use the LLM")
                 self._budget_noted = False
@@ -259,10 +260,10 @@ class LLMGateway:
                 self._rest_until = time.monotonic() + self.pacer.timeout_s
                 slots_, timeout_s = self.pacer.slots, self.pacer.timeout_s
                 self._warn_once("timeouts", advice.timeouts(slots_, timeout_s))
-                raise Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
+                raise Unusable("timed out, gave up after the retries", made.TIMEOUT) from None
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
-                raise Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
+                raise Unusable("no reply, gave up after the retries", made.NO_REPLY) from None
             except replies.Interrupted as cut:  # sent again
                 spend.count_cut(chars, cut.received)
                 if cut.by_server:
@@ -270,7 +271,7 @@ class LLMGateway:
                 cuts += 1
                 continue
             except WaitedTooLong as error:  # never sent: the town goes on without it
-                raise Unusable(f"behind the town's pace ({error})", why.PACE, quiet=True) from None
+                raise Unusable(f"behind the town's pace ({error})", made.PACE, quiet=True) from None
             finally:
                 self._holds.release(worst)
                 spent = Hold(

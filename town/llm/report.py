@@ -7,15 +7,12 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import Any
 
+from town.llm.made import PACE
+
 WARN_SHARE = 0.05
 """A day on which more than this share of answers came from the fallback gets a warning."""
 WARN_AFTER = 20
 """Answers in a day before the log warns about the share (a first fallback is not 100%)."""
-
-BUDGET, TIMEOUT, UNPARSEABLE, NO_REPLY = "budget", "timeout", "unparseable", "no reply"
-PACE = "pace"
-"""Reasons for a fallback (``pace``: answered offline so the town keeps its pace; others:
-``HTTP <status>``, ``API key rejected``, ``model missing``, ``error``)."""
 
 
 TASK_WORDS = {
