@@ -1,10 +1,6 @@
-"""The offline fallback: when the model gives no usable answer, the offline brain answers.
-
-:class:`Fallback` wraps the model's brain (the gateway, or an A/B of two). The model's brain
-raises :class:`~town.llm.made.Unusable` with its reason (``budget``, ``pace``, ``timeout``,
-``unparseable``, ``HTTP 500``, ...) when it has no answer; any other error is ``error``. The
-offline brain's answer is stamped ``offline (<reason>)`` (:mod:`town.llm.made`), and the town
-never sees an exception from thinking.
+"""The offline fallback: when the model's brain raises :class:`~town.llm.made.Unusable` (or any
+error: ``error``), the offline brain answers, stamped ``offline (<reason>)``; the town never sees
+an exception from thinking.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""The structured-output modes every OpenAI-compatible server takes, most structured first.
-
-- ``json_schema``: ``response_format: {"type": "json_schema", ...}`` (OpenAI, vLLM, Ollama, LM
-  Studio, llama.cpp's ``llama-server``);
-- ``json_object``: ``{"type": "json_object", "schema": ...}``, the field llama.cpp's servers
-  (``llama-server``, llama-cpp-python's) turn into a grammar, with the schema in the prompt too;
-- ``text``: no response format, the schema in the prompt, the reply read leniently.
-
-Speech (:mod:`town.llm.speech`) is asked for as plain text in every server's mode: ``speech``,
-no response format and no schema, the server stopping at the end of the line.
-
-A server that rejects a mode (HTTP 400, 422 or 500 whose body names the response format), or
-whose replies ignore it, gets the next mode; the gateway of a server remembers what works.
+"""The structured-output modes every OpenAI-compatible server takes, most structured first:
+``json_schema``; ``json_object`` with a ``schema`` field (llama.cpp's servers make it a grammar),
+the schema in the prompt too; ``text``, the schema in the prompt only. Speech is plain text in
+every server's mode (``speech``). A server that rejects a mode (HTTP 400, 422 or 500 naming the
+response format), or whose replies ignore it, gets the next (docs/llm.md, "Structured output
+every server takes").
 """
 
 from __future__ import annotations

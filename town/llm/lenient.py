@@ -1,13 +1,7 @@
-"""Lenient reading of a model's reply: find the JSON, then mend what has one clear meaning.
-
-A reply is read as a JSON object wherever it stands (alone, in a code fence, inside prose), with
-control characters allowed inside strings (a grammar lets a model write a raw newline there).
-Then it is mended against the call's schema: a number written as a string becomes the number, a
-number out of range is clamped (an importance of 11 is 10), text is cut at its ``maxLength`` on a
-sentence or word boundary, a list past its ``maxItems`` is cut, an enum value matches its set
-whatever its case, and a value outside a set that may also be none (a sentence where the name
-of someone present was asked for) is none. What cannot be mended (a missing field, too few
-items, truncated JSON) is left for validation, and the gateway asks for a repair.
+"""Lenient reading of a model's reply: find the JSON object (alone, fenced, inside prose; raw
+control characters in strings allowed), then mend what has one clear meaning against the call's
+schema (numbers as strings, out of range, over-long text and lists, an enum's case, a value
+outside a set that may be none). What cannot be mended is left for validation and a repair.
 """
 
 from __future__ import annotations

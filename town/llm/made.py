@@ -1,10 +1,8 @@
 """Who made an answer: the model (its name), or the offline brain and why (:class:`Unusable`).
 
-Every answer the town's brain gives is stamped where it is made: the gateway stamps the model's
-name, the fallback ``offline (<reason>)`` (``fallback``: the model gave no usable answer; ``pace``:
-answered offline so the town keeps its pace; ``budget``; ``moderation``; ...), the offline brain
-``offline``. The stamp travels with the result to what the town keeps of it (a resident's words
-in the outbox, the reactions to them, replays), so no offline line is ever credited to a model.
+The gateway stamps the model's name, the fallback ``offline (<reason>)``, the offline brain
+``offline``; the stamp travels with the result to what the town keeps of it (outbox rows,
+reactions, replays), so no offline line is ever credited to a model.
 """
 
 from __future__ import annotations

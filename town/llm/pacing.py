@@ -1,31 +1,11 @@
-"""Pacing a server: the calls to it wait on our side in order of urgency, and only as many go to
-it as it answers at once.
-
-Local servers (llama.cpp, llama-cpp-python, Ollama's default) answer one call or a few at a time,
-first come, first served: a call sent behind eight others waits for eight replies, and nothing
-can reorder the server's queue. So the calls wait here, in a queue ordered by urgency
-(:mod:`town.llm.urgency`), and exactly as many go as the server has slots: as the server says
-(llama.cpp's ``total_slots`` at ``GET /props``, else the list at ``GET /slots``), else as the
-operator set (``BOTTOWN_LLM_SLOTS``: :func:`default_slots`; Ollama's is ``OLLAMA_NUM_PARALLEL``,
-vLLM's ``--max-num-seqs``). Nothing is guessed from latency. One pacer serves one server, shared
-by every model and town that calls it (:mod:`town.llm.chain`).
-
-A town's call may be ``cuttable`` (it streams, :mod:`town.llm.replies`): a person's call that
-finds every slot taken cuts the least urgent such call on the wire (of those alike, the latest
-sent: it loses the least), unless a call on the wire is near its end (within ``NEAR_END`` of a
-usual call's time), so a person waits at most about a quarter of a call for a slot; the cut
-call is sent again.
-
-Many towns may share one server (one bot serving many communities): within an urgency, the calls
-take turns by town, as in start-time fair queueing. Each call is given its town's next round (one
-past the town's last call waiting, or past the round being served now, whichever is later), and
-the queue serves a round before the next; so a town's rush of a hundred calls waits its turns,
-and a quiet town's call goes after at most one call of each other town of its urgency. A call's
-town is the one whose turn it runs in (:func:`turn_of`, set around each town's brain).
-
-A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
-the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
-rating that would wait behind visitors' replies for longer than the town's tick can spare.
+"""Pacing a server: the calls to it wait on our side in order of urgency (:mod:`town.llm.urgency`),
+and only as many go to it as it answers at once: as the server says (llama.cpp's ``total_slots``
+at ``GET /props``, else the list at ``GET /slots``), else as the operator set
+(``BOTTOWN_LLM_SLOTS``, :func:`default_slots`). One pacer serves one server, shared by every
+model and town that calls it (:mod:`town.llm.chain`). Within an urgency the towns take turns
+(start-time fair queueing, :func:`turn_of`); a person's call may cut a ``cuttable`` town call
+short (:mod:`town.llm.replies`); a call past its patience leaves the queue unsent. The why of
+each: docs/llm.md, "The server's slots and the queue".
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Usage and reporting: what each answer spent, and who made it.
-
-:class:`Reported` is the outer end of the town's brain as composed (:mod:`town.llm.chain`): it
-gives each thought a :class:`~town.llm.usage.Spend` that the model's calls spend into, then
-records it with the usage recorder (the daily budget reads it) and counts the answer in the
-:class:`~town.llm.report.AnswerReport` by task and by who made it (:mod:`town.llm.made`): the
-model, or the offline brain and why.
+"""Usage and reporting, the outer end of the chain: each thought's
+:class:`~town.llm.usage.Spend` recorded with the usage recorder (the daily budget reads it), and
+its answer counted in the :class:`~town.llm.report.AnswerReport` by task and by who made it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Each task's JSON schema, built for its inputs, in the subset every grammar engine enforces.
-
-A grammar engine (llama.cpp's, Outlines, vLLM's) turns a schema into the only replies a model can
-write: the tighter the schema, the more a tiny model's reply is valid by construction. So the
-schema a call sends is the result model's, with ``$ref``s inlined, titles and defaults dropped,
-every property required, and then tightened for the inputs by the task's shaper: exact counts
-(one score per observation), closed sets as ``enum`` (the places a resident knows, the people it
-can talk to, the ids a reflection may cite). Patterns use simple character classes only, and
-every text has its ``maxLength`` (the caps in :mod:`town.llm.schemas`). Each task's shaper lives
-with the task (:mod:`town.llm.tasks`); here are the pieces they are made of.
+"""Each task's JSON schema, in the subset every grammar engine enforces: the result model's, with
+``$ref``s inlined, titles and defaults dropped, every property required, then tightened for the
+inputs by the task's shaper with these pieces (exact counts, closed sets as ``enum``); and the
+``max_tokens`` its worst reply needs.
 """
 
 from __future__ import annotations
