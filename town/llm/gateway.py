@@ -1,14 +1,9 @@
-"""The LLM gateway: the town's one way to ask a language model, never a crash.
-
-Per thought: render the task's messages, build the task's schema for its inputs, ask
-``chat.completions.create`` for structured JSON in the mode the server takes
-(:mod:`town.llm.formats`), read the reply leniently and validate it with the task's result
-model, repair once, and otherwise raise :class:`~town.llm.made.Unusable` with the reason (the
-fallback answers then, :mod:`town.llm.fallback`). The openai client retries; each call waits
-for the server's pacer (:mod:`town.llm.pacing`) and reserves its worst case against the daily
-budget before it is sent, and spends into the thought's :class:`~town.llm.usage.Spend` (recorded
-by :mod:`town.llm.reported`). The town's calls stream, so that a person's call can cut them short
-(:mod:`town.llm.replies`).
+"""The LLM gateway: the model's answer to a thought, or :class:`~town.llm.made.Unusable` with the
+reason (the fallback answers then). Per thought: the task's messages and schema for its inputs,
+``chat.completions.create`` in the structured-output mode the server takes
+(:mod:`town.llm.formats`), the reply read leniently and validated, one repair; each call waits for
+the server's pacer, holds its worst case of the budget and spends into the thought's
+:class:`~town.llm.usage.Spend`.
 """
 
 from __future__ import annotations
@@ -27,7 +22,8 @@ from town.llm.made import Unusable
 from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.replies import Reply, problem_of, worst_reply_tokens
 from town.llm.shapes import max_tokens_for
-from town.llm.tasks import Message, SpeechTask, Task
+from town.llm.speech import SpeechTask
+from town.llm.task import Message, Task
 from town.llm.usage import (
     Budget,
     ExplainedBudget,
@@ -60,13 +56,9 @@ _REPAIR = (
 
 
 class LLMGateway:
-    """The model's brain: a :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client
-    (``open_client``, which retries on its own) that answers with the model or raises
-    :class:`~town.llm.made.Unusable` (the fallback wraps it: :mod:`town.llm.fallback`). Its
-    calls go through ``pacer``, the server's (shared by every gateway that calls the same
-    server), and each holds its worst case of ``holds``' budget before it is sent;
-    ``max_tokens`` replaces each task's own (an experiment's fixed setting); with ``priority``,
-    each call carries its urgency as vLLM's ``priority`` field."""
+    """The model's brain over an ``openai.AsyncOpenAI`` client (``open_client``, which retries
+    on its own); ``max_tokens`` replaces each task's own (an experiment's fixed setting); with
+    ``priority``, each call carries its urgency as vLLM's ``priority`` field."""
 
     def __init__(
         self,
@@ -143,27 +135,20 @@ class LLMGateway:
         return None if share is None else share * self.pace_s
 
     def _usable(self) -> bool:
+        """Whether the budget is not spent (saying once when it is)."""
         budget = self.budget
-        if budget.exhausted():
-            reason = None
-            if isinstance(budget, ExplainedBudget):
-                reason = budget.spent_reason()
-            self._note_budget_spent(reason)
-            return False
-        return True
-
-    def _note_budget_spent(self, reason: str | None) -> None:
-        """Say once that the budget is spent (or has no room left for a call)."""
-        if self._budget_noted:
-            return
-        self._budget_noted = True
-        if reason is None:
-            log.warning("LLM daily budget spent: residents now use the offline brain")
-        else:
-            log.warning(
-                "LLM daily budget spent (%s): residents use the offline brain until 00:00 UTC",
-                reason,
-            )
+        if not budget.exhausted():
+            return True
+        if not self._budget_noted:
+            self._budget_noted = True
+            if isinstance(budget, ExplainedBudget) and (reason := budget.spent_reason()):
+                log.warning(
+                    "LLM daily budget spent (%s): residents use the offline brain until 00:00 UTC",
+                    reason,
+                )
+            else:
+                log.warning("LLM daily budget spent: residents now use the offline brain")
+        return False
 
     async def _think(self, task: Task[I, R], inputs: I, spend: Spend) -> R:
         if time.monotonic() < self._rest_until:

@@ -142,21 +142,6 @@ class UsageTally:
         return self.total.total_tokens
 
 
-class NullRecorder:
-    """Records nothing."""
-
-    def record(
-        self,
-        task: str,
-        resident: str | None,
-        calls: int,
-        prompt_tokens: int,
-        completion_tokens: int,
-        fallback: bool,
-    ) -> None:
-        return None
-
-
 class Unlimited:
     """A budget that is never spent."""
 
