@@ -14,7 +14,7 @@ from tests.factories import CAFE_PAIR, at_cafe, make_engine, until
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 
 

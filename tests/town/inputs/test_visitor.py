@@ -18,7 +18,7 @@ from town.llm.chain import Handles
 from town.llm.depth import ChainCountingBrain
 from town.llm.pacing import Pacer
 from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.store.models import OutboxEvent
 from town.tick.engine import Engine

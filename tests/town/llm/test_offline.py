@@ -16,11 +16,12 @@ from town.llm import schemas as s
 from town.llm.offline.text import importance
 from town.llm.port import Brain, OfflineBrain, ScriptedBrain
 from town.llm.schemas import minutes
+from town.llm.speech import SpeechTask
+from town.llm.task import INPUT_MARKER, Task
 from town.llm.tasks import (
     CHOOSE_LOCATION,
     DECOMPOSE,
     EMOJI,
-    INPUT_MARKER,
     INTERVIEW,
     OBJECT_STATE,
     PLAN_DAY,
@@ -30,8 +31,6 @@ from town.llm.tasks import (
     REFLECT_QUESTIONS,
     TASKS,
     UTTER,
-    SpeechTask,
-    Task,
 )
 
 BY_NAME = {task.name: task for task in TASKS}

@@ -29,7 +29,7 @@ from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.embedders import CachedEmbedder, HashEmbedder
 from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.memory.embedding_queue import flush_queues, shared_queue
 from town.memory.stream import stored_text
 from town.store.db import Store

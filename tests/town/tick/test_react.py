@@ -11,7 +11,7 @@ from tests.factories import CAFE_PAIR, at_cafe, make_engine, resident, until
 from town.inputs.admin import whisper
 from town.llm.port import ScriptedBrain
 from town.llm.schemas import ReactInput
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.tick.state import ResidentState
 

@@ -20,7 +20,7 @@ from town.features.coaching.feedback import feedback
 from town.features.coaching.session import BUSY
 from town.features.consent.forget import forget
 from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.store.models import PendingInput, Town
 from town.tick.engine import Engine, TickReport

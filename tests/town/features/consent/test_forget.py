@@ -29,7 +29,7 @@ from town.inputs.query import interview
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.models import AuditEntry, ForgetOrder, Memory, OutboxEvent, Visitor
