@@ -14,7 +14,7 @@ from typing import Any
 
 from town.authoring import draft_offline as offline
 from town.authoring import draft_schemas as d
-from town.llm.shapes import Schema
+from town.llm.structured import Schema
 from town.llm.task import I, Offline, R, Task, make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")

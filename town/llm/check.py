@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from town.llm import schemas as s
 from town.llm.chain import Handles, think_with
 from town.llm.client import open_client
-from town.llm.formats import WHY
+from town.llm.structured import WHY
 from town.llm.task import Task
 from town.llm.tasks import EMOJI, PLAN_DAY, RATE_IMPORTANCE, REACT, UTTER
 from town.llm.usage import UsageTally

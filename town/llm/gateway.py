@@ -1,8 +1,8 @@
 """The LLM gateway: the model's answer to a thought, or :class:`~town.llm.made.Unusable` with the
 reason (the fallback answers then). Per thought: the task's messages and schema for its inputs,
 ``chat.completions.create`` in the structured-output mode the server takes
-(:mod:`town.llm.formats`), the reply read leniently and validated, one repair; each call waits for
-the server's pacer, holds its worst case of the budget and spends into the thought's
+(:mod:`town.llm.structured`), the reply read leniently and validated, one repair; each call
+waits for the server's pacer, holds its worst case of the budget and spends into the thought's
 :class:`~town.llm.usage.Spend`.
 """
 
@@ -15,15 +15,14 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats, made, replies, urgency
+from town.llm import advice, made, replies, structured, urgency
 from town.llm.client import seconds_of
-from town.llm.lenient import NoJSON
 from town.llm.made import Unusable
 from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.replies import Reply, problem_of, worst_reply_tokens
-from town.llm.shapes import max_tokens_for
 from town.llm.speech import SpeechTask
-from town.llm.task import Message, Task
+from town.llm.structured import Message, NoJSON, max_tokens_for
+from town.llm.task import Task
 from town.llm.usage import (
     Budget,
     ExplainedBudget,
@@ -44,7 +43,7 @@ MODE_LLM = "llm"
 MODE_BUDGET_SPENT = "offline (budget spent)"
 MODE_KEY_REJECTED = "offline (API key rejected)"
 MODE_MODEL_MISSING = "offline (model not found)"
-FORMATS = formats.FORMATS
+FORMATS = structured.FORMATS
 TIMEOUT_ROUNDS = 2
 """Rounds of the client's attempts a call gets when they time out (the pacer slows down between
 them) before the offline brain answers; the server then rests for a timeout's length (calls
@@ -190,7 +189,7 @@ class LLMGateway:
             result = task.parse(inputs, reply)
         except NoJSON:
             self._ignored += 1
-            if self._ignored >= formats.IGNORED_LIMIT and kind != FORMATS[-1]:
+            if self._ignored >= structured.IGNORED_LIMIT and kind != FORMATS[-1]:
                 self._downgrade(kind, "its replies ignore it")
             raise
         self._ignored = 0
@@ -207,8 +206,8 @@ class LLMGateway:
             max_tokens = task.max_tokens if isinstance(task, SpeechTask) else max_tokens_for(schema)
         timeouts = cuts = 0
         while True:
-            kind = formats.SPEECH if speaking else FORMATS[self._format]
-            wire = formats.wire(messages, kind, schema)
+            kind = structured.SPEECH if speaking else FORMATS[self._format]
+            wire = structured.wire(messages, kind, schema)
             chars = sum(len(str(m.get("content", ""))) for m in wire)
             # the call's worst case is held against the budget before it is sent, so calls in
             # flight never pass it together; once back, what it spent is held until recorded
@@ -227,8 +226,8 @@ class LLMGateway:
                     self._warn_once("overrun", advice.overrun(overrun, max_tokens))
                 return content
             except openai.APIStatusError as error:
-                if kind in FORMATS[:-1] and formats.rejects_format(error):
-                    self._downgrade(kind, f"HTTP {error.status_code}: {formats.said(error)}")
+                if kind in FORMATS[:-1] and structured.rejects_format(error):
+                    self._downgrade(kind, f"HTTP {error.status_code}: {structured.said(error)}")
                     continue
                 raise self._status_error(error, spend) from None
             except openai.APITimeoutError:
@@ -307,10 +306,10 @@ class LLMGateway:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": wire,
-            "response_format": formats.response_format(kind, name, schema),
+            "response_format": structured.response_format(kind, name, schema),
             "temperature": self._temperature if self._temperature is not None else openai.omit,
             "max_tokens": max_tokens,
-            "stop": formats.stop(kind),
+            "stop": structured.stop(kind),
             "timeout": self.pacer.timeout_s,
         }
         if self._priority:  # vLLM's --scheduling-policy priority: lower goes first, as ours
@@ -335,7 +334,7 @@ class LLMGateway:
                 kind,
                 because,
                 chosen,
-                formats.WHY[chosen],
+                structured.WHY[chosen],
             )
 
     def _warn_once(self, what: str, warning: str) -> bool:

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from town.llm import schemas as s
-from town.llm.task import I, Message, Offline, R, Task, _prompt_text
+from town.llm.structured import Message
+from town.llm.task import I, Offline, R, Task, _prompt_text
 from town.llm.urgency import TALK
 from town.text import cut
 
-STOP = ["\n"]
-"""Where the server stops a line of speech."""
 NOTHING = "(nothing in particular)"
 
 _TAG = re.compile(r"</?[A-Za-z_][^<>]{0,80}>|<\|[^<>]{0,40}\|>")

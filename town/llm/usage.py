@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from town.llm.made import UNPARSEABLE, Unusable
 from town.llm.replies import OVERRUN, Reply
-from town.llm.task import Message
+from town.llm.structured import Message
 
 
 class UsageRecorder(Protocol):

@@ -18,7 +18,7 @@ from town.authoring.draft_tasks import (
 )
 from town.authoring.drafting import OfflineStandIn, draft_town
 from town.llm.port import OfflineBrain, ScriptedBrain
-from town.llm.shapes import MAX_TOKENS_CEILING, max_tokens_for
+from town.llm.structured import MAX_TOKENS_CEILING, max_tokens_for
 
 HARBOUR = "a windy harbour town with a lighthouse, a fish market and a chapel"
 
