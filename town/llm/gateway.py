@@ -16,7 +16,6 @@ import openai
 from pydantic import BaseModel
 
 from town.llm import advice, made, replies, structured, urgency
-from town.llm.client import seconds_of
 from town.llm.made import Unusable
 from town.llm.pacing import Pacer, WaitedTooLong
 from town.llm.replies import Reply, problem_of, worst_reply_tokens
@@ -29,7 +28,6 @@ from town.llm.usage import (
     Hold,
     Holds,
     Spend,
-    Unlimited,
     worst_prompt_tokens,
 )
 from town.llm.usage import current as spending_now
@@ -64,8 +62,8 @@ class LLMGateway:
         client: openai.AsyncOpenAI,
         *,
         model: str,
-        pacer: Pacer | None = None,
-        holds: Holds | None = None,
+        pacer: Pacer,
+        holds: Holds,
         temperature: float | None = None,
         max_tokens: int | None = None,
         pace_s: float | None = None,
@@ -78,8 +76,8 @@ class LLMGateway:
         self._client = client
         self._temperature = temperature
         self._max_tokens = max_tokens
-        self.pacer = pacer if pacer is not None else Pacer(8, seconds_of(client.timeout))
-        self._holds = holds if holds is not None else Holds(Unlimited())
+        self.pacer = pacer
+        self._holds = holds
         self._format = 0  # the index in FORMATS of the response format asked for
         self._ignored = 0  # replies in a row without JSON in the current format
         self._disabled: str | None = None
