@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
-from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
@@ -157,9 +156,6 @@ def _item(value: Any) -> str:
     return quoted(str(value))
 
 
-_WHEN_NONE = MappingProxyType({"asker": "an interviewer"})
-
-
 _LONG_TEXT = 100  # longer free text is given once, in the INPUT JSON block only
 
 
@@ -167,7 +163,7 @@ def _prose(name: str, value: Any) -> str:
     """A field as the prose shows it. Lists and long texts are not repeated in the prose (they
     are in the INPUT JSON block, which every prompt ends with): that halves a prompt's tokens."""
     if value is None:
-        return _WHEN_NONE.get(name, "(none)")
+        return "an interviewer" if name == "asker" else "(none)"
     if isinstance(value, list):
         return f'(see "{name}" in the INPUT JSON)' if value else "(none)"
     if isinstance(value, str):

@@ -61,9 +61,6 @@ class Hold:
     tokens: int = 0
     calls: int = 0
 
-    def plus(self, other: Hold) -> Hold:
-        return Hold(self.tokens + other.tokens, self.calls + other.calls)
-
 
 class Holds:
     """What the calls in flight hold of a budget: each reserves its worst case before it is sent
@@ -86,7 +83,7 @@ class Holds:
         return True
 
     def hold(self, amount: Hold) -> None:
-        self.held = self.held.plus(amount)
+        self.held = Hold(self.held.tokens + amount.tokens, self.held.calls + amount.calls)
 
     def release(self, amount: Hold) -> None:
         self.held = Hold(self.held.tokens - amount.tokens, self.held.calls - amount.calls)
