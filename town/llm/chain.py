@@ -146,7 +146,6 @@ def think_with(
     temperature: float | None = None,
     max_tokens: int | None = None,
     pace_s: float | None = None,
-    priority: bool = False,
 ) -> tuple[Brain, Handles]:
     """One model's brain, composed (:func:`compose`), its calls paced to ``slots`` at once
     (until the server says its own; never past ``ceiling``) and held against ``budget``."""
@@ -158,7 +157,6 @@ def think_with(
         temperature=temperature,
         max_tokens=max_tokens,
         pace_s=pace_s,
-        priority=priority,
     )
     chosen = offline if offline is not None else OfflineBrain()
     return compose([gateway], offline=chosen, usage=usage, budget=budget)
