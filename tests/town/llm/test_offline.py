@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from tests.fakes.brain import ScriptedBrain
 from tests.helpers import SAMPLES, sample
 from town.llm import schemas as s
 from town.llm.offline.text import importance
-from town.llm.port import Brain, OfflineBrain, ScriptedBrain
+from town.llm.port import Brain, OfflineBrain
 from town.llm.schemas import minutes
 from town.llm.speech import SpeechTask
 from town.llm.task import INPUT_MARKER, Task
