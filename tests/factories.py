@@ -14,8 +14,8 @@ from sqlmodel import Session, select
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings
 from bot.runtime.towns import open_town
+from tests.fakes.brain import ScriptedBrain
 from town.llm.embedders import HashEmbedder
-from town.llm.port import ScriptedBrain
 from town.memory.stream import MemoryStream
 from town.memory.vectors import ChromaIndex, InMemoryIndex
 from town.outbox.events import TownEvent, write_outbox

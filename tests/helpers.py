@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.tick.engine import Engine
 

@@ -53,9 +53,9 @@ from town.inputs import admin
 from town.llm.chain import Handles, think_with
 from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
+from town.llm.pacing import default_slots
 from town.llm.port import Brain, OfflineBrain
 from town.llm.report import in_words
-from town.llm.slots import default_slots
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex

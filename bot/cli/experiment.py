@@ -31,8 +31,8 @@ from town.experiments.gather.run import OFFLINE_LABEL, GatherRun
 from town.llm.chain import think_with
 from town.llm.client import Client, open_client
 from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder
+from town.llm.pacing import default_slots
 from town.llm.port import Brain, OfflineBrain
-from town.llm.slots import default_slots
 from town.llm.usage import TokenBudget
 from town.memory.minilm import MiniLMEmbedder
 from town.store.db import Store

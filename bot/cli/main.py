@@ -169,7 +169,7 @@ def llm_check() -> None:
     """Make the town's own calls to the configured LLM and say plainly what the town will
     get: the share of its thoughts the model answers, the mode, the server's slots."""
     from town.llm.check import Server, check_llm
-    from town.llm.slots import default_slots
+    from town.llm.pacing import default_slots
 
     def run() -> None:
         settings = settings_and_logging()

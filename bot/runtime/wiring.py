@@ -15,9 +15,8 @@ from town.llm.chain import Handles, Servers, compose
 from town.llm.client import open_client, open_sync_client
 from town.llm.embedders import CachedEmbedder, Embedder, HashEmbedder, OpenAIEmbedder
 from town.llm.gateway import LLMGateway
-from town.llm.pacing import turn_of
+from town.llm.pacing import default_slots, turn_of
 from town.llm.port import Brain, OfflineBrain
-from town.llm.slots import default_slots
 from town.llm.task import I, R, Task
 from town.llm.usage import Holds
 from town.memory.embedding_queue import embedding_executor, flush_queues

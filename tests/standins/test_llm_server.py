@@ -19,7 +19,8 @@ from standins.llm.server import make_app, running
 from standins.llm.wire import embed
 from tests.helpers import SAMPLES
 from town.llm.port import OfflineBrain
-from town.llm.tasks import EMOJI, INPUT_MARKER, PLAN_DAY, TASKS
+from town.llm.task import INPUT_MARKER
+from town.llm.tasks import EMOJI, PLAN_DAY, TASKS
 
 BY_NAME = {task.name: task for task in TASKS}
 

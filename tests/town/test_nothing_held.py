@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import event
 
 from tests.factories import CAFE_PAIR, at_cafe, make_engine, until
+from tests.fakes.brain import ScriptedBrain
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
-from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from town.llm.caps import capped
+from town.llm.schemas import capped
 
 
 def _free(limit: int, shortest: int = 1) -> Any:

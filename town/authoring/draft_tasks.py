@@ -14,9 +14,8 @@ from typing import Any
 
 from town.authoring import draft_offline as offline
 from town.authoring import draft_schemas as d
-from town.llm.shapes import Schema
-from town.llm.task import I, Offline, R, Task
-from town.llm.tasks import make_task
+from town.llm.structured import Schema
+from town.llm.task import I, Offline, R, Task, make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
 WAKE_TIMES = [f"{h:02d}:00" for h in range(5, 10)]

@@ -1,17 +1,7 @@
-"""The town's brain, composed in one place, and the handles kept where it was composed.
-
-The chain, from what the town calls inward (each link one concern, each its own module):
-
-    Reported      usage recorded (the daily budget reads it), answers counted by who made them
-      Fallback    the offline brain answers, with the reason, when the model gives none
-        SplitBrain  (a live A/B: one model or the other; town.features.ratings.split)
-          LLMGateway  the model's answer: formats, repair, speech; each call through
-                      the server's Pacer (one per server, shared) and the budget's Holds
-
-:func:`compose` builds it and returns the brain beside its :class:`Handles`: the report, the
-budget, the server's pacer and the model's gateways, which ``status``, the scheduler (the pace
-to keep) and the visitor path (a busy server) read. Nothing finds a part by walking the chain.
-With no model configured the brain is the offline brain, and :class:`Handles` has no models.
+"""The town's brain, composed in one place (the chain as drawn in ARCHITECTURE.md, "The LLM
+chain"), and the handles kept where it was composed: the report, the budget, the server's pacer
+and the model's gateways, which ``status``, the scheduler and the visitor path read. Nothing
+finds a part by walking the chain. With no model the brain is the offline brain.
 """
 
 from __future__ import annotations
@@ -29,7 +19,7 @@ from town.llm.pacing import Pacer
 from town.llm.port import Brain, OfflineBrain
 from town.llm.report import AnswerReport, said_together
 from town.llm.reported import Reported
-from town.llm.usage import Budget, Holds, NullRecorder, Unlimited, UsageRecorder
+from town.llm.usage import Budget, Holds, Unlimited, UsageRecorder, UsageTally
 
 OFFLINE_LABEL = "offline brain (deterministic, no LLM)"
 BEGUN_SHARE = 0.3
@@ -44,7 +34,7 @@ class Handles:
 
     report: AnswerReport = field(default_factory=AnswerReport)
     budget: Budget = field(default_factory=Unlimited)
-    usage: UsageRecorder = field(default_factory=NullRecorder)
+    usage: UsageRecorder = field(default_factory=UsageTally)
     pacer: Pacer | None = None  # the server's (None: no model)
     models: tuple[LLMGateway, ...] = ()
     pace_s: float | None = None  # the tick's interval the model's calls keep (keep_pace)
@@ -156,7 +146,6 @@ def think_with(
     temperature: float | None = None,
     max_tokens: int | None = None,
     pace_s: float | None = None,
-    priority: bool = False,
 ) -> tuple[Brain, Handles]:
     """One model's brain, composed (:func:`compose`), its calls paced to ``slots`` at once
     (until the server says its own; never past ``ceiling``) and held against ``budget``."""
@@ -168,7 +157,6 @@ def think_with(
         temperature=temperature,
         max_tokens=max_tokens,
         pace_s=pace_s,
-        priority=priority,
     )
     chosen = offline if offline is not None else OfflineBrain()
     return compose([gateway], offline=chosen, usage=usage, budget=budget)
@@ -186,7 +174,7 @@ def compose(
     A/B ``split`` of them) behind the fallback to ``offline`` and the report."""
     handles = Handles(
         budget=budget if budget is not None else Unlimited(),
-        usage=usage if usage is not None else NullRecorder(),
+        usage=usage if usage is not None else UsageTally(),
         pacer=models[0].pacer if models else None,
         models=tuple(models),
     )

@@ -1,12 +1,7 @@
-"""``bottown llm check``: the calls the town makes, through the chain the town thinks with, and a
-plain verdict: the share of the town's thoughts the model would answer, by task, the mode and
-pace the server takes, or the setting to fix (never the key).
-
-The probes are the town's own tasks on small inputs: an importance rating, a reaction, a day plan
-(its most demanding schema), emoji and a line of talk, each sent as the town sends it (streamed,
-in the structured-output mode the server takes, the speech cleaned), so what the check says is
-what the town will get: a server that ignores ``stream`` and answers a whole body, or one that
-takes no ``json_schema``, is read as the town reads it.
+"""``bottown llm check``: the town's own tasks on small inputs, through the chain the town thinks
+with (streamed, in the mode the server takes, the speech cleaned), and a plain verdict: the share
+the model would answer, by task, the mode and pace the server takes, or the setting to fix
+(never the key).
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from pydantic import BaseModel
 from town.llm import schemas as s
 from town.llm.chain import Handles, think_with
 from town.llm.client import open_client
-from town.llm.formats import WHY
+from town.llm.structured import WHY
 from town.llm.task import Task
 from town.llm.tasks import EMOJI, PLAN_DAY, RATE_IMPORTANCE, REACT, UTTER
 from town.llm.usage import UsageTally

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx2
 import openai
 
-from town.llm.formats import names_format
+from town.llm.structured import names_format
 
 
 async def _out_of_quota_is_final(response: httpx2.Response) -> None:

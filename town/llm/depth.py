@@ -15,7 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from town.llm.port import Brain
-from town.llm.tasks import Task
+from town.llm.task import Task
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)

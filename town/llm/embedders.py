@@ -66,8 +66,6 @@ class CachedEmbedder:
         self.dim: int = inner.dim
         self.name: str = inner.name
         self.max_entries = max_entries
-        self.hits = 0
-        self.misses = 0
         self._cache: OrderedDict[str, F32] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -87,8 +85,6 @@ class CachedEmbedder:
                 else:
                     self._cache.move_to_end(text)
                     out[i] = row
-                    self.hits += 1
-            self.misses += sum(len(v) for v in missing.values())
         if not missing:
             return out
         new_texts = list(missing)
@@ -125,12 +121,7 @@ class CachedEmbedder:
                 rows.append(row)
             for text in texts:
                 self._cache.move_to_end(text)
-            self.hits += len(rows)
         return np.stack(rows) if rows else None
-
-    def clear(self) -> None:
-        with self._lock:
-            self._cache.clear()
 
 
 class OpenAIEmbedder:

@@ -1,10 +1,6 @@
-"""The offline fallback: when the model gives no usable answer, the offline brain answers.
-
-:class:`Fallback` wraps the model's brain (the gateway, or an A/B of two). The model's brain
-raises :class:`~town.llm.spend.Unusable` with its reason (``budget``, ``pace``, ``timeout``,
-``unparseable``, ``HTTP 500``, ...) when it has no answer; any other error is ``error``. The
-offline brain's answer is stamped ``offline (<reason>)`` (:mod:`town.llm.made`), and the town
-never sees an exception from thinking.
+"""The offline fallback: when the model's brain raises :class:`~town.llm.made.Unusable` (or any
+error: ``error``), the offline brain answers, stamped ``offline (<reason>)``; the town never sees
+an exception from thinking.
 """
 
 from __future__ import annotations
@@ -13,8 +9,6 @@ import logging
 
 from town.llm import made
 from town.llm.port import Brain, I, R
-from town.llm.report import PACE
-from town.llm.spend import Unusable
 from town.llm.task import Task
 
 log = logging.getLogger(__name__)
@@ -34,9 +28,9 @@ class Fallback:
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
         try:
             return await self.model.run(task, inputs, resident=resident)
-        except Unusable as error:
+        except made.Unusable as error:
             reason = error.reason
-            if reason != PACE:  # (counted by task, as those sent offline at once)
+            if reason != made.PACE:  # (counted by task, as those sent offline at once)
                 level = logging.INFO if error.quiet else logging.WARNING
                 log.log(
                     level,

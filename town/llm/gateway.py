@@ -1,14 +1,9 @@
-"""The LLM gateway: the town's one way to ask a language model, never a crash.
-
-Per thought: render the task's messages, build the task's schema for its inputs, ask
-``chat.completions.create`` for structured JSON in the mode the server takes
-(:mod:`town.llm.formats`), read the reply leniently and validate it with the task's result
-model, repair once, and otherwise raise :class:`~town.llm.spend.Unusable` with the reason (the
-fallback answers then, :mod:`town.llm.fallback`). The openai client retries; each call waits
-for the server's pacer (:mod:`town.llm.pacing`) and reserves its worst case against the daily
-budget before it is sent, and spends into the thought's :class:`~town.llm.spend.Spend` (recorded
-by :mod:`town.llm.reported`). The town's calls stream, so that a person's call can cut them short
-(:mod:`town.llm.streamed`).
+"""The LLM gateway: the model's answer to a thought, or :class:`~town.llm.made.Unusable` with the
+reason (the fallback answers then). Per thought: the task's messages and schema for its inputs,
+``chat.completions.create`` in the structured-output mode the server takes
+(:mod:`town.llm.structured`), the reply read leniently and validated, one repair; each call
+waits for the server's pacer, holds its worst case of the budget and spends into the thought's
+:class:`~town.llm.usage.Spend`.
 """
 
 from __future__ import annotations
@@ -20,23 +15,22 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
-from town.llm import advice, formats, made, slots, streamed, urgency
-from town.llm import report as why
-from town.llm.client import seconds_of
-from town.llm.lenient import NoJSON
+from town.llm import advice, made, replies, structured, urgency
+from town.llm.made import Unusable
 from town.llm.pacing import Pacer, WaitedTooLong
-from town.llm.replies import Reply, problem_of
-from town.llm.shapes import max_tokens_for
-from town.llm.spend import ExplainedBudget, Spend, Unusable, worst_reply_tokens
-from town.llm.spend import current as spending_now
-from town.llm.tasks import Message, SpeechTask, Task
+from town.llm.replies import Reply, problem_of, worst_reply_tokens
+from town.llm.speech import SpeechTask
+from town.llm.structured import Message, NoJSON, max_tokens_for
+from town.llm.task import Task
 from town.llm.usage import (
     Budget,
+    ExplainedBudget,
     Hold,
     Holds,
-    Unlimited,
+    Spend,
     worst_prompt_tokens,
 )
+from town.llm.usage import current as spending_now
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - the conventional name of an input type
 R = TypeVar("R", bound=BaseModel)
@@ -47,7 +41,7 @@ MODE_LLM = "llm"
 MODE_BUDGET_SPENT = "offline (budget spent)"
 MODE_KEY_REJECTED = "offline (API key rejected)"
 MODE_MODEL_MISSING = "offline (model not found)"
-FORMATS = formats.FORMATS
+FORMATS = structured.FORMATS
 TIMEOUT_ROUNDS = 2
 """Rounds of the client's attempts a call gets when they time out (the pacer slows down between
 them) before the offline brain answers; the server then rests for a timeout's length (calls
@@ -59,21 +53,17 @@ _REPAIR = (
 
 
 class LLMGateway:
-    """The model's brain: a :class:`~town.llm.port.Brain` over an ``openai.AsyncOpenAI`` client
-    (``open_client``, which retries on its own) that answers with the model or raises
-    :class:`~town.llm.spend.Unusable` (the fallback wraps it: :mod:`town.llm.fallback`). Its
-    calls go through ``pacer``, the server's (shared by every gateway that calls the same
-    server), and each holds its worst case of ``holds``' budget before it is sent;
-    ``max_tokens`` replaces each task's own (an experiment's fixed setting); with ``priority``,
-    each call carries its urgency as vLLM's ``priority`` field."""
+    """The model's brain over an ``openai.AsyncOpenAI`` client (``open_client``, which retries
+    on its own); ``max_tokens`` replaces each task's own (an experiment's fixed setting); with
+    ``priority``, each call carries its urgency as vLLM's ``priority`` field."""
 
     def __init__(
         self,
         client: openai.AsyncOpenAI,
         *,
         model: str,
-        pacer: Pacer | None = None,
-        holds: Holds | None = None,
+        pacer: Pacer,
+        holds: Holds,
         temperature: float | None = None,
         max_tokens: int | None = None,
         pace_s: float | None = None,
@@ -86,8 +76,8 @@ class LLMGateway:
         self._client = client
         self._temperature = temperature
         self._max_tokens = max_tokens
-        self.pacer = pacer if pacer is not None else Pacer(8, seconds_of(client.timeout))
-        self._holds = holds if holds is not None else Holds(Unlimited())
+        self.pacer = pacer
+        self._holds = holds
         self._format = 0  # the index in FORMATS of the response format asked for
         self._ignored = 0  # replies in a row without JSON in the current format
         self._disabled: str | None = None
@@ -112,15 +102,15 @@ class LLMGateway:
         return FORMATS[self._format]
 
     async def run(self, task: Task[I, R], inputs: I, *, resident: str | None = None) -> R:
-        """The model's answer, stamped with its name; :class:`Unusable` with the reason when
-        it has none (spent: the budget; behind: the town's pace; the server's failure)."""
+        """The model's answer, stamped with its name; :class:`Unusable` with the reason when it
+        has none (spent: the budget; behind: the town's pace; the server's failure)."""
         if self._disabled is not None:
             reason = self._disabled.removeprefix("offline (").removesuffix(")")
             raise Unusable(self._disabled, reason, quiet=True)
         if self._behind(task):
-            raise Unusable("behind the town's pace", why.PACE, quiet=True)
+            raise Unusable("behind the town's pace", made.PACE, quiet=True)
         if not self._usable():
-            raise Unusable("the daily budget is spent", why.BUDGET, quiet=True)
+            raise Unusable("the daily budget is spent", made.BUDGET, quiet=True)
         result = await self._think(task, inputs, spending_now())
         return made.stamp(result, self.model)
 
@@ -142,39 +132,32 @@ class LLMGateway:
         return None if share is None else share * self.pace_s
 
     def _usable(self) -> bool:
+        """Whether the budget is not spent (saying once when it is)."""
         budget = self.budget
-        if budget.exhausted():
-            reason = None
-            if isinstance(budget, ExplainedBudget):
-                reason = budget.spent_reason()
-            self._note_budget_spent(reason)
-            return False
-        return True
-
-    def _note_budget_spent(self, reason: str | None) -> None:
-        """Say once that the budget is spent (or has no room left for a call)."""
-        if self._budget_noted:
-            return
-        self._budget_noted = True
-        if reason is None:
-            log.warning("LLM daily budget spent: residents now use the offline brain")
-        else:
-            log.warning(
-                "LLM daily budget spent (%s): residents use the offline brain until 00:00 UTC",
-                reason,
-            )
+        if not budget.exhausted():
+            return True
+        if not self._budget_noted:
+            self._budget_noted = True
+            if isinstance(budget, ExplainedBudget) and (reason := budget.spent_reason()):
+                log.warning(
+                    "LLM daily budget spent (%s): residents use the offline brain until 00:00 UTC",
+                    reason,
+                )
+            else:
+                log.warning("LLM daily budget spent: residents now use the offline brain")
+        return False
 
     async def _think(self, task: Task[I, R], inputs: I, spend: Spend) -> R:
         if time.monotonic() < self._rest_until:
             resting = "the server did not answer lately; asking again soon"
-            raise Unusable(resting, why.TIMEOUT, quiet=True)
+            raise Unusable(resting, made.TIMEOUT, quiet=True)
         messages = task.render(inputs)
         if isinstance(task, SpeechTask):  # plain text, cleaned, or the offline brain's line
             said = await self._complete(task, {}, messages, spend)
             try:
                 spoken: R = task.parse(inputs, said)
             except ValueError as error:
-                raise Unusable(f"no usable speech: {error}", why.UNPARSEABLE) from None
+                raise Unusable(f"no usable speech: {error}", made.UNPARSEABLE) from None
             return spoken
         schema = task.schema_for(inputs)
         reply = await self._complete(task, schema, messages, spend)
@@ -193,7 +176,7 @@ class LLMGateway:
             return self._parse(task, inputs, reply)
         except ValueError as error:
             raise Unusable(
-                f"still invalid after a repair: {problem_of(error)}", why.UNPARSEABLE
+                f"still invalid after a repair: {problem_of(error)}", made.UNPARSEABLE
             ) from None
 
     def _parse(self, task: Task[I, R], inputs: I, reply: str) -> R:
@@ -204,7 +187,7 @@ class LLMGateway:
             result = task.parse(inputs, reply)
         except NoJSON:
             self._ignored += 1
-            if self._ignored >= formats.IGNORED_LIMIT and kind != FORMATS[-1]:
+            if self._ignored >= structured.IGNORED_LIMIT and kind != FORMATS[-1]:
                 self._downgrade(kind, "its replies ignore it")
             raise
         self._ignored = 0
@@ -213,7 +196,7 @@ class LLMGateway:
     async def _complete(
         self, task: Task[I, R], schema: dict[str, Any], messages: list[Message], spend: Spend
     ) -> str:
-        """The reply's text, after the client's retries; raises :class:`Unusable`."""
+        """The reply's text, after the client's retries; raises :class:`~town.llm.made.Unusable`."""
         speaking = isinstance(task, SpeechTask)
         if self._max_tokens is not None:
             max_tokens = self._max_tokens
@@ -221,28 +204,28 @@ class LLMGateway:
             max_tokens = task.max_tokens if isinstance(task, SpeechTask) else max_tokens_for(schema)
         timeouts = cuts = 0
         while True:
-            kind = formats.SPEECH if speaking else FORMATS[self._format]
-            wire = formats.wire(messages, kind, schema)
+            kind = structured.SPEECH if speaking else FORMATS[self._format]
+            wire = structured.wire(messages, kind, schema)
             chars = sum(len(str(m.get("content", ""))) for m in wire)
             # the call's worst case is held against the budget before it is sent, so calls in
             # flight never pass it together; once back, what it spent is held until recorded
             worst = Hold(worst_prompt_tokens(chars) + worst_reply_tokens(max_tokens), 1)
             if not self._holds.reserve(worst):
-                raise Unusable("the daily budget has no room for this call", why.BUDGET)
+                raise Unusable("the daily budget has no room for this call", made.BUDGET)
             if self._budget_noted:
                 log.info("LLM budget available again: residents use the LLM")
                 self._budget_noted = False
             before = (spend.calls, spend.prompt_tokens + spend.completion_tokens)
             try:
-                streams = cuts < streamed.CUT_ROUNDS  # (then it is sent whole, left to end)
+                streams = cuts < replies.CUT_ROUNDS  # (then it is sent whole, left to end)
                 reply = await self._send(task, schema, wire, kind, max_tokens, spend, streams)
                 content, overrun = spend.count(reply, messages, max_tokens)
                 if overrun is not None:
                     self._warn_once("overrun", advice.overrun(overrun, max_tokens))
                 return content
             except openai.APIStatusError as error:
-                if kind in FORMATS[:-1] and formats.rejects_format(error):
-                    self._downgrade(kind, f"HTTP {error.status_code}: {formats.said(error)}")
+                if kind in FORMATS[:-1] and structured.rejects_format(error):
+                    self._downgrade(kind, f"HTTP {error.status_code}: {structured.said(error)}")
                     continue
                 raise self._status_error(error, spend) from None
             except openai.APITimeoutError:
@@ -259,18 +242,18 @@ class LLMGateway:
                 self._rest_until = time.monotonic() + self.pacer.timeout_s
                 slots_, timeout_s = self.pacer.slots, self.pacer.timeout_s
                 self._warn_once("timeouts", advice.timeouts(slots_, timeout_s))
-                raise Unusable("timed out, gave up after the retries", why.TIMEOUT) from None
+                raise Unusable("timed out, gave up after the retries", made.TIMEOUT) from None
             except openai.APIConnectionError:
                 spend.calls += self._client.max_retries
-                raise Unusable("no reply, gave up after the retries", why.NO_REPLY) from None
-            except streamed.Interrupted as cut:  # sent again
+                raise Unusable("no reply, gave up after the retries", made.NO_REPLY) from None
+            except replies.Interrupted as cut:  # sent again
                 spend.count_cut(chars, cut.received)
                 if cut.by_server:
                     self.pacer.interrupted()
                 cuts += 1
                 continue
             except WaitedTooLong as error:  # never sent: the town goes on without it
-                raise Unusable(f"behind the town's pace ({error})", why.PACE, quiet=True) from None
+                raise Unusable(f"behind the town's pace ({error})", made.PACE, quiet=True) from None
             finally:
                 self._holds.release(worst)
                 spent = Hold(
@@ -310,21 +293,21 @@ class LLMGateway:
         streams: bool,
     ) -> Reply:
         """The completion, read (streamed unless not ``streams``; a town's streamed call can be
-        cut: see :mod:`town.llm.streamed`); the client's errors for a status it did not retry
+        cut: see :mod:`town.llm.replies`); the client's errors for a status it did not retry
         away."""
         name = task.name
         log.debug("LLM %s: %d messages, %s mode", name, len(wire), kind)
-        await slots.ask_once(self.pacer, self._client)
+        await self.pacer.ask_once(self._client)
         patience = self.patience(task)
         urgent = urgency.sending(task.urgency)
         person = urgent <= urgency.PERSON
         request: dict[str, Any] = {
             "model": self.model,
             "messages": wire,
-            "response_format": formats.response_format(kind, name, schema),
+            "response_format": structured.response_format(kind, name, schema),
             "temperature": self._temperature if self._temperature is not None else openai.omit,
             "max_tokens": max_tokens,
-            "stop": formats.stop(kind),
+            "stop": structured.stop(kind),
             "timeout": self.pacer.timeout_s,
         }
         if self._priority:  # vLLM's --scheduling-policy priority: lower goes first, as ours
@@ -334,7 +317,7 @@ class LLMGateway:
         async with self.pacer.slot(urgent, patience, person=person, cuttable=cuttable) as call:
             spend.calls += 1
             began = time.monotonic()
-            reply, retries = await streamed.send(self._client, request, call, self.pacer, streams)
+            reply, retries = await replies.send(self._client, request, call, self.pacer, streams)
             self.pacer.answered(time.monotonic() - began)
         spend.calls += retries
         return reply
@@ -349,7 +332,7 @@ class LLMGateway:
                 kind,
                 because,
                 chosen,
-                formats.WHY[chosen],
+                structured.WHY[chosen],
             )
 
     def _warn_once(self, what: str, warning: str) -> bool:

@@ -1,10 +1,8 @@
-"""Who made an answer: the model (its name), or the offline brain and why.
+"""Who made an answer: the model (its name), or the offline brain and why (:class:`Unusable`).
 
-Every answer the town's brain gives is stamped where it is made: the gateway stamps the model's
-name, the fallback ``offline (<reason>)`` (``fallback``: the model gave no usable answer; ``pace``:
-answered offline so the town keeps its pace; ``budget``; ``moderation``; ...), the offline brain
-``offline``. The stamp travels with the result to what the town keeps of it (a resident's words
-in the outbox, the reactions to them, replays), so no offline line is ever credited to a model.
+The gateway stamps the model's name, the fallback ``offline (<reason>)``, the offline brain
+``offline``; the stamp travels with the result to what the town keeps of it (outbox rows,
+reactions, replays), so no offline line is ever credited to a model.
 """
 
 from __future__ import annotations
@@ -16,7 +14,21 @@ from pydantic import BaseModel
 OFFLINE = "offline"
 _KEY = "_bottown_made_by"  # kept beside the fields: never dumped, never compared
 
+BUDGET, TIMEOUT, UNPARSEABLE, NO_REPLY = "budget", "timeout", "unparseable", "no reply"
+PACE = "pace"
+"""Reasons for a fallback (``pace``: answered offline so the town keeps its pace; others:
+``HTTP <status>``, ``API key rejected``, ``model missing``, ``error``)."""
+
 R = TypeVar("R", bound=BaseModel)
+
+
+class Unusable(Exception):
+    """The model gave no usable answer: the offline brain answers instead."""
+
+    def __init__(self, detail: str, reason: str = "error", quiet: bool = False) -> None:
+        super().__init__(detail)
+        self.reason = reason  # the fallback's reason in the report
+        self.quiet = quiet  # the log has said why already: this fallback is logged at INFO
 
 
 def offline(reason: str | None = None) -> str:
@@ -39,3 +51,8 @@ def made_by(result: BaseModel) -> str:
 def by_model(who: str) -> bool:
     """Whether a stamp names a model (not the offline brain, not nobody)."""
     return bool(who) and not who.startswith(OFFLINE)
+
+
+def reason_of(who: str) -> str:
+    """The reason in an offline stamp (``"offline (pace)"`` -> ``"pace"``)."""
+    return who.removeprefix(OFFLINE).strip(" ()") or "offline"

@@ -1,32 +1,11 @@
-"""Pacing a server: the calls to it wait on our side in order of urgency, and only as many go to
-it as it answers at once.
-
-Local servers (llama.cpp, llama-cpp-python, Ollama's default) answer one call or a few at a time,
-first come, first served: a call sent behind eight others waits for eight replies, and nothing
-can reorder the server's queue. So the calls wait here, in a queue ordered by urgency
-(:mod:`town.llm.urgency`), and exactly as many go as the server has slots: as the server says
-(llama.cpp's ``/props`` and ``/slots``, :mod:`town.llm.slots`), else as the operator set
-(``BOTTOWN_LLM_SLOTS``: one for a server on this machine or a private network, the concurrency
-ceiling for a hosted API). Nothing is guessed from latency. One pacer serves one server, shared
-by every model and town that calls it (:mod:`town.llm.chain`).
-
-A town's call may be ``cuttable`` (it streams, :mod:`town.llm.streamed`): a person's call that
-finds every slot taken cuts the least urgent such call on the wire (of those alike, the latest
-sent: it loses the least), unless a call on the wire is near its end and no person ahead waits
-for it: within ``NEAR_END`` of a usual call's time, shared among the slots (on four slots, the
-last sixteenth of each call), so on any number of slots about the same share of people wait, and
-none longer than on one. The cut call is sent again.
-
-Many towns may share one server (one bot serving many communities): within an urgency, the calls
-take turns by town, as in start-time fair queueing. Each call is given its town's next round (one
-past the town's last call waiting, or past the round being served now, whichever is later), and
-the queue serves a round before the next; so a town's rush of a hundred calls waits its turns,
-and a quiet town's call goes after at most one call of each other town of its urgency. A call's
-town is the one whose turn it runs in (:func:`turn_of`, set around each town's brain).
-
-A call may come with a patience: the longest it waits here for a slot. Past it the call leaves
-the queue (:class:`WaitedTooLong`) and its caller answers without the server: an importance
-rating that would wait behind visitors' replies for longer than the town's tick can spare.
+"""Pacing a server: the calls to it wait on our side in order of urgency (:mod:`town.llm.urgency`),
+and only as many go to it as it answers at once: as the server says (llama.cpp's ``total_slots``
+at ``GET /props``, else the list at ``GET /slots``), else as the operator set
+(``BOTTOWN_LLM_SLOTS``, :func:`default_slots`). One pacer serves one server, shared by every
+model and town that calls it (:mod:`town.llm.chain`). Within an urgency the towns take turns
+(start-time fair queueing, :func:`turn_of`); a person's call may cut a ``cuttable`` town call
+short (:mod:`town.llm.replies`); a call past its patience leaves the queue unsent. The why of
+each: docs/llm.md, "The server's slots and the queue".
 """
 
 from __future__ import annotations
@@ -34,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import ipaddress
 import itertools
+import logging
 import math
 import statistics
 import time
@@ -42,6 +23,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+
+log = logging.getLogger(__name__)
 
 TIMEOUT_CEILING_S = 600.0
 LATENCY_FACTOR = 3.0
@@ -51,6 +38,7 @@ NEAR_END = 0.25
 frees its slot soon: a person's call waits for it rather than cut a town call (which would lose
 more than the person waits). Divided, because the more calls on the wire, the likelier one is in
 its last stretch: a person would wait on four slots about four times as often as on one."""
+ASK_TIMEOUT_S = 5.0
 
 
 _TOWN: ContextVar[Hashable | None] = ContextVar("pacing_town", default=None)
@@ -103,8 +91,8 @@ class Pacer:
         self.in_flight = 0
         self.timeouts = 0
         self.cuts = 0  # town calls cut for a person's call
-        self.asked = asyncio.Event()  # the server was asked its slots (town.llm.slots)
-        self.asking = False
+        self.asked = asyncio.Event()  # the server was asked its slots (:meth:`ask_once`)
+        self._asking = False
         self.streams = True  # the server streams a reply asked for so (else: read whole)
         self._clock = clock
         self._recent: deque[float] = deque(maxlen=20)
@@ -157,6 +145,25 @@ class Pacer:
         ceiling)."""
         self.slots = min(self.ceiling, max(1, slots))
         self.said_by = "server"
+
+    async def ask_once(self, client: openai.AsyncOpenAI) -> None:
+        """Before the first call: ask the server its slots, and take them if it says. Calls
+        made while the answer comes wait for it, so none goes out past slots it has not got."""
+        if self.asked.is_set():
+            return
+        if self._asking:
+            await self.asked.wait()
+            return
+        self._asking = True
+        try:
+            slots = await told_slots(client)
+            if slots is not None:
+                self.told(slots)
+                log.info(
+                    "the LLM server answers %d call%s at once", slots, "" if slots == 1 else "s"
+                )
+        finally:
+            self.asked.set()
 
     def interrupted(self) -> None:
         """A stream ended with no finish reason: the server cut it for another call that came
@@ -253,3 +260,44 @@ class Pacer:
         if cuttable:
             max(reversed(cuttable), key=lambda c: c.urgency).cut.set()
             self.cuts += 1
+
+
+def default_slots(base_url: str | None, ceiling: int) -> int:
+    """The slots of a server that does not say: one for a server on this machine or a private
+    network (a local server answers one call at a time), the ``ceiling`` for a hosted API."""
+    host = urlsplit(base_url).hostname if base_url else None
+    if host is None:
+        return ceiling  # the OpenAI API
+    if host == "localhost" or host.endswith((".local", ".internal", ".lan")) or "." not in host:
+        return 1
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return ceiling
+    return 1 if address.is_private or address.is_loopback or address.is_link_local else ceiling
+
+
+def props_url(base_url: object, route: str = "props") -> str:
+    """``GET /props`` (or another route) at the server's root: the base URL without ``/v1``."""
+    root = str(base_url).rstrip("/").removesuffix("/v1")
+    return f"{root}/{route}"
+
+
+async def _asked(client: openai.AsyncOpenAI, route: str) -> Any:
+    asking = client.with_options(max_retries=0, timeout=ASK_TIMEOUT_S)
+    try:
+        return await asking.get(props_url(client.base_url, route), cast_to=object)
+    except (openai.APIError, ValueError):
+        return None
+
+
+async def told_slots(client: openai.AsyncOpenAI) -> int | None:
+    """The slots the server says it has (None: it does not say, or could not be asked)."""
+    props = await _asked(client, "props")
+    slots = props.get("total_slots") if isinstance(props, dict) else None
+    if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+        return slots
+    listed = await _asked(client, "slots")
+    if isinstance(listed, list) and listed and all(isinstance(s, dict) for s in listed):
+        return len(listed)
+    return None

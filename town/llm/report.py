@@ -7,15 +7,12 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import Any
 
+from town.llm.made import PACE
+
 WARN_SHARE = 0.05
 """A day on which more than this share of answers came from the fallback gets a warning."""
 WARN_AFTER = 20
 """Answers in a day before the log warns about the share (a first fallback is not 100%)."""
-
-BUDGET, TIMEOUT, UNPARSEABLE, NO_REPLY = "budget", "timeout", "unparseable", "no reply"
-PACE = "pace"
-"""Reasons for a fallback (``pace``: answered offline so the town keeps its pace; others:
-``HTTP <status>``, ``API key rejected``, ``model missing``, ``error``)."""
 
 
 TASK_WORDS = {
@@ -107,12 +104,15 @@ class AnswerReport:
                 fallback.setdefault(task, Counter())[reason] += n
         return model, fallback
 
+    def _counts(self, day: date | None) -> tuple[int, int]:
+        """Answers by the model and by the fallback (of ``day``; None: all days)."""
+        model, fallback = self._days(day)
+        return sum(model.values()), sum(sum(c.values()) for c in fallback.values())
+
     def share(self, day: date | None = None) -> float:
         """Answers by the fallback over all answers (of ``day``; None: all days)."""
-        model, fallback = self._days(day)
-        back = sum(sum(c.values()) for c in fallback.values())
-        total = back + sum(model.values())
-        return back / total if total else 0.0
+        by_model, back = self._counts(day)
+        return back / (by_model + back) if back else 0.0
 
     def as_json(self, day: date | None = None) -> dict[str, Any]:
         model, fallback = self._days(day)
@@ -145,9 +145,7 @@ class AnswerReport:
         day = self.today()
         if self._warned == day:
             return None
-        model, fallback = self._days(day)
-        answers = sum(model.values()) + sum(sum(c.values()) for c in fallback.values())
-        found = self.warning() if answers >= WARN_AFTER else None
+        found = self.warning() if sum(self._counts(day)) >= WARN_AFTER else None
         if found is not None:
             self._warned = day
         return found
@@ -164,12 +162,12 @@ class AnswerReport:
     def status_lines(self) -> list[str]:
         """For ``status`` and ``simulate``: today's answers, the fallback's share and reasons."""
         day = self.today()
-        model, fallback = self._days(day)
-        back = sum(sum(c.values()) for c in fallback.values())
-        if not back and not model:
+        _model, fallback = self._days(day)
+        by_model, back = self._counts(day)
+        if not back and not by_model:
             return []
         lines = [
-            f"LLM answers today: {sum(model.values()):,} by the model, {back:,} by the offline "
+            f"LLM answers today: {by_model:,} by the model, {back:,} by the offline "
             f"fallback ({self.share(day):.1%})"
         ]
         for task in sorted(fallback):

@@ -1,10 +1,6 @@
-"""Usage and reporting: what each answer spent, and who made it.
-
-:class:`Reported` is the outer end of the town's brain as composed (:mod:`town.llm.chain`): it
-gives each thought a :class:`~town.llm.spend.Spend` that the model's calls spend into, then
-records it with the usage recorder (the daily budget reads it) and counts the answer in the
-:class:`~town.llm.report.AnswerReport` by task and by who made it (:mod:`town.llm.made`): the
-model, or the offline brain and why.
+"""Usage and reporting, the outer end of the chain: each thought's
+:class:`~town.llm.usage.Spend` recorded with the usage recorder (the daily budget reads it), and
+its answer counted in the :class:`~town.llm.report.AnswerReport` by task and by who made it.
 """
 
 from __future__ import annotations
@@ -14,16 +10,10 @@ import logging
 from town.llm import made
 from town.llm.port import Brain, I, R
 from town.llm.report import AnswerReport
-from town.llm.spend import Spend, spending
 from town.llm.task import Task
-from town.llm.usage import UsageRecorder
+from town.llm.usage import Spend, UsageRecorder, spending
 
 log = logging.getLogger(__name__)
-
-
-def reason_of(who: str) -> str:
-    """The reason in an offline stamp (``"offline (pace)"`` -> ``"pace"``)."""
-    return who.removeprefix(made.OFFLINE).strip(" ()") or "offline"
 
 
 class Reported:
@@ -55,7 +45,7 @@ class Reported:
             )
         finally:
             spend.release()  # recorded (or given up): the budget counts it now
-        self.report.answered(task.name, None if by_model else reason_of(who))
+        self.report.answered(task.name, None if by_model else made.reason_of(who))
         self.report.prompted(spend.prompt_tokens, spend.cached_tokens)
         if not by_model and (warning := self.report.warn_once()) is not None:
             log.warning("LLM %s", warning)

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from town.llm.caps import capped
+from town.text import cut
 
 # Only simple character classes in patterns: a grammar engine (llama.cpp's) cannot take \d.
 ClockTime = Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="HH:MM")]
@@ -16,6 +16,14 @@ Importance = Annotated[int, Field(ge=1, le=10)]
 # Text a model writes is capped: longer text is cut at a sentence or word boundary (whoever wrote
 # it: the model, the offline brain or a test), and the JSON schema says ``maxLength`` so that a
 # grammar engine never lets a model write more.
+
+
+def capped(value: object, limit: int) -> object:
+    """A validator's view: text is cut to ``limit`` (stripped first); anything else is left for
+    the type check to judge."""
+    return cut(value.strip(), limit) if isinstance(value, str) else value
+
+
 NAME_CAP, LINE_CAP, REMARK_CAP, SPEECH_CAP, PASSAGE_CAP = 80, 200, 300, 500, 1000
 Name = Annotated[str, BeforeValidator(lambda v: capped(v, NAME_CAP)), Field(max_length=NAME_CAP)]
 Line = Annotated[str, BeforeValidator(lambda v: capped(v, LINE_CAP)), Field(max_length=LINE_CAP)]

@@ -1,13 +1,8 @@
-"""Speech asked for as plain text: what small models can say.
-
-A small local model asked for JSON echoes it ("As you can see from the INPUT JSON..."), writes
-tags, or describes the resident in the third person. So the speaking tasks (a conversation's or a
-visitor's next line, an interview's answer) ask for plain text: a short prompt written to the
-resident in the second person, what does not change first (the instructions, then who the
-resident is: a server's prefix cache reuses it), then the notes and the thread, then the words
-to answer; the server stops at the end of the line. Whatever comes back is cleaned here (no
-tags, no JSON, no label, no echo of the prompt, no speaking of oneself in the third person), or
-refused, so the gateway lets the offline brain say the line instead.
+"""Speech asked for as plain text, what small models can say: a short prompt to the resident in
+the second person, what does not change first (a server's prefix cache reuses it), the thread
+as the chat's turns, the server stopping at the end of the line. What comes back is cleaned (no
+tags, JSON, labels, echo of the prompt, or speaking of oneself in the third person) or refused,
+and the offline brain says the line instead (docs/llm.md, "Speech a small model can say").
 """
 
 from __future__ import annotations
@@ -20,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from town.llm import schemas as s
-from town.llm.task import I, Message, Offline, R, Task, _prompt_text
+from town.llm.structured import Message
+from town.llm.task import I, Offline, R, Task, _prompt_text
 from town.llm.urgency import TALK
 from town.text import cut
 
-STOP = ["\n"]
-"""Where the server stops a line of speech."""
 NOTHING = "(nothing in particular)"
 
 _TAG = re.compile(r"</?[A-Za-z_][^<>]{0,80}>|<\|[^<>]{0,40}\|>")

@@ -18,14 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
-from types import MappingProxyType
-from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
-from town.llm import lenient, shapes
 from town.llm import schemas as s
+from town.llm import structured
 from town.llm.offline.hearing import Hearing
+from town.llm.structured import Message
 from town.llm.urgency import TALK
 from town.text import clean_text
 
@@ -56,11 +56,6 @@ _BARE_FIELDS = frozenset(
 )
 
 
-class Message(TypedDict):
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
 def _keep(inputs: Any, result: R) -> R:
     return result
 
@@ -82,8 +77,8 @@ class InProse(Protocol):
 Offline = Callable[[I, Hearing], R]
 """A task's offline answer: from the inputs alone, deterministic; ``Hearing`` tells what a
 visitor's line is, for the answers that hear one."""
-Shaper = Callable[[I, shapes.Schema], None]
-"""A task's tightening of its result model's schema for the inputs at hand (:mod:`shapes`)."""
+Shaper = Callable[[I, structured.Schema], None]
+"""A task's tightening of its result model's schema for the inputs at hand."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +109,12 @@ class Task(Generic[I, R]):
 
     def json_schema(self) -> dict[str, Any]:
         """The result model's schema, for any inputs (see :meth:`schema_for`)."""
-        return shapes.base_schema(self.result_model)
+        return structured.base_schema(self.result_model)
 
     def schema_for(self, inputs: I) -> dict[str, Any]:
         """The schema a call for these inputs sends: exact counts, closed sets, every text capped
         (the task's ``shaper`` tightens the result model's)."""
-        schema = shapes.base_schema(self.result_model)
+        schema = structured.base_schema(self.result_model)
         if self.shaper is not None:
             self.shaper(inputs, schema)
         return schema
@@ -138,8 +133,8 @@ class Task(Generic[I, R]):
 
     def parse(self, inputs: I, content: str) -> R:
         """Read a reply leniently and validate it; raises ``ValueError`` (pydantic's
-        ``ValidationError`` and :class:`~town.llm.lenient.NoJSON` included)."""
-        data = lenient.mend(lenient.load(content), self.schema_for(inputs))
+        ``ValidationError`` and :class:`~town.llm.structured.NoJSON` included)."""
+        data = structured.mend(structured.load(content), self.schema_for(inputs))
         result = self.result_model.model_validate(data)
         return self.check(inputs, result)
 
@@ -161,9 +156,6 @@ def _item(value: Any) -> str:
     return quoted(str(value))
 
 
-_WHEN_NONE = MappingProxyType({"asker": "an interviewer"})
-
-
 _LONG_TEXT = 100  # longer free text is given once, in the INPUT JSON block only
 
 
@@ -171,7 +163,7 @@ def _prose(name: str, value: Any) -> str:
     """A field as the prose shows it. Lists and long texts are not repeated in the prose (they
     are in the INPUT JSON block, which every prompt ends with): that halves a prompt's tokens."""
     if value is None:
-        return _WHEN_NONE.get(name, "(none)")
+        return "an interviewer" if name == "asker" else "(none)"
     if isinstance(value, list):
         return f'(see "{name}" in the INPUT JSON)' if value else "(none)"
     if isinstance(value, str):

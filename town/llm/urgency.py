@@ -1,19 +1,9 @@
-"""How urgent a call is: the order in which calls waiting for the server go to it.
-
-A person waiting goes first (a visitor's first reply, then a second resident's answer to the
-same words, then interviews and commands), then the town's talk (conversation turns,
-reactions), then planning, then what can wait longest (importance ratings, reflection). The
-urgency flows from the task (its own ``urgency``) and from whom the call is for: code answering
-a person runs inside :func:`person_waiting` (the visitor path, the commands), so callers pass
-nothing, and every call made inside it, in the tasks it starts too, is urgent.
-
-Words to everyone (no resident addressed) wait behind the replies to visitors who addressed a
-resident, and may be answered without the model: such a reply waits for it at most about one
-call's time (see :func:`to_everyone`), then the offline brain answers.
-
-Why a second answer waits: on a one-slot server a visitor's reply waits for the calls ahead of
-it, and when visitors keep the server busy those are mostly other visitors' replies; a second
-resident's answer to words already answered goes behind every visitor's first reply.
+"""How urgent a call is: the order in which calls waiting for the server go to it, most urgent
+first. The urgency flows from the task (its own ``urgency``) and from whom the call is for: code
+answering a person runs inside :func:`person_waiting` (the visitor path, the commands), so every
+call made inside it, in the tasks it starts too, is urgent; a second answer to a visitor's words,
+and a reply to words to everyone (:func:`to_everyone`), go behind every visitor's first reply
+(docs/llm.md, "A person goes first", "Words to everyone wait less").
 """
 
 from __future__ import annotations

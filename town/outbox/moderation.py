@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from town.llm import made
 from town.llm.moderation import PASSED, Verdict
 from town.llm.port import Brain, OfflineBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.outbox import audit
 from town.store.db import Store
 from town.store.models import Town

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from town.llm import made
 from town.llm.port import Brain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.text import plain
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741 - as town.llm.port

@@ -103,8 +103,8 @@ def test_a_draft_left_with_problems_is_written_nowhere(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from bot.cli import own_town
+    from tests.fakes.brain import ScriptedBrain
     from tests.town.authoring.test_drafting import homeless
-    from town.llm.port import ScriptedBrain
 
     brain = ScriptedBrain()
     for _ in range(3):

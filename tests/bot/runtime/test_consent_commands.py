@@ -13,10 +13,11 @@ from bot.runtime.commands import Commands
 from bot.runtime.consent import moderated
 from bot.runtime.settings import load_settings
 from tests.factories import CAFE_PAIR, MINITOWN, at_cafe, memories, until
+from tests.fakes.brain import ScriptedBrain
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.moderation import ModerationEndpoint
-from town.llm.port import OfflineBrain, ScriptedBrain
+from town.llm.port import OfflineBrain
 from town.outbox.moderation import Blocklist, ModeratedBrain
 from town.store.db import Store
 from town.store.models import MutedMember, Visitor

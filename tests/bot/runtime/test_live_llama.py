@@ -25,7 +25,7 @@ import pytest
 from adapters.web.server import WebAdapter
 from bot.runtime.run import TownRuntime
 from bot.runtime.settings import Settings, load_settings
-from town.llm.report import UNPARSEABLE
+from town.llm.made import UNPARSEABLE
 from town.tick.engine import COMMITTED, THINKING, WRITING
 
 pytest_plugins = ["tests.servers", "tests.llama_server"]  # tests.servers first: it imports it

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.fakes.brain import ScriptedBrain
 from town.authoring import draft_schemas as d
 from town.authoring.draft_offline import noun_phrases, nouns
 from town.authoring.draft_tasks import (
@@ -17,8 +18,8 @@ from town.authoring.draft_tasks import (
     DRAFT_TASKS,
 )
 from town.authoring.drafting import OfflineStandIn, draft_town
-from town.llm.port import OfflineBrain, ScriptedBrain
-from town.llm.shapes import MAX_TOKENS_CEILING, max_tokens_for
+from town.llm.port import OfflineBrain
+from town.llm.structured import MAX_TOKENS_CEILING, max_tokens_for
 
 HARBOUR = "a windy harbour town with a lighthouse, a fish market and a chapel"
 

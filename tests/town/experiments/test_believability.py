@@ -30,7 +30,8 @@ from town.experiments.believability import (
 )
 from town.llm.port import OfflineBrain
 from town.llm.schemas import InterviewInput
-from town.llm.tasks import INTERVIEW, Task
+from town.llm.task import Task
+from town.llm.tasks import INTERVIEW
 from town.store.db import Store
 
 ORDER = ["full", "no-reflection", "no-planning", "no-memory"]

@@ -12,11 +12,12 @@ from sqlalchemy import delete
 from sqlmodel import col, select
 
 from tests.factories import CAFE_PAIR, at_cafe, make_engine, memories, until
+from tests.fakes.brain import ScriptedBrain
 from town.inputs import chat
 from town.inputs.visit import EmptyWords, Visit
 from town.inputs.visitor import say
-from town.llm.port import ScriptedBrain
-from town.llm.tasks import UTTER, Task
+from town.llm.task import Task
+from town.llm.tasks import UTTER
 from town.outbox import chatlog
 from town.store.db import Store
 from town.store.models import AuditEntry, ChatLine, Memory, OutboxEvent

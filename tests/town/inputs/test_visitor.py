@@ -10,6 +10,7 @@ import pytest
 from sqlmodel import col, select
 
 from tests.factories import CAFE_PAIR, at_cafe, make_engine, memories, resident, until
+from tests.fakes.brain import ScriptedBrain
 from town.inputs.admin import whisper
 from town.inputs.visit import Visit
 from town.inputs.visitor import join, say
@@ -17,8 +18,7 @@ from town.llm import urgency
 from town.llm.chain import Handles
 from town.llm.depth import ChainCountingBrain
 from town.llm.pacing import Pacer
-from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.store.models import OutboxEvent
 from town.tick.engine import Engine

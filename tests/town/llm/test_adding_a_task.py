@@ -14,7 +14,7 @@ from town.llm import made
 from town.llm.client import open_client
 from town.llm.offline.hearing import Hearing
 from town.llm.port import OfflineBrain
-from town.llm.shapes import Schema, exactly, prop
+from town.llm.structured import Schema, exactly, prop
 from town.llm.task import Task, make_task
 from town.llm.urgency import BACKGROUND
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from town.llm.caps import capped
-from town.llm.schemas import SPEECH_CAP, InterviewResult, UtterResult
+from town.llm.schemas import SPEECH_CAP, InterviewResult, UtterResult, capped
 
 
 def test_only_text_is_capped() -> None:

@@ -6,7 +6,7 @@ import httpx2
 import openai
 import pytest
 
-from town.llm import formats
+from town.llm import structured
 from town.llm.tasks import EMOJI
 
 
@@ -28,33 +28,33 @@ def status_error(status: int, message: str) -> openai.APIStatusError:
     ],
 )
 def test_a_rejection_names_the_response_format(status: int, message: str, rejects: bool) -> None:
-    assert formats.rejects_format(status_error(status, message)) is rejects
+    assert structured.rejects_format(status_error(status, message)) is rejects
 
 
 def test_each_mode_asks_differently() -> None:
     schema = EMOJI.json_schema()
-    assert formats.response_format("json_schema", "emoji", schema)["json_schema"] == {
+    assert structured.response_format("json_schema", "emoji", schema)["json_schema"] == {
         "name": "emoji",
         "schema": schema,
         "strict": False,
     }
-    assert formats.response_format("json_object", "emoji", schema) == {
+    assert structured.response_format("json_object", "emoji", schema) == {
         "type": "json_object",
         "schema": schema,
     }
-    assert formats.response_format("text", "emoji", schema) is openai.omit
+    assert structured.response_format("text", "emoji", schema) is openai.omit
 
 
 def test_outside_json_schema_mode_the_prompt_holds_the_schema() -> None:
     messages = EMOJI.render(EMOJI.input_model(action="baking bread"))
     schema = EMOJI.json_schema()
-    assert formats.wire(messages, "json_schema", schema) == messages
+    assert structured.wire(messages, "json_schema", schema) == messages
     for kind in ("json_object", "text"):
-        system = formats.wire(messages, kind, schema)[0]
+        system = structured.wire(messages, kind, schema)[0]
         assert system["role"] == "system"
         assert '"maxLength":16' in str(system.get("content"))
 
 
 def test_what_the_server_said_fits_one_line() -> None:
     error = status_error(500, "Error code: 500 - 1 validation error:\n  bad 'response_format'")
-    assert formats.said(error) == "1 validation error: bad 'response_format'"
+    assert structured.said(error) == "1 validation error: bad 'response_format'"

@@ -23,8 +23,9 @@ from tests.helpers import Composed, sample
 from town.llm import urgency
 from town.llm.client import open_client
 from town.llm.port import Brain, OfflineBrain
-from town.llm.shapes import max_tokens_for
-from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS, SpeechTask
+from town.llm.speech import SpeechTask
+from town.llm.structured import max_tokens_for
+from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS
 from town.llm.usage import TokenBudget, UsageTally
 
 BY_NAME = {task.name: task for task in TASKS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import sample
-from town.llm.lenient import NoJSON, load, mend
+from town.llm.structured import NoJSON, load, mend
 from town.llm.tasks import EMOJI, RATE_IMPORTANCE, REACT
 
 

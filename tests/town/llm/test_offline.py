@@ -11,16 +11,18 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from tests.fakes.brain import ScriptedBrain
 from tests.helpers import SAMPLES, sample
 from town.llm import schemas as s
 from town.llm.offline.text import importance
-from town.llm.port import Brain, OfflineBrain, ScriptedBrain
+from town.llm.port import Brain, OfflineBrain
 from town.llm.schemas import minutes
+from town.llm.speech import SpeechTask
+from town.llm.task import INPUT_MARKER, Task
 from town.llm.tasks import (
     CHOOSE_LOCATION,
     DECOMPOSE,
     EMOJI,
-    INPUT_MARKER,
     INTERVIEW,
     OBJECT_STATE,
     PLAN_DAY,
@@ -31,8 +33,6 @@ from town.llm.tasks import (
     SUMMARIZE,
     TASKS,
     UTTER,
-    SpeechTask,
-    Task,
 )
 
 BY_NAME = {task.name: task for task in TASKS}

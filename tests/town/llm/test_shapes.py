@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import sample
 from town.experiments.tasks import EXPERIMENT_TASKS
-from town.llm.shapes import MAX_TOKENS_CEILING, max_tokens_for
+from town.llm.structured import MAX_TOKENS_CEILING, max_tokens_for
 from town.llm.tasks import (
     CHOOSE_LOCATION,
     PLAN_DAY,

@@ -11,8 +11,7 @@ import pytest
 from standins.llm.server import running
 from tests.helpers import Composed, sample
 from town.llm.client import open_client
-from town.llm.pacing import Pacer
-from town.llm.slots import ask_once, default_slots, props_url, told_slots
+from town.llm.pacing import Pacer, default_slots, props_url, told_slots
 from town.llm.tasks import EMOJI
 
 
@@ -28,10 +27,10 @@ async def test_a_server_is_asked_once_and_its_slots_told_to_the_pacer() -> None:
     async with running(slots=2) as url:
         client = open_client(url, "key", 5.0)
         pacer = Pacer(8, 60)
-        await ask_once(pacer, client)
+        await pacer.ask_once(client)
         assert pacer.asked.is_set() and pacer.said_by == "server" and pacer.slots == 2
         pacer.slots = 5
-        await ask_once(pacer, client)  # asked once only
+        await pacer.ask_once(client)  # asked once only
         assert pacer.slots == 5
         await client.close()
 

@@ -11,10 +11,10 @@ import pytest
 from sqlmodel import select
 
 from tests.factories import CAFE_PAIR, at_cafe, make_engine, until
+from tests.fakes.brain import ScriptedBrain
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.moderation import ModerationEndpoint
-from town.llm.port import ScriptedBrain
 from town.outbox.moderation import MODERATED, Blocklist, ModeratedBrain, read_blocklist
 from town.store.db import Store
 from town.store.models import AuditEntry, OutboxEvent

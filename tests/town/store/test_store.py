@@ -237,7 +237,7 @@ class _HeldBrain:
     """A scripted brain whose first call waits until ``go`` is set: a tick in mid-flight."""
 
     def __init__(self) -> None:
-        from town.llm.port import ScriptedBrain
+        from tests.fakes.brain import ScriptedBrain
 
         self.inner = ScriptedBrain()
         self.name = self.inner.name

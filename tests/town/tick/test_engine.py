@@ -23,13 +23,13 @@ from tests.factories import (
     ticks,
     until,
 )
+from tests.fakes.brain import ScriptedBrain
 from town.inputs.admin import set_object, whisper
 from town.inputs.unit import UnknownResident, resident_named
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
 from town.llm.embedders import CachedEmbedder, HashEmbedder
-from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.memory.embedding_queue import flush_queues, shared_queue
 from town.memory.stream import stored_text
 from town.store.db import Store

@@ -13,8 +13,8 @@ from adapters.web.server import WebAdapter
 from bot.runtime.settings import load_settings
 from standins.llm.server import running
 from tests.factories import open_runtime
+from tests.fakes.brain import ScriptedBrain
 from town.llm import made
-from town.llm.port import ScriptedBrain
 from town.llm.schemas import SummarizeInput, SummarizeResult
 from town.llm.tasks import SUMMARIZE
 from town.store.models import Memory, PlanItem, Resident

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from tests.factories import CAFE_PAIR, at_cafe, make_engine, resident, until
+from tests.fakes.brain import ScriptedBrain
 from town.inputs.admin import whisper
-from town.llm.port import ScriptedBrain
 from town.llm.schemas import ReactInput
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.tick.state import ResidentState
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from sqlmodel import select
 
 from tests.factories import ResidentFactory
+from tests.fakes.brain import ScriptedBrain
 from town.llm.embedders import HashEmbedder
-from town.llm.port import ScriptedBrain
 from town.memory.stream import MemoryStream, NewMemory
 from town.memory.vectors import InMemoryIndex
 from town.store.db import Store

@@ -11,10 +11,10 @@ import pytest
 from sqlmodel import select
 
 from tests.factories import add_town, make_engine, resident, ticks
+from tests.fakes.brain import ScriptedBrain
 from town.inputs.admin import set_object, set_paused, set_speed, whisper
 from town.inputs.query import interview
-from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import QueryWhileThinking, Store
 from town.store.ids import blocks, new_ids
 from town.store.models import AuditEntry, Memory, PendingInput, Town, WorldObject

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import CAFE_PAIR, make_engine, resident
+from tests.fakes.brain import ScriptedBrain
 from town.llm.chain import Handles
 from town.llm.pacing import Pacer
-from town.llm.port import ScriptedBrain
 from town.store.db import Store
 from town.tick.state import ResidentState
 

@@ -12,8 +12,9 @@ from types import MappingProxyType
 
 from town.experiments.gather import offline
 from town.experiments.gather import schemas as s
-from town.llm import lenient
-from town.llm.task import INPUT_MARKER, I, Message, Offline, R, Task, _prompt_text
+from town.llm import structured
+from town.llm.structured import Message
+from town.llm.task import INPUT_MARKER, I, Offline, R, Task, _prompt_text
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
 _INLINE_WHEN_EMPTY = MappingProxyType({"received": "No Messages", "memories": "nothing yet"})
@@ -59,7 +60,7 @@ def free_text(content: str) -> str:
     """The text of a reply that is not the requested JSON (see :class:`FreeTextTask`)."""
     text = content.strip()
     try:
-        data = lenient.load(text)
+        data = structured.load(text)
     except ValueError:
         return text[:_FREE_TEXT_LIMIT]
     if isinstance(data, str):

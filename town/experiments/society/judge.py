@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from town.llm.offline.hearing import Hearing
 from town.llm.schemas import Name, Remark
-from town.llm.shapes import Schema
+from town.llm.structured import Schema
 from town.llm.task import make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")

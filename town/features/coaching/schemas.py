@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from town.llm.schemas import Insight, Utterance
-from town.llm.tasks import PROSE_LINE, quoted
+from town.llm.task import PROSE_LINE, quoted
 from town.text import clean_text
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from town.features.coaching import offline
 from town.features.coaching import schemas as s
-from town.llm.tasks import Task, make_task
+from town.llm.task import Task, make_task
 
 PROMPTS = resources.files(__package__).joinpath("prompts")
 

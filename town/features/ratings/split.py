@@ -11,7 +11,7 @@ import random
 from typing import Literal
 
 from town.llm.port import Brain, I, R
-from town.llm.tasks import Task
+from town.llm.task import Task
 
 Split = Literal["resident", "message"]
 

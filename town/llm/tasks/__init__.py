@@ -7,19 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from town.llm.speech import SpeechTask
-from town.llm.task import (
-    INPUT_MARKER,
-    PROMPTS,
-    PROSE_LINE,
-    TASK_LINE,
-    InProse,
-    Message,
-    Task,
-    make_task,
-    prose_values,
-    quoted,
-)
+from town.llm.task import INPUT_MARKER, TASK_LINE, Task
 from town.llm.tasks.day import CHOOSE_LOCATION, DECOMPOSE, PLAN_DAY
 from town.llm.tasks.noticing import EMOJI, OBJECT_STATE, RATE_IMPORTANCE, REACT
 from town.llm.tasks.reflection import REFLECT_INSIGHTS, REFLECT_QUESTIONS, SUMMARIZE
@@ -33,8 +21,6 @@ __all__ = [
     "INTERVIEW",
     "OBJECT_STATE",
     "PLAN_DAY",
-    "PROMPTS",
-    "PROSE_LINE",
     "RATE_IMPORTANCE",
     "REACT",
     "REFLECT_INSIGHTS",
@@ -43,13 +29,7 @@ __all__ = [
     "TASKS",
     "TASK_LINE",
     "UTTER",
-    "InProse",
-    "Message",
-    "SpeechTask",
     "Task",
-    "make_task",
-    "prose_values",
-    "quoted",
 ]
 
 TASKS: tuple[Task[Any, Any], ...] = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from town.llm import schemas as s
 from town.llm.offline import noticing as offline
 from town.llm.offline import social
-from town.llm.shapes import Schema, exactly, prop
+from town.llm.structured import Schema, exactly, prop
 from town.llm.task import make_task
 from town.llm.urgency import BACKGROUND
 

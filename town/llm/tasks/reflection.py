@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from town.llm import schemas as s
 from town.llm.offline import social as offline
-from town.llm.shapes import Schema, prop
+from town.llm.structured import Schema, prop
 from town.llm.task import make_task
 from town.llm.urgency import BACKGROUND, PLANNING
 

@@ -24,7 +24,7 @@ from town.llm.chain import think_with
 from town.llm.client import open_client
 from town.llm.embedders import HashEmbedder
 from town.llm.port import Brain, OfflineBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.store.models import Memory
 

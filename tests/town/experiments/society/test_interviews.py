@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 from bot.cli.eval_society import society
 from bot.cli.main import app as bottown
 from tests.factories import MINITOWN, make_engine
+from tests.fakes.brain import ScriptedBrain
 from tests.town.experiments.society.test_measures import ISABELLA, KLAUS, MARIA, at, replay
 from town.experiments.society.interviews import evaluate
 from town.experiments.society.judge import JUDGE_KNOWS, JudgeKnowsInput
 from town.experiments.society.report import plot_diffusion, plot_graphs, write_answers
-from town.llm.port import OfflineBrain, ScriptedBrain
+from town.llm.port import OfflineBrain
 from town.memory.stream import NewMemory
 from town.store.db import Store
 from town.store.models import Conversation, Resident

@@ -14,13 +14,13 @@ from sqlalchemy.engine import make_url
 from sqlmodel import select
 
 from tests.factories import memories, resident
+from tests.fakes.brain import ScriptedBrain
 from tests.town.features.coaching.test_session import ALICE, DANA, KEY, practice_town, speak
 from tests.town.features.consent.support import traces
 from town.features.coaching.feedback import feedback
 from town.features.coaching.session import BUSY
 from town.features.consent.forget import forget
-from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.store.db import Store
 from town.store.models import PendingInput, Town
 from town.tick.engine import Engine, TickReport

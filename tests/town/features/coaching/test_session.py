@@ -16,12 +16,12 @@ from sqlmodel import select
 from adapters.core.ports import Caller
 from bot.runtime.commands import Commands
 from tests.factories import Streams, make_engine, resident, until
+from tests.fakes.brain import ScriptedBrain
 from town.features.coaching import schemas as s
 from town.features.coaching.interviews import Interviews, load_interviews
 from town.features.coaching.room import plug_in
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
-from town.llm.port import ScriptedBrain
 from town.store.db import Store
 from town.store.models import Memory, Town
 from town.tick.engine import Engine

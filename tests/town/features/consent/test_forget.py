@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from bot.runtime.towns import replay_line
 from tests.factories import CAFE_PAIR, T0, at_cafe, make_engine, memories, until
+from tests.fakes.brain import ScriptedBrain
 from tests.town.features.consent.support import (
     PHRASE,
     add_reflection,
@@ -28,8 +29,7 @@ from town.inputs.consent import set_muted
 from town.inputs.query import interview
 from town.inputs.visit import Visit
 from town.inputs.visitor import say
-from town.llm.port import ScriptedBrain
-from town.llm.tasks import Task
+from town.llm.task import Task
 from town.outbox.events import TownEvent
 from town.store.db import Store
 from town.store.models import AuditEntry, ForgetOrder, Memory, OutboxEvent, Visitor

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from tests.fakes.brain import ScriptedBrain
 from town.features.ratings.split import SplitBrain
-from town.llm.port import ScriptedBrain
 from town.llm.schemas import UtterInput
 from town.llm.tasks import UTTER
 
