@@ -55,7 +55,6 @@ from town.llm.client import open_client
 from town.llm.depth import ChainCountingBrain
 from town.llm.pacing import default_slots
 from town.llm.port import Brain, OfflineBrain
-from town.llm.report import in_words
 from town.llm.usage import UsageTally
 from town.memory.embedding_queue import flush_queues
 from town.memory.vectors import ChromaIndex
@@ -299,7 +298,8 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         f"{result['fallback_share']:.1%} of answers by the offline fallback"
     ]
     for task, reasons in result["fallbacks_by_task"].items():
-        lines.append(f"  {in_words(task)}: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
+        words = result.get("tasks_in_words", {}).get(task, task)
+        lines.append(f"  {words}: " + ", ".join(f"{r} {n}" for r, n in reasons.items()))
     if result.get("pace"):
         lines.append(result["pace"])
     cached = result.get("cached_prompt_share")

@@ -27,7 +27,7 @@ from town.inputs import visitor
 from town.inputs.limits import VisitorRateLimit
 from town.inputs.visit import EmptyWords, Visit
 from town.llm import urgency
-from town.llm.report import AnswerReport, in_words
+from town.llm.report import AnswerReport
 from town.outbox import audit
 from town.store.db import Store
 from town.store.usage import DailyTokenBudget, StoredUsage
@@ -240,7 +240,8 @@ class TownRuntime:
         kept = self.engine.llm.report.offline_for_pace()
         said = f"clock {pct:.0f}% behind its pace" if pct else ""
         if kept:
-            tasks = ", ".join(f"{in_words(task)} {n}" for task, n in kept.items())
+            words = self.engine.llm.report.in_words
+            tasks = ", ".join(f"{words(task)} {n}" for task, n in kept.items())
             told = self.engine.llm.pace_line() or f"made offline to keep the pace: {tasks}"
             said += ("; " if said else "") + told
         return said

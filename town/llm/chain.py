@@ -89,10 +89,10 @@ class Handles:
         every = math.ceil(needed / 5) * 5 if needed > 5 else max(1, math.ceil(needed))
         kept = self.report.offline_for_pace()
         if self.pace_s is not None and kept:
+            offline = said_together([self.report.in_words(t) for t in kept])
             line += (
-                f"; at a tick every {self.pace_s:g} s the residents' "
-                f"{said_together(list(kept))} are made offline; a tick every {every} s "
-                "would let the model do all of it"
+                f"; at a tick every {self.pace_s:g} s the residents' {offline} are made offline; "
+                f"a tick every {every} s would let the model do all of it"
             )
         else:
             line += f"; a tick every {every} s or more needs no offline answers"

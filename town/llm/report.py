@@ -15,31 +15,9 @@ WARN_AFTER = 20
 """Answers in a day before the log warns about the share (a first fallback is not 100%)."""
 
 
-TASK_WORDS = {
-    "utter": "small talk",
-    "interview": "interview answers",
-    "rate_importance": "ratings",
-    "react": "reactions",
-    "emoji": "emoji",
-    "object_state": "changes to things",
-    "plan_day": "day plans",
-    "decompose": "hourly plans",
-    "choose_location": "choices of where to go",
-    "reflect_questions": "reflections",
-    "reflect_insights": "reflections",
-    "summarize": "wake-up summaries",
-}
-"""A task in a member's words, for ``status`` and the page's header."""
-
-
-def in_words(task: str) -> str:
-    """``task`` as a member would call it (a task of a feature keeps its name)."""
-    return TASK_WORDS.get(task, task.replace("_", " "))
-
-
-def said_together(tasks: list[str]) -> str:
-    """Tasks in words, each once, joined as a person would ("a, b and c")."""
-    named = list(dict.fromkeys(in_words(t) for t in tasks))
+def said_together(named: list[str]) -> str:
+    """Words, each once, joined as a person would ("a, b and c")."""
+    named = list(dict.fromkeys(named))
     return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
 
 
@@ -59,6 +37,7 @@ class AnswerReport:
         self.cached_tokens: Counter[date] = Counter()  # held by the server's prefix cache
         self.ticks: Counter[date] = Counter()
         self._warned: date | None = None
+        self._words: dict[str, str] = {}  # a task's name -> the task as a member calls it
 
     def prompted(self, prompt_tokens: int, cached_tokens: int) -> None:
         """A thought's prompt tokens, and how many of them the server's prefix cache held."""
@@ -87,7 +66,11 @@ class AnswerReport:
         kept = sum(c[PACE] for c in fallback.values())
         return (sum(model.values()) + kept) / self.ticks[day]
 
-    def answered(self, task: str, fallback_reason: str | None) -> None:
+    def answered(self, task: str, fallback_reason: str | None, words: str = "") -> None:
+        """An answer to ``task`` (by the model, else the fallback's reason); ``words``: the task
+        as a member calls it."""
+        if words:
+            self._words[task] = words
         if fallback_reason is None:
             self.model[(self.today(), task)] += 1
         else:
@@ -122,6 +105,7 @@ class AnswerReport:
             "fallback_share": round(self.share(day), 4),
             "cached_prompt_share": None if cached is None else round(cached, 4),
             "fallbacks_by_task": {t: dict(sorted(fallback[t].items())) for t in sorted(fallback)},
+            "tasks_in_words": {t: self.in_words(t) for t in tasks},
             "answers_by_task": {
                 t: {"model": model[t], "fallback": sum(fallback.get(t, Counter()).values())}
                 for t in tasks
@@ -150,6 +134,10 @@ class AnswerReport:
             self._warned = day
         return found
 
+    def in_words(self, task: str) -> str:
+        """``task`` as a member calls it (as the task says, else its name spaced)."""
+        return self._words.get(task, task.replace("_", " "))
+
     def offline_for_pace(self) -> dict[str, int]:
         """Today's answers given offline to keep the town's pace, by task (most first)."""
         day = self.today()
@@ -172,7 +160,7 @@ class AnswerReport:
         ]
         for task in sorted(fallback):
             reasons = ", ".join(f"{r} {n}" for r, n in fallback[task].most_common())
-            lines.append(f"  fallback {in_words(task)} ({task}): {reasons}")
+            lines.append(f"  fallback {self.in_words(task)} ({task}): {reasons}")
         if (cached := self.cached_share(day)) is not None:
             lines.append(f"LLM prompt tokens held by the server's cache today: {cached:.0%}")
         warning = self.warning()

@@ -45,7 +45,8 @@ class Reported:
             )
         finally:
             spend.release()  # recorded (or given up): the budget counts it now
-        self.report.answered(task.name, None if by_model else made.reason_of(who))
+        reason = None if by_model else made.reason_of(who)
+        self.report.answered(task.name, reason, task.in_words)
         self.report.prompted(spend.prompt_tokens, spend.cached_tokens)
         if not by_model and (warning := self.report.warn_once()) is not None:
             log.warning("LLM %s", warning)

@@ -210,6 +210,7 @@ def speech_task(
     limit: int = s.SPEECH_CAP,
     offline: Offline[I, R] | None = None,
     urgency: int = TALK,
+    words: str = "",
 ) -> SpeechTask[I, R]:
     """A speaking task: ``prompts/<name>.txt`` (who speaks) and ``<name>_turn.txt``."""
     return SpeechTask(
@@ -220,6 +221,7 @@ def speech_task(
         string.Template(_prompt_text(name)),
         offline=offline,
         urgency=urgency,
+        words=words,
         turn=string.Template(_prompt_text(f"{name}_turn")),
         speaker_field=speaker_field,
         reading=reading,

@@ -100,6 +100,12 @@ class Task(Generic[I, R]):
     shaper: Shaper[I] | None = None
     urgency: int = TALK
     pace_share: float | None = None
+    words: str = ""  # the task as a member calls it, in ``status`` ("small talk", "ratings")
+
+    @property
+    def in_words(self) -> str:
+        """The task as a member calls it (else its name, spaced)."""
+        return self.words or self.name.replace("_", " ")
 
     def render(self, inputs: I) -> list[Message]:
         """System and user messages for these inputs."""
@@ -194,10 +200,21 @@ def make_task(
     urgency: int = TALK,
     pace_share: float | None = None,
     prompts: Traversable = PROMPTS,
+    words: str = "",
 ) -> Task[I, R]:
     """A task whose user prompt is ``<prompts>/<name>.txt`` (a feature passes its own folder)."""
     system = string.Template(_prompt_text("system")).substitute(task=name, role=role).strip()
     prompt = string.Template(_prompt_text(name, prompts))
     return Task(
-        name, input_model, result_model, system, prompt, check, offline, shaper, urgency, pace_share
+        name,
+        input_model,
+        result_model,
+        system,
+        prompt,
+        check,
+        offline,
+        shaper,
+        urgency,
+        pace_share,
+        words,
     )

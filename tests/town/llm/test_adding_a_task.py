@@ -57,6 +57,7 @@ def toy_task(prompts: Path) -> Task[MoodInput, MoodResult]:
         offline=moods_offline,
         shaper=one_mood_an_event,
         urgency=BACKGROUND,
+        words="moods",  # how ``status`` names it
         prompts=prompts,  # type: ignore[arg-type]  # (a folder: read as the package's prompts)
     )
 
@@ -76,5 +77,6 @@ async def test_a_toy_task_runs_through_the_fake_server_and_the_offline_brain(
         await client.close()
     assert made.made_by(by_model) == "m" and len(by_model.moods) == 2
     assert brain.report.as_json()["answers_by_task"] == {"toy_mood": {"model": 1, "fallback": 0}}
+    assert brain.report.in_words("toy_mood") == "moods"  # the task's own words, no registry
     offline = OfflineBrain().answer(task, inputs)
     assert offline.moods == ["cross", "calm"] and made.made_by(offline) == made.OFFLINE

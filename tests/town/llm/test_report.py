@@ -5,23 +5,25 @@ from __future__ import annotations
 from datetime import date
 
 from town.llm.report import WARN_AFTER, AnswerReport
+from town.llm.tasks import TASKS
 
 DAY = date(2026, 2, 13)
+WORDS = {task.name: task.in_words for task in TASKS}  # each task's own words, as the chain says
 
 
 def report_of(model: int, fallbacks: dict[str, int], task: str = "react") -> AnswerReport:
     report = AnswerReport(today=lambda: DAY)
     for _ in range(model):
-        report.answered(task, None)
+        report.answered(task, None, WORDS[task])
     for reason, n in fallbacks.items():
         for _ in range(n):
-            report.answered(task, reason)
+            report.answered(task, reason, WORDS[task])
     return report
 
 
 def test_figures_by_task_and_reason() -> None:
     report = report_of(18, {"timeout": 1, "HTTP 500": 1})
-    report.answered("utter", None)
+    report.answered("utter", None, WORDS["utter"])
     assert report.as_json() == {
         "fallback_share": round(2 / 21, 4),
         "cached_prompt_share": None,  # no server said what its cache held
@@ -30,6 +32,7 @@ def test_figures_by_task_and_reason() -> None:
             "react": {"model": 18, "fallback": 2},
             "utter": {"model": 1, "fallback": 0},
         },
+        "tasks_in_words": {"react": "reactions", "utter": "small talk"},
     }
     assert report.lines() == [
         "react: 18 by the model, 2 by the fallback (timeout 1, HTTP 500 1)",
@@ -63,9 +66,9 @@ def test_status_lines_say_the_answers_by_who_made_them() -> None:
 def test_the_log_warns_once_a_day_after_enough_answers() -> None:
     report = report_of(WARN_AFTER - 2, {"HTTP 500": 1})
     assert report.warn_once() is None  # too few answers yet to judge the day
-    report.answered("react", "HTTP 500")
+    report.answered("react", "HTTP 500", WORDS["react"])
     assert report.warn_once() is not None
-    report.answered("react", "HTTP 500")
+    report.answered("react", "HTTP 500", WORDS["react"])
     assert report.warn_once() is None
 
 
@@ -91,9 +94,9 @@ def test_the_pace_a_server_keeps_said_in_a_member_s_words() -> None:
     handles.keep_pace(4.0)
     for _ in range(3):  # three ticks, each wanting ten calls, of which one made by the model
         report.ticked()
-        report.answered("plan_day", None)
+        report.answered("plan_day", None, WORDS["plan_day"])
         for task in ["utter"] * 5 + ["rate_importance"] * 4:
-            report.answered(task, "pace")
+            report.answered(task, "pace", WORDS[task])
     assert handles.pace_line() == (
         "this server thinks about 15 things a minute; at a tick every 4 s the residents' "
         "small talk and ratings are made offline; a tick every 40 s would let the model do all "

@@ -26,6 +26,7 @@ PLAN_DAY = make_task(
     shaper=_plan_day_shape,
     urgency=PLANNING,
     pace_share=1.0,  # a day plan not made within a tick is made offline: the resident wakes
+    words="day plans",
 )
 
 
@@ -61,6 +62,7 @@ DECOMPOSE = make_task(
     shaper=_decompose_shape,
     urgency=PLANNING,
     pace_share=0.5,
+    words="hourly plans",
 )
 
 
@@ -102,4 +104,5 @@ CHOOSE_LOCATION = make_task(
     shaper=_choose_location_shape,
     urgency=PLANNING,
     pace_share=0.5,  # the resident moves on time
+    words="choices of where to go",
 )

@@ -35,6 +35,7 @@ RATE_IMPORTANCE = make_task(
     shaper=_one_score_each,
     urgency=BACKGROUND,
     pace_share=0.2,
+    words="ratings",
 )
 
 
@@ -62,6 +63,7 @@ REACT = make_task(
     _talk_to_present,
     offline=social.react,
     shaper=_someone_present,
+    words="reactions",
 )
 EMOJI = make_task(
     "emoji",
@@ -69,6 +71,7 @@ EMOJI = make_task(
     s.EmojiResult,
     "You turn an action into a few emoji shown beside a resident's name.",
     offline=offline.emoji,
+    words="emoji",
 )
 OBJECT_STATE = make_task(
     "object_state",
@@ -76,4 +79,5 @@ OBJECT_STATE = make_task(
     s.ObjectStateResult,
     "You say how an object's state changes when someone acts on it.",
     offline=offline.object_state,
+    words="changes to things",
 )

@@ -31,6 +31,7 @@ REFLECT_QUESTIONS = make_task(
     offline=offline.reflect_questions,
     shaper=_three_at_most,
     urgency=BACKGROUND,
+    words="reflections",
 )
 
 
@@ -64,6 +65,7 @@ REFLECT_INSIGHTS = make_task(
     offline=offline.reflect_insights,
     shaper=_cites_given,
     urgency=BACKGROUND,
+    words="reflections",
 )
 SUMMARIZE = make_task(
     "summarize",
@@ -73,4 +75,5 @@ SUMMARIZE = make_task(
     offline=offline.summarize,
     urgency=PLANNING,
     pace_share=1.0,  # a wake-up summary not made within a tick is made offline: it wakes
+    words="wake-up summaries",
 )

@@ -17,6 +17,7 @@ UTTER = speech_task(
     speaker_field="speaker",
     max_tokens=64,
     offline=visit.say,
+    words="small talk",
 )
 INTERVIEW = speech_task(
     "interview",
@@ -28,4 +29,5 @@ INTERVIEW = speech_task(
     limit=s.PASSAGE_CAP,
     offline=talk.interview,
     urgency=PERSON,
+    words="interview answers",
 )
