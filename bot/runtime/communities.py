@@ -2,7 +2,8 @@
 a town per Discord server that founded one.
 
 A server with no town gets a ``/town`` that says how to found one; ``/town found [persona]``
-(a member with Manage Server, or an operator's ``BOTTOWN_ADMINS``) founds it from a persona the
+(a member with Manage Server, one holding the role named ``BOTTOWN_FOUNDER_ROLE``, or an
+operator's ``BOTTOWN_ADMINS``) founds it from a persona the
 operator made available (``BOTTOWN_COMMUNITY_PERSONAS``), its channels are made and it runs.
 Each town is a ``Community`` row keyed by the server's id, with the settings its admins chose
 (``bot.runtime.community_settings``); every town shares this process's store, vector index,
@@ -171,8 +172,10 @@ class Communities:
 
     def how_to_found(self) -> str:
         personas = ", ".join(self.settings.community_personas)
+        role = self.settings.founder_role
+        who = f"Manage Server or the role @{role}" if role else "Manage Server"
         return (
-            "This server has no town yet. A member with Manage Server founds one with "
+            f"This server has no town yet. A member with {who} founds one with "
             f"`/town line:found` ({self.settings.community_personas[0]}), or "
             f"`/town line:found <persona>` (here: {personas}). The bot then makes a category "
             "of channels, one per place, and the residents (AI personas) wake at their hour."
@@ -188,10 +191,10 @@ class Communities:
             words = words[1:]
         if not words or words[0].lower() != "found":
             return Reply(self.how_to_found(), private=True)
-        if not (caller.is_admin or f"{caller.platform}:{caller.user_id}" in self.settings.admins):
-            return Reply(
-                "Only a member with Manage Server may found the town here.", True, ok=False
-            )
+        if not self.may_found(guild, caller):
+            role = self.settings.founder_role
+            who = f"Manage Server or the role @{role}" if role else "Manage Server"
+            return Reply(f"Only a member with {who} may found the town here.", True, ok=False)
         chosen = words[1] if len(words) > 1 else self.settings.community_personas[0]
         persona = next(
             (p for p in self.settings.community_personas if p.lower() == chosen.lower()), None
@@ -203,6 +206,15 @@ class Communities:
             if self.community(guild.id) is not None:
                 return Reply("This server has its town already.", True, ok=False)
             return await self._found(guild, persona)
+
+    def may_found(self, guild: discord.Guild, caller: Caller) -> bool:
+        """Manage Server, the founder role of the settings (by name, as the server made it),
+        or one of the operator's admins."""
+        if caller.is_admin or f"{caller.platform}:{caller.user_id}" in self.settings.admins:
+            return True
+        wanted = self.settings.founder_role.strip().lower()
+        held = (guild.get_role(int(r)) for r in caller.roles if r.isdigit())
+        return bool(wanted) and any(r is not None and r.name.lower() == wanted for r in held)
 
     async def _found(self, guild: discord.Guild, persona: str) -> Reply:
         name = self._free_name(load_town(persona).name, guild)

@@ -194,6 +194,12 @@ class Settings(BaseSettings):
         description="Persona folders a Discord server may found its town from "
         "(`/town found [persona]`); the first is the default.",
     )
+    founder_role: str = Field(
+        "Town Founder",
+        max_length=100,
+        description="The name of a role whose holders may found a server's town, besides "
+        "members with Manage Server (a server makes the role and hands it out; empty: none).",
+    )
     forget_removed_after: float = Field(
         30.0,
         ge=0,

@@ -283,3 +283,23 @@ async def test_an_admin_changes_the_towns_settings_and_a_member_is_refused(host:
         assert stored is not None and (stored.minutes_per_tick, stored.tick_seconds) == (5, 30)
     shown = (await town(zeph, "settings"))["content"]
     assert "5 game minutes" in shown or "5 minutes" in shown, shown
+
+
+async def test_a_member_with_the_founder_role_founds_and_one_without_is_refused(
+    host: Host,
+) -> None:
+    fake = host.fake
+    founders = await fake.make_role(fake.home, "town founder")  # the name, in any case
+    others = await fake.make_role(fake.home, "Town Keepers")
+    zeph = fake.add_member("Zeph", roles=(others["id"],))
+    bea = fake.add_member("Bea", roles=(founders["id"],))
+    general = fake.channel_named("general")["id"]
+
+    token = await fake.slash(zeph, general, "town", [_line("found")])
+    refused = (await until(lambda: fake.interactions[token].followups))[-1]
+    assert refused["flags"] & 64  # told privately
+    assert "Manage Server or the role @Town Founder" in refused["content"]
+    assert host.communities.community(fake.guild_id) is None
+
+    assert "is founded" in await host.found(fake.home, bea)
+    assert host.communities.community(fake.guild_id) is not None
