@@ -59,6 +59,7 @@ class Communities:
     watch: Watch
     keeper: Timekeeper
     now: Callable[[], datetime] = utcnow
+    admins_are: str = "members with Manage Server"
     ready: Callable[[TownRuntime], None] | None = None
     running: dict[int, RunningTown] = field(default_factory=dict)  # guild id -> its live town
     # one change at a time to a server's town: joined, removed, founded, restarted

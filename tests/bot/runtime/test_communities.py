@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from sqlmodel import col, select
 
 from adapters.discord.gateway import DiscordGateway
@@ -24,41 +22,13 @@ from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
 from standins.discord.guild import Guild
 from standins.discord.server import FakeDiscord
-from standins.llm.server import make_app
 from tests.adapters.discord.support import fake_discord, until
+from tests.bot.runtime.conftest import Prompts
 from tests.factories import MINITOWN
 from town.memory.vectors import ChromaIndex
 from town.store.models import AuditEntry, ChatLine, Community, Memory, Resident, Town, Visitor
 
 WORDS = "zanzibar marmalade"  # said in the first server only
-
-
-@dataclass
-class Prompts:
-    """Every prompt the fake LLM was sent, in order."""
-
-    seen: list[str] = field(default_factory=list)
-
-    @web.middleware
-    async def record(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.method == "POST" and request.path.endswith("/chat/completions"):
-            self.seen.append(json.dumps(await request.json(), ensure_ascii=False))
-        response: web.StreamResponse = await handler(request)
-        return response
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[tuple[str, Prompts]]:
-    prompts = Prompts()
-    app = make_app()
-    app.middlewares.append(prompts.record)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}/v1", prompts
-    await runner.cleanup()
 
 
 @dataclass
