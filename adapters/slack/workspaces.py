@@ -158,10 +158,11 @@ class SlackWorkspaces:
         web_app.router.add_post(EVENTS_PATH, self._request)
         web_app.router.add_get(INSTALL_PATH, self._install_page)
         web_app.router.add_get(REDIRECT_PATH, self._redirected)
-        self._runner = web.AppRunner(web_app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port).start()
-        self._port = int(self._runner.addresses[0][1])  # the real one when 0 was asked for
+        runner = web.AppRunner(web_app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, self._host, self._port).start()
+        self._port = int(runner.addresses[0][1])  # the real one when 0 was asked for
+        self._runner = runner  # serving, on that port
         log.info("Slack: the app of many workspaces on %s", self.url(""))
 
     async def stop(self) -> None:

@@ -3,6 +3,7 @@ every prompt it was sent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,14 +17,20 @@ from standins.llm.server import make_app
 
 @dataclass
 class Prompts:
-    """Every prompt the fake LLM was sent, in order."""
+    """Every prompt the fake LLM was sent, in order; while ``gate`` is clear, each is held
+    before it is answered (the server busy with it)."""
 
     seen: list[str] = field(default_factory=list)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.gate.set()
 
     @web.middleware
     async def record(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.method == "POST" and request.path.endswith("/chat/completions"):
             self.seen.append(json.dumps(await request.json(), ensure_ascii=False))
+            await self.gate.wait()
         response: web.StreamResponse = await handler(request)
         return response
 

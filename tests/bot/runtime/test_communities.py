@@ -25,6 +25,7 @@ from standins.discord.server import FakeDiscord
 from tests.adapters.discord.support import fake_discord, until
 from tests.bot.runtime.conftest import Prompts
 from tests.factories import MINITOWN
+from town.inputs.visit import Visit
 from town.memory.vectors import ChromaIndex
 from town.store.models import AuditEntry, ChatLine, Community, Memory, Resident, Town, Visitor
 
@@ -69,6 +70,7 @@ async def host(
         tick_seconds=3600,  # the test ticks
         visitor_messages_per_minute=0,
         daily_token_budget=500_000,
+        llm_slots=1,  # one call at the server at a time, whichever town makes it
     )
     async with fake_discord(monkeypatch) as fake:
         now = [datetime(2026, 12, 1, tzinfo=UTC)]
@@ -273,3 +275,52 @@ async def test_a_member_with_the_founder_role_founds_and_one_without_is_refused(
 
     assert "is founded" in await host.found(fake.home, bea)
     assert host.communities.community(fake.guild_id) is not None
+
+
+async def test_a_busy_towns_rush_does_not_delay_a_quiet_towns_reply(
+    host: Host, llm: tuple[str, Prompts]
+) -> None:
+    """One server slot for two towns: a rush of visitors in one, then one visitor in the other,
+    whose reply goes to the model after the call in flight and at most one of the rush's."""
+    fake, prompts = host.fake, llm[1]
+    second = await _second_server(host)
+    assert "is founded" in await host.found(fake.home, fake.add_member("Mayor", admin=True))
+    keeper = fake.add_member("Keeper", admin=True, guild=second)
+    assert "is founded" in await host.found(second, keeper)
+    for guild in (fake.home, second):
+        await _morning(host, guild)
+    busy = host.communities.running[fake.guild_id].runtime
+    quiet = host.communities.running[second.id].runtime
+    pacer = busy.engine.llm.pacer
+    assert pacer is not None and pacer is quiet.engine.llm.pacer and pacer.slots == 1
+
+    rush = 8
+    before = len(prompts.seen)
+    prompts.gate.clear()  # the server holds the first call: the others queue in the pacer
+    said = [
+        asyncio.create_task(
+            busy.visitor_says(
+                Visit.of("Hobbs Cafe", f"Member {i}", f"Isabella, rushword{i}?", "discord", f"9{i}")
+            )
+        )
+        for i in range(rush)
+    ]
+    await until(lambda: pacer.waiting == rush - 1)
+    said.append(
+        asyncio.create_task(
+            quiet.visitor_says(
+                Visit.of("Hobbs Cafe", "Quinn", "Isabella, quietword?", "discord", "77")
+            )
+        )
+    )
+    await until(lambda: pacer.waiting == rush)
+    prompts.gate.set()
+    await asyncio.gather(*said)
+
+    order = [
+        "quiet" if "quietword" in p else "busy"
+        for p in prompts.seen[before:]
+        if "quietword" in p or "rushword" in p
+    ]
+    assert order.count("busy") >= rush  # every visitor of the rush was answered by the model
+    assert "quiet" in order[:3], order  # the one in flight, at most one of the rush, then it

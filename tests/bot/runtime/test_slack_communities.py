@@ -19,9 +19,10 @@ import pytest
 from sqlmodel import col, select
 
 from adapters.slack.workspaces import REDIRECT_PATH
+from bot.runtime.live import default_platforms
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import load_settings
-from bot.runtime.slack_communities import SlackCommunities, workspaces_of
+from bot.runtime.slack_communities import SlackCommunities, serves_workspaces, workspaces_of
 from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
 from standins.slack.events import event_callback, send, slash_command, uninstalled
@@ -276,3 +277,15 @@ async def test_uninstalled_the_town_pauses_then_is_forgotten(host: Host) -> None
     assert stays.id in host.communities.running
     ns = host.communities.settings.chroma_namespace
     assert f"{ns}-t{gone}" not in host.communities.services.index.names()
+
+
+def test_run_serves_many_workspaces_with_the_apps_oauth_settings(tmp_path: Path) -> None:
+    one = load_settings(data_dir=tmp_path, slack_bot_token="xoxb-one")
+    many = load_settings(data_dir=tmp_path, slack_client_id=CLIENT_ID)
+    assert not serves_workspaces(one, ["slack"], None)  # one bot token: one workspace, as before
+    assert serves_workspaces(many, ["slack"], None)
+    assert not serves_workspaces(many, ["slack"], "smallville")  # a town named: that town
+    assert not serves_workspaces(many, ["discord", "slack"], None)
+    assert default_platforms(many) == ["slack"]
+    with pytest.raises(ValueError, match="BOTTOWN_SLACK_CLIENT_SECRET"):
+        workspaces_of(many, "sqlite:///unused.db")
