@@ -3,8 +3,10 @@ its own name.
 
 Inbound is a slack-bolt ``AsyncApp``: Socket Mode by default (the app-level token), or the HTTP
 Events API served with aiohttp on ``host:port`` (Bolt checks every request's signature and its
-5-minute replay window). This module is that transport; the channels, the listeners and the
-poster live beside it (``channels``, ``inbound``, ``poster``).
+5-minute replay window); or, for one of many workspaces, the app they share
+(``adapters.slack.workspaces``: ``shared`` and the workspace's ``team_id``, its bot token from
+the installation store). This module is that transport; the channels, the listeners and the
+poster live beside it (``channels``, ``listeners``, ``inbound``, ``poster``).
 """
 
 from __future__ import annotations
@@ -13,35 +15,31 @@ import asyncio
 import logging
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.core.links import ChannelLinks
 from adapters.core.ports import Outgoing, TownPort
 from adapters.slack.channels import LocationChannels
-from adapters.slack.confirm import ACTION_ID, Confirmations
+from adapters.slack.confirm import Confirmations
 from adapters.slack.departures import Departures
 from adapters.slack.inbound import PLATFORM, Inbound
+from adapters.slack.listeners import listen
 from adapters.slack.members import Members
 from adapters.slack.poster import MAX_CHARS, MIN_INTERVAL_S, SlackPoster
 from adapters.slack.text import escape
+from adapters.slack.workspaces import EVENTS_PATH, SLACK_API, SlackWorkspaces, dispatched, retrying
 from town.store.db import Store
 
 log = logging.getLogger(__name__)
 
-SLACK_API = "https://slack.com/api/"
-EVENTS_PATH = "/slack/events"
 SOCKET_CONNECT_S = 30.0
 
 
 class SlackAdapter:
-    """The town in one Slack workspace (``adapters.core.ports.Adapter``)."""
+    """The town in one Slack workspace (``adapters.core.ports.Adapter``), on an app of its own
+    or on the one many workspaces share (``shared``)."""
 
     name = PLATFORM
     max_chars = MAX_CHARS
@@ -60,7 +58,12 @@ class SlackAdapter:
         port: int = 3000,
         host: str = "127.0.0.1",
         api_url: str = SLACK_API,
+        shared: SlackWorkspaces | None = None,
+        team_id: str = "",
     ) -> None:
+        self.shared, self.team_id = shared, team_id
+        if shared is not None:
+            mode, signing_secret = "http", shared.signing_secret
         if mode not in ("socket", "http"):
             raise ValueError(f"Slack mode must be 'socket' or 'http', not {mode!r}")
         if mode == "socket" and not app_token:
@@ -70,33 +73,23 @@ class SlackAdapter:
         self._mode, self._app_token = mode, app_token
         self._host, self._port = host, port
         # Inbound work and provisioning: connection and rate-limit retries inside the SDK.
-        self.client = AsyncWebClient(
-            token=bot_token,
-            base_url=api_url,
-            retry_handlers=[
-                AsyncConnectionErrorRetryHandler(max_retry_count=1),
-                AsyncRateLimitErrorRetryHandler(max_retry_count=2),
-            ],
-        )
+        self.client = AsyncWebClient(token=bot_token, base_url=api_url, **retrying())
         self.channels = LocationChannels(self.client, town, ChannelLinks(store, town_id, PLATFORM))
         self.poster = SlackPoster(self.channels, town, self.client, token=bot_token)
         self.inbound = Inbound(town, self.channels, Members(self.client), self.poster)
-        self.app = AsyncApp(
-            client=self.client,
-            signing_secret=signing_secret or None,
-            request_verification_enabled=bool(signing_secret),  # always on in HTTP mode
-            process_before_response=True,  # listeners only ack and hand off, so this is quick
-            name="bottown",
-        )
-        self.app.event("message")(self.inbound.on_message)
-        self.app.event("app_mention")(self.inbound.on_mention)
-        self.app.event("reaction_added")(self.inbound.on_reaction)
-        self.app.event("reaction_removed")(self.inbound.on_reaction)
-        self.app.command("/town")(self.inbound.on_command)
         self.departures = Departures(town, self.inbound.hand_off)
-        self.app.event("user_change")(self.departures.on_user_change)
         self.confirmations = Confirmations(self.inbound.confirmed, escape)
-        self.app.action(ACTION_ID)(self.confirmations.on_action)
+        if shared is None:
+            self.app = AsyncApp(
+                client=self.client,
+                signing_secret=signing_secret or None,
+                request_verification_enabled=bool(signing_secret),  # always on in HTTP mode
+                process_before_response=True,  # listeners only ack and hand off: quick
+                name="bottown",
+            )
+            listen(self.app, lambda team: self)
+        else:
+            self.app = shared.app
         self._team = ""
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None
@@ -113,13 +106,17 @@ class SlackAdapter:
         self.inbound.bot_id = str(auth.get("bot_id") or "")
         self._team = str(auth.get("team") or "")
         await self.channels.provision()
-        if self._mode == "socket":
+        if self.shared is not None:
+            self.shared.towns[self.team_id] = self
+        elif self._mode == "socket":
             await self._connect_socket()
         else:
             await self._serve_http()
         log.info("%s", self.status_line())
 
     async def stop(self) -> None:
+        if self.shared is not None and self.shared.towns.get(self.team_id) is self:
+            del self.shared.towns[self.team_id]
         if self._socket is not None:
             await self._socket.close_async()  # type: ignore[no-untyped-call]
             self._socket = None
@@ -133,6 +130,8 @@ class SlackAdapter:
         channels = f"{self.channels.count()} location channels"
         if self.poster.problem:
             channels += f"; posting PAUSED: {self.poster.problem}"
+        if self.shared is not None:
+            return f"Slack: {where} on the app of many workspaces, {channels}"
         if self._mode == "socket":
             return f"Slack: Socket Mode, {where}, {channels}"
         return f"Slack: HTTP events on {self._host}:{self._port}{EVENTS_PATH}, {where}, {channels}"
@@ -169,7 +168,4 @@ class SlackAdapter:
         self._port = int(self._runner.addresses[0][1])  # the real one when 0 was asked for
 
     async def _http_request(self, request: web.Request) -> web.Response:
-        if not request.headers.get("X-Slack-Request-Timestamp", "").isdigit():
-            return web.Response(status=401, text="invalid request")  # Bolt would answer 500
-        response = await self.app.async_dispatch(await to_bolt_request(request))
-        return await to_aiohttp_response(response)
+        return await dispatched(self.app, request)

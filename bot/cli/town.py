@@ -302,6 +302,7 @@ def run(
     from bot.runtime.communities import serve_communities, serves_communities
     from bot.runtime.live import default_platforms, serve
     from bot.runtime.run import PLATFORMS, TownRuntime
+    from bot.runtime.slack_communities import serve_workspaces, serves_workspaces
 
     def go() -> None:
         settings = settings_with_brain(brain)
@@ -335,6 +336,12 @@ def run(
             if serves_communities(settings, chosen, town):
                 out.print("Discord: one town per server; `/town` in a server says how to found one")
                 asyncio.run(serve_communities(settings, ready=ready))
+            elif serves_workspaces(settings, chosen, town):
+                out.print(
+                    "Slack: one town per workspace; install at /slack/install, then `/town` in "
+                    "a workspace says how to found one"
+                )
+                asyncio.run(serve_workspaces(settings, ready=ready))
             else:
                 asyncio.run(serve(settings, chosen, town=town, persona=persona, ready=ready))
         except KeyboardInterrupt:

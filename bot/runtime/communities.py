@@ -2,7 +2,8 @@
 a town per Discord server that founded one.
 
 A server with no town gets a ``/town`` that says how to found one; ``/town found [persona]``
-(a member with Manage Server, or an operator's ``BOTTOWN_ADMINS``) founds it from a persona the
+(a member with Manage Server, one holding the role named ``BOTTOWN_FOUNDER_ROLE``, or an
+operator's ``BOTTOWN_ADMINS``) founds it from a persona the
 operator made available (``BOTTOWN_COMMUNITY_PERSONAS``), its channels are made and it runs.
 Each town is a ``Community`` row keyed by the server's id, with the settings its admins chose
 (``bot.runtime.community_settings``); every town shares this process's store, vector index,
@@ -18,53 +19,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shlex
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import discord
-from sqlmodel import col, func, select
 
 from adapters.core.ports import Adapter, Caller, Reply
 from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.gateway import DiscordGateway
+from bot.runtime.community_rows import CommunityRows
 from bot.runtime.community_settings import TownChoices, settings_command
+from bot.runtime.community_town import CommunityTown, RunningTown, start_town, wanted_persona
 from bot.runtime.consent import leaving_forgets
 from bot.runtime.leaving import forget_removed, keep_forgetting
-from bot.runtime.live import run_town, watch_served
+from bot.runtime.live import watch_served
 from bot.runtime.run import TownRuntime
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
 from bot.runtime.towns import OpenTown, open_town
 from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
-from town.store.models import Community, Town, utcnow
+from town.store.models import Community, utcnow
 from town.world.load import load_town
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "discord"
-
-
-@dataclass
-class CommunityTown(TownRuntime):
-    """A community's town: its admins are also the holders of the roles it names."""
-
-    community_id: int = 0
-    admin_roles: frozenset[str] = frozenset()
-
-    async def command(self, caller: Caller, line: str) -> Reply:
-        if not caller.is_admin and self.admin_roles & set(caller.roles):
-            caller = replace(caller, is_admin=True)
-        return await super().command(caller, line)
-
-
-@dataclass
-class _Running:
-    runtime: CommunityTown
-    task: asyncio.Task[None]
 
 
 @dataclass
@@ -77,8 +59,9 @@ class Communities:
     watch: Watch
     keeper: Timekeeper
     now: Callable[[], datetime] = utcnow
+    admins_are: str = "members with Manage Server"
     ready: Callable[[TownRuntime], None] | None = None
-    running: dict[int, _Running] = field(default_factory=dict)  # guild id -> its live town
+    running: dict[int, RunningTown] = field(default_factory=dict)  # guild id -> its live town
     # one change at a time to a server's town: joined, removed, founded, restarted
     _locks: defaultdict[int, asyncio.Lock] = field(
         default_factory=lambda: defaultdict(asyncio.Lock)
@@ -153,13 +136,7 @@ class Communities:
     async def removed_while_away(self, present: set[int]) -> None:
         """Servers with a town that removed the bot while this process was down (Discord tells
         a bot of a removal only while it is connected)."""
-        with self.services.store.session() as s:
-            keys = s.exec(
-                select(Community.key).where(
-                    Community.platform == PLATFORM, col(Community.removed_at).is_(None)
-                )
-            ).all()
-        for key in keys:
+        for key in self.rows.present():
             if int(key) not in present:
                 await self.removed(int(key))
 
@@ -171,8 +148,10 @@ class Communities:
 
     def how_to_found(self) -> str:
         personas = ", ".join(self.settings.community_personas)
+        role = self.settings.founder_role
+        who = f"Manage Server or the role @{role}" if role else "Manage Server"
         return (
-            "This server has no town yet. A member with Manage Server founds one with "
+            f"This server has no town yet. A member with {who} founds one with "
             f"`/town line:found` ({self.settings.community_personas[0]}), or "
             f"`/town line:found <persona>` (here: {personas}). The bot then makes a category "
             "of channels, one per place, and the residents (AI personas) wake at their hour."
@@ -180,32 +159,31 @@ class Communities:
 
     async def desk(self, guild: discord.Guild, caller: Caller, line: str) -> Reply:
         """``/town <line>`` in a server with no town."""
-        try:
-            words = shlex.split(line.strip().removeprefix("/"))
-        except ValueError:
-            words = []
-        if words[:1] == ["town"]:
-            words = words[1:]
-        if not words or words[0].lower() != "found":
-            return Reply(self.how_to_found(), private=True)
-        if not (caller.is_admin or f"{caller.platform}:{caller.user_id}" in self.settings.admins):
-            return Reply(
-                "Only a member with Manage Server may found the town here.", True, ok=False
-            )
-        chosen = words[1] if len(words) > 1 else self.settings.community_personas[0]
-        persona = next(
-            (p for p in self.settings.community_personas if p.lower() == chosen.lower()), None
-        )
+        persona = wanted_persona(line, self.settings.community_personas)
         if persona is None:
-            offered = ", ".join(self.settings.community_personas)
-            return Reply(f"No persona {chosen!r} here; choose from: {offered}.", True, ok=False)
+            return Reply(self.how_to_found(), private=True)
+        if not self.may_found(guild, caller):
+            role = self.settings.founder_role
+            who = f"Manage Server or the role @{role}" if role else "Manage Server"
+            return Reply(f"Only a member with {who} may found the town here.", True, ok=False)
+        if isinstance(persona, Reply):
+            return persona
         async with self._locks[guild.id]:
             if self.community(guild.id) is not None:
                 return Reply("This server has its town already.", True, ok=False)
             return await self._found(guild, persona)
 
+    def may_found(self, guild: discord.Guild, caller: Caller) -> bool:
+        """Manage Server, the founder role of the settings (by name, as the server made it),
+        or one of the operator's admins."""
+        if caller.is_admin or f"{caller.platform}:{caller.user_id}" in self.settings.admins:
+            return True
+        wanted = self.settings.founder_role.strip().lower()
+        held = (guild.get_role(int(r)) for r in caller.roles if r.isdigit())
+        return bool(wanted) and any(r is not None and r.name.lower() == wanted for r in held)
+
     async def _found(self, guild: discord.Guild, persona: str) -> Reply:
-        name = self._free_name(load_town(persona).name, guild)
+        name = self.rows.free_name(load_town(persona).name, guild.name, str(guild.id), self._names)
         self._names.add(name.lower())  # another server founding meanwhile picks another
         choices = TownChoices(persona=persona)
         try:
@@ -219,18 +197,7 @@ class Communities:
         finally:
             self._names.discard(name.lower())
         assert opened.town.id is not None
-        row = Community(
-            platform=PLATFORM,
-            key=str(guild.id),
-            name=guild.name,
-            town_id=opened.town.id,
-            settings=choices.stored(),
-        )
-        with self.services.store.session() as s:
-            s.add(row)
-            s.flush()
-            s.refresh(row)
-            s.expunge(row)
+        row = self.rows.add(str(guild.id), guild.name, opened.town.id, choices.stored())
         log.info("Discord: %r founded its town %r from %s", guild.name, name, persona)
         await self._run(guild, opened, row)
         return Reply(
@@ -239,15 +206,6 @@ class Communities:
             "`/town line:settings` shows this town's settings.",
             private=True,
         )
-
-    def _free_name(self, name: str, guild: discord.Guild) -> str:
-        """The town's stored name: the persona's own while free, else with the server's."""
-        with self.services.store.session() as s:
-            for candidate in (name, f"{name} ({guild.name})"[:80], f"{name} {guild.id}"):
-                taken = s.exec(select(Town).where(func.lower(Town.name) == candidate.lower()))
-                if candidate.lower() not in self._names and taken.first() is None:
-                    return candidate
-        raise ValueError(f"no free name for the town of {guild.name!r}")
 
     # -- a town's run ----------------------------------------------------------------------
 
@@ -272,30 +230,15 @@ class Communities:
             admin_roles=frozenset(choices.admin_roles),
         )
         runtime.commands.table["settings"] = settings_command(self, runtime)
-        up = asyncio.Event()
-
-        def ready(started: TownRuntime) -> None:
-            up.set()
-            if self.ready is not None:
-                self.ready(started)
-
-        task = asyncio.create_task(
-            run_town(
-                runtime,
-                [PLATFORM],
-                ready=ready,
-                keeper=self.keeper,
-                make_adapter=lambda name, rt: self._adapter(rt, guild.id),
-            ),
-            name=f"town {guild.id}",
+        await start_town(
+            self.running,
+            guild.id,
+            runtime,
+            PLATFORM,
+            keeper=self.keeper,
+            make_adapter=lambda rt: self._adapter(rt, guild.id),
+            ready=self.ready,
         )
-        self.running[guild.id] = _Running(runtime, task)
-        waiting = asyncio.create_task(up.wait())
-        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
-        waiting.cancel()
-        if task.done():
-            self.running.pop(guild.id, None)
-            task.result()  # what stopped it, raised
 
     def _adapter(self, runtime: TownRuntime, guild_id: int) -> Adapter:
         return DiscordAdapter(
@@ -338,16 +281,12 @@ class Communities:
 
     # -- the store --------------------------------------------------------------------------
 
+    @property
+    def rows(self) -> CommunityRows:
+        return CommunityRows(self.services.store, PLATFORM)
+
     def community(self, guild_id: int) -> Community | None:
-        with self.services.store.session() as s:
-            row = s.exec(
-                select(Community).where(
-                    Community.platform == PLATFORM, Community.key == str(guild_id)
-                )
-            ).first()
-            if row is not None:
-                s.expunge(row)
-            return row
+        return self.rows.get(str(guild_id))
 
     def town_id_of(self, guild_id: int) -> int:
         row = self.community(guild_id)
@@ -356,29 +295,17 @@ class Communities:
         return row.town_id
 
     def community_by_town(self, town_id: int) -> Community:
-        with self.services.store.session() as s:
-            row = s.exec(select(Community).where(Community.town_id == town_id)).one()
-            s.expunge(row)
-            return row
+        return self.rows.by_town(town_id)
 
     def choose(self, town_id: int, choices: TownChoices) -> None:
         """Store a community's changed choices."""
-        self._save(self.community_by_town(town_id), settings=choices.stored())
+        self.rows.save(self.community_by_town(town_id), settings=choices.stored())
 
     def _town_name(self, row: Community) -> str:
-        with self.services.store.session() as s:
-            town = s.get(Town, row.town_id)
-            assert town is not None, f"the community {row.key}'s town is gone"
-            return town.name
+        return self.rows.town_name(row)
 
     def _save(self, row: Community, **changes: object) -> None:
-        with self.services.store.session() as s:
-            stored = s.get(Community, row.id)
-            assert stored is not None
-            for key, value in changes.items():
-                setattr(stored, key, value)
-                setattr(row, key, value)
-            s.add(stored)
+        self.rows.save(row, **changes)
 
 
 def serves_communities(settings: Settings, platforms: list[str], town: str | None) -> bool:

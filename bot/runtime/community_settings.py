@@ -64,6 +64,7 @@ class Keeper(Protocol):
     """Where the choices are kept and taken up (``bot.runtime.communities.Communities``)."""
 
     settings: Settings
+    admins_are: str  # who a community's admins are on its platform, roles aside
 
     def community_by_town(self, town_id: int) -> Community: ...
 
@@ -122,7 +123,7 @@ class _Settings:
         return "\n".join(
             [
                 f"- persona: {choices.persona or self.town.town_name}",
-                "- admins: members with Manage Server"
+                f"- admins: {self.communities.admins_are}"
                 + (f", and the roles {roles}" if roles else ""),
                 f"- daily budget: {budget or 'no limit'} tokens"
                 + (f" (the operator's ceiling: {ceiling})" if ceiling else ""),

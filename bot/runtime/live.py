@@ -80,6 +80,7 @@ def build_adapter(name: str, runtime: TownRuntime) -> Adapter:
             signing_secret=_secret(settings.slack_signing_secret),
             mode=settings.slack_mode,
             port=settings.slack_port,
+            host=settings.slack_host,
             api_url=settings.slack_api_url,
         )
     raise ValueError(f"unknown platform {name!r}; choose from {', '.join(PLATFORMS)}")
@@ -94,7 +95,7 @@ def default_platforms(settings: Settings) -> list[str]:
     found = []
     if settings.discord_token is not None:
         found.append("discord")
-    if settings.slack_bot_token is not None:
+    if settings.slack_bot_token is not None or settings.slack_client_id is not None:
         found.append("slack")
     return found or ["web"]
 

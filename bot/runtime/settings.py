@@ -194,6 +194,12 @@ class Settings(BaseSettings):
         description="Persona folders a Discord server may found its town from "
         "(`/town found [persona]`); the first is the default.",
     )
+    founder_role: str = Field(
+        "Town Founder",
+        max_length=100,
+        description="The name of a role whose holders may found a server's town, besides "
+        "members with Manage Server (a server makes the role and hands it out; empty: none).",
+    )
     forget_removed_after: float = Field(
         30.0,
         ge=0,
@@ -221,6 +227,25 @@ class Settings(BaseSettings):
         description="Slack Web API base URL (a proxy, or a local stand-in for tests).",
     )
     slack_port: int = Field(3000, ge=0, le=65535, description="Port for slack_mode = http.")
+    slack_host: str = Field(
+        "127.0.0.1", description="Address the HTTP Events API listens on (slack_mode = http)."
+    )
+    slack_client_id: str | None = Field(
+        None,
+        description="The Slack app's client id: set, `--platform slack` serves every workspace "
+        "that installs the app (OAuth, HTTP mode) instead of one bot token's.",
+    )
+    slack_client_secret: SecretStr | None = Field(
+        None, description="The Slack app's client secret (with slack_client_id)."
+    )
+    slack_redirect_uri: str | None = Field(
+        None,
+        description="The OAuth redirect URL as set in the app (https://<host>/slack/oauth_redirect).",
+    )
+    slack_authorize_url: str = Field(
+        "https://slack.com/oauth/v2/authorize",
+        description="Slack's install page (a local stand-in for tests).",
+    )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO")
 

@@ -3,6 +3,7 @@ tokens and calls."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
@@ -47,6 +48,9 @@ class StoredUsage:
         self.clock = clock
         self._pending: dict[tuple[date, str, str], list[int]] = {}
         self._stored: tuple[date, float, int, int] | None = None  # day, read at, calls, tokens
+        # one flush at a time: visitors' answers are stored by threads at once, and two that
+        # both found no row for a task would both insert it
+        self._flushing = threading.Lock()
 
     def record(
         self,
@@ -74,20 +78,24 @@ class StoredUsage:
         town is being founded, until :meth:`founded`)."""
         if not self._pending or self.town_id is None:
             return
-        pending, self._pending = self._pending, {}
-        self._stored = None  # read the totals afresh after this write
+        with self._flushing:
+            pending, self._pending = self._pending, {}
+            self._stored = None  # read the totals afresh after this write
+            self._add(self.town_id, pending)
+
+    def _add(self, town_id: int, pending: dict[tuple[date, str, str], list[int]]) -> None:
         with self.store.session() as s:
             for (day, task, resident), (calls, prompt, completion, fallbacks) in pending.items():
                 row = s.exec(
                     select(LlmUsage).where(
-                        LlmUsage.town_id == self.town_id,
+                        LlmUsage.town_id == town_id,
                         LlmUsage.day == day,
                         LlmUsage.task == task,
                         LlmUsage.resident == resident,
                     )
                 ).first()
                 if row is None:
-                    row = LlmUsage(town_id=self.town_id, day=day, task=task, resident=resident)
+                    row = LlmUsage(town_id=town_id, day=day, task=task, resident=resident)
                 row.calls += calls
                 row.prompt_tokens += prompt
                 row.completion_tokens += completion

@@ -8,11 +8,9 @@ import pytest
 
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.run import TownRuntime
+from standins.slack.server import running_fake_slack
+from standins.slack.workspace import FakeSlack
 from tests.adapters.slack.support import ADMIN, MEMBER, make_adapter
-from tests.fakes.slack_api import (
-    FakeSlack,
-    running_fake_slack,
-)
 
 
 @pytest.fixture(autouse=True)

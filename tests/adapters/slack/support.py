@@ -19,13 +19,7 @@ from adapters.core.delivery import OutboxPump
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.text import channel_name
 from bot.runtime.run import TownRuntime
-from tests.fakes.slack_api import (
-    APP_TOKEN,
-    BOT_TOKEN,
-    BOT_USER_ID,
-    TEAM_ID,
-    FakeSlack,
-)
+from standins.slack.workspace import APP_TOKEN, BOT_TOKEN, BOT_USER_ID, TEAM_ID, FakeSlack
 from town.outbox.events import TownEvent, write_outbox
 from town.store.models import ChannelLink, Delivery, Memory, OutboxEvent, Resident, Town, Visitor
 from town.tick.heard import waiting

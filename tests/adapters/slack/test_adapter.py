@@ -10,13 +10,9 @@ from pydantic import SecretStr
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.live import build_adapter
 from bot.runtime.run import TownRuntime
+from standins.slack.server import wait_for
+from standins.slack.workspace import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.adapters.slack.support import heard_by, heard_count, make_adapter, message, occupied
-from tests.fakes.slack_api import (
-    APP_TOKEN,
-    BOT_TOKEN,
-    FakeSlack,
-    wait_for,
-)
 
 
 async def test_socket_mode_acks_and_hears_an_event(runtime: TownRuntime, slack: FakeSlack) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.text import channel_name
 from bot.runtime.run import TownRuntime
+from standins.slack.workspace import FakeSlack
 from tests.adapters.slack.support import (
     CAFE,
     heard_by,
@@ -15,9 +16,6 @@ from tests.adapters.slack.support import (
     post,
     pump,
     say_in_outbox,
-)
-from tests.fakes.slack_api import (
-    FakeSlack,
 )
 
 

@@ -7,9 +7,9 @@ import json
 
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.run import TownRuntime
+from standins.slack.workspace import FakeSlack
 from tests.adapters.consent_support import PHRASE, held_anywhere, knows, remembered, write_replay
 from tests.adapters.slack.support import CAFE, event_callback, message, post, press, slash
-from tests.fakes.slack_api import FakeSlack
 
 ZEPH = "U0ZEPHYR"
 

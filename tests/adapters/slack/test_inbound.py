@@ -11,6 +11,7 @@ from sqlmodel import col, select
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.text import channel_name
 from bot.runtime.run import TownRuntime
+from standins.slack.workspace import BOT_ID, BOT_USER_ID, FakeSlack
 from tests.adapters.slack.support import (
     ADMIN,
     CAFE,
@@ -28,11 +29,6 @@ from tests.adapters.slack.support import (
     slash,
     visitors,
     whereabouts,
-)
-from tests.fakes.slack_api import (
-    BOT_ID,
-    BOT_USER_ID,
-    FakeSlack,
 )
 from town.store.models import ChatLine, Memory, OutboxEvent, Town
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from adapters.slack.adapter import SlackAdapter
 from bot.runtime.run import TownRuntime
+from standins.slack.workspace import FakeSlack
 from tests.adapters.slack.support import links, pump
-from tests.fakes.slack_api import FakeSlack
 from tests.town.authoring.edits import FINN, QUAY, folder_with, without
 from town.authoring.living import apply_update
 from town.tick.engine import Engine

@@ -7,6 +7,7 @@ from sqlmodel import select
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.text import channel_name, escape, unescape
 from bot.runtime.run import TownRuntime
+from standins.slack.workspace import FakeSlack
 from tests.adapters.slack.support import (
     CAFE,
     delivery_of,
@@ -15,9 +16,6 @@ from tests.adapters.slack.support import (
     pump,
     say_in_outbox,
     whereabouts,
-)
-from tests.fakes.slack_api import (
-    FakeSlack,
 )
 from town.store.models import Delivery, OutboxEvent
 

@@ -11,8 +11,8 @@ from adapters.slack.adapter import SlackAdapter
 from adapters.slack.reactions import emoji_of
 from adapters.slack.text import channel_name
 from bot.runtime.run import TownRuntime
+from standins.slack.workspace import BOT_USER_ID, FakeSlack
 from tests.adapters.slack.support import MEMBER, event_callback, post, pump, say_in_outbox
-from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from town.experiments.live import live_figures
 from town.features.ratings.moods import DEFAULT_MOODS
 from town.store.models import Reaction, Resident

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from sqlmodel import col, select
 
 from adapters.discord.gateway import DiscordGateway
@@ -24,41 +22,14 @@ from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
 from standins.discord.guild import Guild
 from standins.discord.server import FakeDiscord
-from standins.llm.server import make_app
 from tests.adapters.discord.support import fake_discord, until
+from tests.bot.runtime.conftest import Prompts
 from tests.factories import MINITOWN
+from town.inputs.visit import Visit
 from town.memory.vectors import ChromaIndex
 from town.store.models import AuditEntry, ChatLine, Community, Memory, Resident, Town, Visitor
 
 WORDS = "zanzibar marmalade"  # said in the first server only
-
-
-@dataclass
-class Prompts:
-    """Every prompt the fake LLM was sent, in order."""
-
-    seen: list[str] = field(default_factory=list)
-
-    @web.middleware
-    async def record(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.method == "POST" and request.path.endswith("/chat/completions"):
-            self.seen.append(json.dumps(await request.json(), ensure_ascii=False))
-        response: web.StreamResponse = await handler(request)
-        return response
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[tuple[str, Prompts]]:
-    prompts = Prompts()
-    app = make_app()
-    app.middlewares.append(prompts.record)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}/v1", prompts
-    await runner.cleanup()
 
 
 @dataclass
@@ -99,6 +70,7 @@ async def host(
         tick_seconds=3600,  # the test ticks
         visitor_messages_per_minute=0,
         daily_token_budget=500_000,
+        llm_slots=1,  # one call at the server at a time, whichever town makes it
     )
     async with fake_discord(monkeypatch) as fake:
         now = [datetime(2026, 12, 1, tzinfo=UTC)]
@@ -283,3 +255,72 @@ async def test_an_admin_changes_the_towns_settings_and_a_member_is_refused(host:
         assert stored is not None and (stored.minutes_per_tick, stored.tick_seconds) == (5, 30)
     shown = (await town(zeph, "settings"))["content"]
     assert "5 game minutes" in shown or "5 minutes" in shown, shown
+
+
+async def test_a_member_with_the_founder_role_founds_and_one_without_is_refused(
+    host: Host,
+) -> None:
+    fake = host.fake
+    founders = await fake.make_role(fake.home, "town founder")  # the name, in any case
+    others = await fake.make_role(fake.home, "Town Keepers")
+    zeph = fake.add_member("Zeph", roles=(others["id"],))
+    bea = fake.add_member("Bea", roles=(founders["id"],))
+    general = fake.channel_named("general")["id"]
+
+    token = await fake.slash(zeph, general, "town", [_line("found")])
+    refused = (await until(lambda: fake.interactions[token].followups))[-1]
+    assert refused["flags"] & 64  # told privately
+    assert "Manage Server or the role @Town Founder" in refused["content"]
+    assert host.communities.community(fake.guild_id) is None
+
+    assert "is founded" in await host.found(fake.home, bea)
+    assert host.communities.community(fake.guild_id) is not None
+
+
+async def test_a_busy_towns_rush_does_not_delay_a_quiet_towns_reply(
+    host: Host, llm: tuple[str, Prompts]
+) -> None:
+    """One server slot for two towns: a rush of visitors in one, then one visitor in the other,
+    whose reply goes to the model after the call in flight and at most one of the rush's."""
+    fake, prompts = host.fake, llm[1]
+    second = await _second_server(host)
+    assert "is founded" in await host.found(fake.home, fake.add_member("Mayor", admin=True))
+    keeper = fake.add_member("Keeper", admin=True, guild=second)
+    assert "is founded" in await host.found(second, keeper)
+    for guild in (fake.home, second):
+        await _morning(host, guild)
+    busy = host.communities.running[fake.guild_id].runtime
+    quiet = host.communities.running[second.id].runtime
+    pacer = busy.engine.llm.pacer
+    assert pacer is not None and pacer is quiet.engine.llm.pacer and pacer.slots == 1
+
+    rush = 8
+    before = len(prompts.seen)
+    prompts.gate.clear()  # the server holds the first call: the others queue in the pacer
+    said = [
+        asyncio.create_task(
+            busy.visitor_says(
+                Visit.of("Hobbs Cafe", f"Member {i}", f"Isabella, rushword{i}?", "discord", f"9{i}")
+            )
+        )
+        for i in range(rush)
+    ]
+    await until(lambda: pacer.waiting == rush - 1)
+    said.append(
+        asyncio.create_task(
+            quiet.visitor_says(
+                Visit.of("Hobbs Cafe", "Quinn", "Isabella, quietword?", "discord", "77")
+            )
+        )
+    )
+    await until(lambda: pacer.waiting == rush)
+    prompts.gate.set()
+    await asyncio.gather(*said)
+
+    order = [
+        "quiet" if "quietword" in p else "busy"
+        for p in prompts.seen[before:]
+        if "quietword" in p or "rushword" in p
+    ]
+    assert order.count("busy") >= rush  # every visitor of the rush was answered by the model
+    assert "quiet" in order[:3], order  # the one in flight, at most one of the rush, then it

@@ -38,8 +38,9 @@ from typing import Any
 
 import pytest
 
+from standins.slack.server import fake_slack_in_thread
+from standins.slack.workspace import BOT_TOKEN, FakeSlack
 from tests.factories import MINITOWN
-from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, fake_slack_in_thread
 from town.outbox.keys import digest_holds, whole_key
 
 KILLS = 20  # at least this many killed runs

@@ -1,33 +1,37 @@
-"""A stand-in for Slack on 127.0.0.1: the Web API methods the town uses, response URLs and the
-Socket Mode websocket, speaking Slack's wire format and recording everything it was asked.
+"""The fake Slack's state: its workspaces (teams), each with its members, channels and bot
+token, the app's OAuth credentials, and the Web API's answers, as strict as Slack's.
 
-Web API: ``POST /api/<method>`` with a form or JSON body (or query parameters), the bot token in
-``Authorization: Bearer``, answers ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}`` as
-Slack does. ``fail(method, ...)`` queues a fault for the next call of a method: a status (429 with
-``Retry-After``, 500) or an API error code (``rate_limited``, ``fatal_error``, ...), and with
-``stored`` the call takes effect first (a post stored, then a 5xx or, with ``drop``, the
-connection closed without an answer). ``auth_error`` answers every bot-token call with a
-credentials error (``token_revoked``, ``missing_scope`` with the scope ``needed``), as a revoked
-token or a scope taken away does. ``conversations.history`` returns a channel's messages, their
-metadata only with ``include_all_metadata``; ``conversations.replies`` a thread. Socket Mode:
-``apps.connections.open`` (app-level token) hands out ``ws://127.0.0.1:<port>/link``; the
-websocket says hello, sends every queued envelope and records the acks it gets back.
+Web API: ``answer(method, params, token)`` as ``POST /api/<method>`` answers it (``server``):
+``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``. A bot token belongs to one workspace:
+used on another workspace's channel it finds none (``channel_not_found``), on its users none
+(``user_not_found``); an unknown token is ``invalid_auth``, one revoked by an uninstall
+``token_revoked``. ``fail(method, ...)`` queues a fault for the next call of a method: a status
+(429 with ``Retry-After``, 500) or an API error code, and with ``stored`` the call takes effect
+first. ``auth_error`` answers every bot-token call with a credentials error (``token_revoked``,
+``missing_scope`` with the scope ``needed``). ``conversations.history`` returns a channel's
+messages, their metadata only with ``include_all_metadata``; ``conversations.replies`` a thread.
+
+The install (``oauth.v2.access``): a code the authorize page gave for a workspace is exchanged
+once, by the app's client id and secret (HTTP Basic or the form) and the redirect URI it was
+given for, for that workspace's bot token (``invalid_client_id``, ``bad_client_secret``,
+``invalid_code``, ``bad_redirect_uri``, as Slack answers).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
 import json
 import re
-import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
+
+from standins.slack.blocks import blocks_problem
 
 BOT_TOKEN = "xoxb-test-bot-token"
 APP_TOKEN = "xapp-test-app-token"
@@ -35,8 +39,15 @@ TEAM_ID = "T0TOWN"
 TEAM_NAME = "Town Workspace"
 BOT_USER_ID = "U0BOT"
 BOT_ID = "B0BOT"
+APP_ID = "A0TOWN"
+CLIENT_ID = "1111.2222"
+CLIENT_SECRET = "test-client-secret"
+SIGNING_SECRET = "test-signing-secret"
+SCOPES = (
+    "channels:history,channels:join,channels:manage,channels:read,chat:write,"
+    "chat:write.customize,commands,reactions:read,users:read"
+)
 
-_POSTED_BY = {"type": "message", "bot_id": BOT_ID, "app_id": "A0TOWN", "user": BOT_USER_ID}
 _CHANNEL_NAME = re.compile(r"^[a-z0-9_-]{1,80}$")
 
 
@@ -57,10 +68,42 @@ class Fault:
 
 
 @dataclass
+class Team:
+    """A workspace: its name, and the app's bot there once installed (``token`` "" before, and
+    after an uninstall)."""
+
+    id: str
+    name: str
+    bot_user_id: str
+    bot_id: str
+    token: str = ""
+    revoked: set[str] = field(default_factory=set)  # tokens an uninstall revoked
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What the authorize page gave: a code for a workspace, by whom, for which redirect."""
+
+    team_id: str
+    user_id: str
+    redirect_uri: str
+    scope: str
+
+
+@dataclass
 class FakeSlack:
-    """The workspace's state and the log of every request."""
+    """Every workspace's state and the log of every request. The first workspace (``TEAM_ID``)
+    has the app installed from the start, with ``BOT_TOKEN``."""
 
     base: str = ""
+    teams: dict[str, Team] = field(default_factory=dict)
+    client_id: str = CLIENT_ID
+    client_secret: str = CLIENT_SECRET
+    signing_secret: str = SIGNING_SECRET
+    redirect_uris: list[str] = field(default_factory=list)  # the app's; any, while empty
+    request_url: str = ""  # where the app takes events, commands and actions (HTTP mode)
+    grants: dict[str, Grant] = field(default_factory=dict)  # codes not yet exchanged
+    signed_in: tuple[str, str] = ("", "")  # the browser's workspace and member (authorize)
     calls: list[Call] = field(default_factory=list)
     channels: dict[str, dict[str, Any]] = field(default_factory=dict)
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -77,10 +120,54 @@ class FakeSlack:
     needed_scope: str = "chat:write"  # named by a missing_scope answer
     news: asyncio.Event = field(default_factory=asyncio.Event)  # set on every request or ack
     _seq: int = 0
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        home = Team(TEAM_ID, TEAM_NAME, BOT_USER_ID, BOT_ID, token=BOT_TOKEN)
+        self.teams.setdefault(TEAM_ID, home)
+
+    def add_team(self, name: str) -> Team:
+        """A workspace the app is not installed in yet."""
+        n = next(self._ids)
+        team = Team(f"T{n:05d}W", name, f"U{n:05d}BOT", f"B{n:05d}BOT")
+        self.teams[team.id] = team
+        return team
+
+    def authorize(self, params: dict[str, str]) -> tuple[int, str]:
+        """The authorize page's answer for the signed-in member approving the install: (302,
+        the redirect with ``code`` and ``state``) or (400, why), as Slack's page refuses."""
+        if params.get("client_id") != self.client_id:
+            return 400, "invalid_client_id"
+        redirect = params.get("redirect_uri") or (self.redirect_uris[:1] or [""])[0]
+        if not redirect or (self.redirect_uris and redirect not in self.redirect_uris):
+            return 400, "bad_redirect_uri"
+        team_id, user_id = self.signed_in
+        if team_id not in self.teams or self.users.get(user_id, {}).get("team_id") != team_id:
+            return 400, "not_signed_in"
+        code = f"{next(self._ids)}.{int(time.time())}.code"
+        self.grants[code] = Grant(
+            team_id, user_id, str(params.get("redirect_uri") or ""), str(params.get("scope"))
+        )
+        sep = "&" if "?" in redirect else "?"
+        return 302, f"{redirect}{sep}code={code}&state={params.get('state', '')}"
+
+    def uninstall(self, team_id: str) -> Team:
+        """A workspace admin removes the app: its bot token stops working at once (the events
+        Slack then sends are ``server.uninstalled``'s)."""
+        team = self.teams[team_id]
+        if team.token:
+            team.revoked.add(team.token)
+        team.token = ""
+        return team
 
     @property
     def api_url(self) -> str:
         return f"{self.base}/api/"
+
+    @property
+    def authorize_url(self) -> str:
+        """The install page (Slack's ``https://slack.com/oauth/v2/authorize``)."""
+        return f"{self.base}/oauth/v2/authorize"
 
     def response_url(self, name: str) -> str:
         return f"{self.base}/respond/{name}"
@@ -109,11 +196,17 @@ class FakeSlack:
         await self.send_envelope({"type": "disconnect", "reason": reason, "debug_info": {}})
 
     def add_user(
-        self, user_id: str, name: str, *, admin: bool = False, owner: bool = False
+        self,
+        user_id: str,
+        name: str,
+        *,
+        admin: bool = False,
+        owner: bool = False,
+        team: str = TEAM_ID,
     ) -> None:
         self.users[user_id] = {
             "id": user_id,
-            "team_id": TEAM_ID,
+            "team_id": team,
             "name": name.lower().replace(" ", "."),
             "real_name": name,
             "is_admin": admin,
@@ -122,14 +215,20 @@ class FakeSlack:
             "profile": {"display_name": name.split()[0], "real_name": name},
         }
 
-    def add_channel(self, name: str, *, archived: bool = False, member: bool = False) -> str:
-        return str(self._new_channel(name, archived=archived, member=member)["id"])
+    def add_channel(
+        self, name: str, *, archived: bool = False, member: bool = False, team: str = TEAM_ID
+    ) -> str:
+        return str(self._new_channel(name, team, archived=archived, member=member)["id"])
 
     def called(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
 
-    def messages_in(self, channel_name: str) -> list[dict[str, Any]]:
-        ids = {cid for cid, c in self.channels.items() if c["name"] == channel_name}
+    def messages_in(self, channel_name: str, team: str | None = None) -> list[dict[str, Any]]:
+        ids = {
+            cid
+            for cid, c in self.channels.items()
+            if c["name"] == channel_name and team in (None, c["context_team_id"])
+        }
         return [m for m in self.messages if m["channel"] in ids]
 
     def outbox_posts(self) -> list[tuple[str, str, str]]:
@@ -145,17 +244,22 @@ class FakeSlack:
                 found.append((str(m["channel"]), key, str(m["ts"])))
         return found
 
-    def channel_id(self, name: str) -> str:
-        live = [c for c in self.channels.values() if c["name"] == name and not c["is_archived"]]
+    def channel_id(self, name: str, team: str | None = None) -> str:
+        live = [
+            c
+            for c in self.channels.values()
+            if c["name"] == name and not c["is_archived"] and team in (None, c["context_team_id"])
+        ]
         assert len(live) == 1, f"{len(live)} live channels named {name!r}"
         return str(live[0]["id"])
 
     # -- the Web API --------------------------------------------------------------------
 
-    def _new_channel(self, name: str, *, archived: bool, member: bool) -> dict[str, Any]:
+    def _new_channel(self, name: str, team: str, *, archived: bool, member: bool) -> dict[str, Any]:
         self._seq += 1
         channel = {
             "id": f"C{self._seq:06d}",
+            "context_team_id": team,
             "name": name,
             "is_channel": True,
             "is_private": False,
@@ -170,13 +274,20 @@ class FakeSlack:
         self._seq += 1  # Slack's ts: the time it was stored, unique in the channel
         return f"{int(time.time())}.{self._seq:06d}"
 
-    def answer(self, method: str, p: dict[str, Any], token: str) -> dict[str, Any]:
+    def team_of(self, token: str) -> Team | None:
+        return next((t for t in self.teams.values() if token and t.token == token), None)
+
+    def answer(self, method: str, p: dict[str, Any], token: str, basic: str = "") -> dict[str, Any]:
         if method == "apps.connections.open":
             if not token.startswith("xapp-"):
                 return {"ok": False, "error": "not_allowed_token_type"}
             return {"ok": True, "url": self.base.replace("http://", "ws://") + "/link"}
-        if token != BOT_TOKEN:
-            return {"ok": False, "error": "invalid_auth"}
+        if method == "oauth.v2.access":
+            return self._exchange(p, basic)
+        team = self.team_of(token)
+        if team is None:
+            revoked = any(token in t.revoked for t in self.teams.values())
+            return {"ok": False, "error": "token_revoked" if revoked else "invalid_auth"}
         if self.auth_error == "missing_scope":
             return {"ok": False, "error": "missing_scope", "needed": self.needed_scope}
         if self.auth_error:
@@ -184,22 +295,25 @@ class FakeSlack:
         if method == "auth.test":
             return {
                 "ok": True,
-                "url": "https://town.slack.example/",
-                "team": TEAM_NAME,
-                "team_id": TEAM_ID,
+                "url": f"https://{team.id.lower()}.slack.example/",
+                "team": team.name,
+                "team_id": team.id,
                 "user": "bottown",
-                "user_id": BOT_USER_ID,
-                "bot_id": BOT_ID,
+                "user_id": team.bot_user_id,
+                "bot_id": team.bot_id,
+                "app_id": APP_ID,
             }
         if method == "users.info":
             user = self.users.get(str(p.get("user")))
-            return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
+            if user is None or user["team_id"] != team.id:
+                return {"ok": False, "error": "user_not_found"}
+            return {"ok": True, "user": user}
         if method == "conversations.list":
-            return self._list(p)
+            return self._list(team, p)
         if method == "conversations.create":
-            return self._create(p)
+            return self._create(team, p)
         channel = self.channels.get(str(p.get("channel")))
-        if channel is None:
+        if channel is None or channel["context_team_id"] != team.id:
             return {"ok": False, "error": "channel_not_found"}
         if method == "conversations.info":
             return {"ok": True, "channel": channel}
@@ -221,14 +335,45 @@ class FakeSlack:
             channel["purpose"] = {"value": purpose}
             return {"ok": True, "purpose": purpose}
         if method in ("chat.postMessage", "chat.postEphemeral"):
-            return self._post(method, channel, p)
+            return self._post(team, method, channel, p)
         return {"ok": False, "error": "unknown_method"}
 
-    def _list(self, p: dict[str, Any]) -> dict[str, Any]:
+    def _exchange(self, p: dict[str, Any], basic: str) -> dict[str, Any]:
+        """``oauth.v2.access``: a code for its workspace's bot token, once."""
+        client_id, secret = str(p.get("client_id") or ""), str(p.get("client_secret") or "")
+        if basic:
+            client_id, _, secret = base64.b64decode(basic).decode().partition(":")
+        if client_id != self.client_id:
+            return {"ok": False, "error": "invalid_client_id"}
+        if secret != self.client_secret:
+            return {"ok": False, "error": "bad_client_secret"}
+        grant = self.grants.pop(str(p.get("code") or ""), None)
+        if grant is None:
+            return {"ok": False, "error": "invalid_code"}
+        if grant.redirect_uri and p.get("redirect_uri") != grant.redirect_uri:
+            return {"ok": False, "error": "bad_redirect_uri"}
+        team = self.teams[grant.team_id]
+        if not team.token:
+            team.token = f"xoxb-{team.id.lower()}-{next(self._ids)}"
+        return {
+            "ok": True,
+            "app_id": APP_ID,
+            "authed_user": {"id": grant.user_id},
+            "scope": grant.scope or SCOPES,
+            "token_type": "bot",
+            "access_token": team.token,
+            "bot_user_id": team.bot_user_id,
+            "team": {"id": team.id, "name": team.name},
+            "enterprise": None,
+            "is_enterprise_install": False,
+        }
+
+    def _list(self, team: Team, p: dict[str, Any]) -> dict[str, Any]:
         everything = [
             c
             for c in self.channels.values()
-            if not (_truthy(p.get("exclude_archived")) and c["is_archived"])
+            if c["context_team_id"] == team.id
+            and not (_truthy(p.get("exclude_archived")) and c["is_archived"])
         ]
         start = int(p.get("cursor") or 0)
         page = everything[start : start + self.page_size]
@@ -287,15 +432,19 @@ class FakeSlack:
         )
         return ts
 
-    def _create(self, p: dict[str, Any]) -> dict[str, Any]:
+    def _create(self, team: Team, p: dict[str, Any]) -> dict[str, Any]:
         name = str(p.get("name", ""))
         if not _CHANNEL_NAME.match(name):
             return {"ok": False, "error": "invalid_name_specials"}
-        if any(c["name"] == name for c in self.channels.values()):
+        mine = (c for c in self.channels.values() if c["context_team_id"] == team.id)
+        if any(c["name"] == name for c in mine):
             return {"ok": False, "error": "name_taken"}
-        return {"ok": True, "channel": self._new_channel(name, archived=False, member=True)}
+        made = self._new_channel(name, team.id, archived=False, member=True)
+        return {"ok": True, "channel": made}
 
-    def _post(self, method: str, channel: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    def _post(
+        self, team: Team, method: str, channel: dict[str, Any], p: dict[str, Any]
+    ) -> dict[str, Any]:
         if channel["is_archived"]:
             return {"ok": False, "error": "is_archived"}
         if not channel["is_member"]:
@@ -312,161 +461,11 @@ class FakeSlack:
         if method == "chat.postEphemeral":
             self.ephemerals.append(record)
             return {"ok": True, "message_ts": ts}
-        self.messages.append({**_POSTED_BY, **record})  # as Slack stores an app's post
+        posted_by = {"type": "message", "bot_id": team.bot_id, "app_id": APP_ID}
+        # as Slack stores an app's post
+        self.messages.append({**posted_by, "user": team.bot_user_id, **record})
         return {"ok": True, "channel": channel["id"], "ts": ts, "message": {"text": p["text"]}}
-
-
-def blocks_problem(blocks: Any) -> str | None:
-    """What Slack would refuse in a message's Block Kit blocks (the kinds the town sends)."""
-    if blocks is None:
-        return None
-    if not isinstance(blocks, list) or not 1 <= len(blocks) <= 50:
-        return "blocks must be a list of 1 to 50 blocks"
-    for block in blocks:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "section":
-            text = block.get("text") or {}
-            if (
-                text.get("type") not in ("mrkdwn", "plain_text")
-                or not 1 <= len(str(text.get("text") or "")) <= 3000
-            ):
-                return "a section's text is 1 to 3000 characters"
-        elif kind == "actions":
-            for element in block.get("elements") or [None]:
-                if not isinstance(element, dict) or element.get("type") != "button":
-                    return "actions hold buttons here"
-                label = element.get("text") or {}
-                if label.get("type") != "plain_text" or not 1 <= len(label.get("text", "")) <= 75:
-                    return "a button's text is plain_text of 1 to 75 characters"
-                if not 1 <= len(str(element.get("action_id") or "")) <= 255:
-                    return "a button's action_id is 1 to 255 characters"
-                if len(str(element.get("value") or "")) > 2000:
-                    return "a button's value is at most 2000 characters"
-                if element.get("style") not in (None, "primary", "danger"):
-                    return "a button's style is primary or danger"
-        else:
-            return f"unknown block type {kind!r}"
-    return None
 
 
 def _truthy(value: Any) -> bool:
     return str(value).lower() in ("1", "true")
-
-
-async def _params(request: web.Request) -> dict[str, Any]:
-    params: dict[str, Any] = dict(request.query)
-    if request.content_type == "application/json":
-        params.update(await request.json())
-    elif request.can_read_body:
-        params.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
-    return params
-
-
-def _app(fake: FakeSlack) -> web.Application:
-    async def api(request: web.Request) -> web.Response:
-        method = request.match_info["method"]
-        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        params = await _params(request)
-        fake.calls.append(Call(method, params, token))
-        fake.news.set()
-        queued = fake.faults.get(method)
-        if queued:
-            fault = queued.popleft()
-            if fault.stored:
-                fake.answer(method, params, token)
-            if fault.drop:
-                assert request.transport is not None
-                request.transport.close()  # no answer: the client sees the connection end
-                return web.Response(status=500)
-            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else {}
-            if fault.status >= 500:
-                return web.Response(status=fault.status, text="upstream trouble", headers=headers)
-            body = {"ok": False, "error": fault.error or "ratelimited"}
-            return web.json_response(body, status=fault.status, headers=headers)
-        return web.json_response(fake.answer(method, params, token))
-
-    async def respond(request: web.Request) -> web.Response:
-        body = await request.json()
-        if blocks_problem(body.get("blocks")):
-            return web.Response(status=400, text="invalid_blocks")
-        fake.responses.append({"name": request.match_info["name"], **body})
-        return web.Response(text="ok")
-
-    async def link(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        fake.sockets += 1
-        fake.live.append(ws)
-        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {"host": "x"}})
-        while fake.envelopes:
-            await ws.send_json(fake.envelopes.pop(0))
-        fake.news.set()
-        try:
-            async for message in ws:
-                if message.type == WSMsgType.TEXT:
-                    fake.acks.append(json.loads(message.data))
-                    fake.news.set()
-        finally:
-            fake.live.remove(ws)
-        return ws
-
-    app = web.Application()
-    app.router.add_route("*", "/api/{method}", api)
-    app.router.add_post("/respond/{name}", respond)
-    app.router.add_get("/link", link)
-    return app
-
-
-@asynccontextmanager
-async def running_fake_slack() -> AsyncIterator[FakeSlack]:
-    """The fake Slack, served on a free loopback port for the duration of the block."""
-    fake = FakeSlack()
-    runner = web.AppRunner(_app(fake), access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    fake.base = f"http://{host}:{port}"
-    try:
-        yield fake
-    finally:
-        await runner.cleanup()
-
-
-@contextmanager
-def fake_slack_in_thread() -> Iterator[FakeSlack]:
-    """The fake Slack served by a thread of its own, for a test that drives another process
-    (its calls are recorded in the returned ``FakeSlack``; read them, do not mutate them)."""
-    ready: list[FakeSlack] = []
-    stop = threading.Event()
-
-    async def serve() -> None:
-        async with running_fake_slack() as fake:
-            ready.append(fake)
-            await asyncio.to_thread(stop.wait)
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not ready:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the fake Slack did not start within 30 s")
-        time.sleep(0.01)
-    try:
-        yield ready[0]
-    finally:
-        stop.set()
-        thread.join(5)
-
-
-async def wait_for(fake: FakeSlack, condition: Callable[[], object], seconds: float = 30.0) -> None:
-    """Wait until ``condition()`` holds, checking whenever the fake records something."""
-    try:
-        async with asyncio.timeout(seconds):
-            while not condition():
-                fake.news.clear()
-                await fake.news.wait()
-    except TimeoutError:
-        raise AssertionError(
-            f"the awaited call never reached the fake Slack ({seconds:g} s)"
-        ) from None

@@ -1,0 +1,93 @@
+"""A community's town as it runs, for any platform (a Discord server's, a Slack workspace's):
+its admins are also the holders of the roles it names, and it runs until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from adapters.core.ports import Adapter, Caller, Reply
+from bot.runtime.live import run_town
+from bot.runtime.run import TownRuntime
+from bot.runtime.scheduler import Timekeeper
+
+Key = TypeVar("Key")
+
+
+@dataclass
+class CommunityTown(TownRuntime):
+    """A community's town: its admins are also the holders of the roles it names."""
+
+    community_id: int = 0
+    admin_roles: frozenset[str] = frozenset()
+
+    async def command(self, caller: Caller, line: str) -> Reply:
+        if not caller.is_admin and self.admin_roles & set(caller.roles):
+            caller = replace(caller, is_admin=True)
+        return await super().command(caller, line)
+
+
+@dataclass
+class RunningTown:
+    runtime: CommunityTown
+    task: asyncio.Task[None]
+
+
+async def start_town(
+    running: dict[Key, RunningTown],
+    key: Key,
+    runtime: CommunityTown,
+    platform: str,
+    *,
+    keeper: Timekeeper,
+    make_adapter: Callable[[TownRuntime], Adapter],
+    ready: Callable[[TownRuntime], None] | None = None,
+) -> None:
+    """Run the town on ``platform`` as ``running[key]`` until its task is cancelled; returns
+    once it is up (raises what stopped it first)."""
+    up = asyncio.Event()
+
+    def started(town: TownRuntime) -> None:
+        up.set()
+        if ready is not None:
+            ready(town)
+
+    task = asyncio.create_task(
+        run_town(
+            runtime,
+            [platform],
+            ready=started,
+            keeper=keeper,
+            make_adapter=lambda name, rt: make_adapter(rt),
+        ),
+        name=f"town {key}",
+    )
+    running[key] = RunningTown(runtime, task)
+    waiting = asyncio.create_task(up.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if task.done():
+        running.pop(key, None)
+        task.result()  # what stopped it, raised
+
+
+def wanted_persona(line: str, offered: list[str]) -> str | Reply | None:
+    """``[/town] found [persona]``: the persona founded from (the first offered by default),
+    or the answer refusing one not offered; None for any other line (``/town`` in a
+    community with no town says how to found one)."""
+    try:
+        words = shlex.split(line.strip().removeprefix("/"))
+    except ValueError:
+        words = []
+    if words[:1] == ["town"]:
+        words = words[1:]
+    if not words or words[0].lower() != "found":
+        return None
+    chosen = words[1] if len(words) > 1 else offered[0]
+    persona = next((p for p in offered if p.lower() == chosen.lower()), None)
+    if persona is None:
+        return Reply(f"No persona {chosen!r} here; choose from: {', '.join(offered)}.", True, False)
+    return persona
