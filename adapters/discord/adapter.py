@@ -73,6 +73,8 @@ class DiscordAdapter:
             member_departures=member_departures,
             guild_ready_timeout=guild_ready_timeout,
             connect_timeout=connect_timeout,
+            clock=clock,
+            sleep=sleep,
         )
         self.message_content = self.gateway.message_content
         self.client = self.gateway.client
