@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import discord
@@ -30,17 +30,18 @@ from adapters.discord.gateway import DiscordGateway
 from adapters.discord.shards import ShardSet
 from bot.runtime.consent import leaving_forgets
 from bot.runtime.settings import Settings
+from bot.runtime.taking_in import REACTION, WORDS, reaction_body, words_body
 from bot.runtime.wiring import open_store
 from town.features.ratings.reactions import Reacted
 from town.inputs.visit import Visit
+from town.store import waiting
 from town.store.db import Store
-from town.store.models import Community, Town, WaitingInput
+from town.store.models import Community, Town
 from town.views.card import ResidentCard, TownMap
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "discord"
-WORDS, REACTION = "words", "reaction"
 
 
 @dataclass
@@ -60,19 +61,10 @@ class StoredTown:
         return []  # a gateway provisions no channel
 
     async def visitor_says(self, visit: Visit) -> None:
-        body = {
-            "area": visit.area,
-            "name": visit.name,
-            "words": visit.spoken.said,
-            "platform": visit.platform,
-            "user_id": visit.user_id,
-            "role": visit.role,
-            "replying_to": visit.replying_to,
-        }
-        await asyncio.to_thread(self._write, WORDS, body)
+        await asyncio.to_thread(self._write, WORDS, words_body(visit))
 
     async def reacted(self, reaction: Reacted) -> bool:
-        await asyncio.to_thread(self._write, REACTION, asdict(reaction))
+        await asyncio.to_thread(self._write, REACTION, reaction_body(reaction))
         return True
 
     async def member_left(self, platform: str, user_id: str, how: str, name: str = "") -> bool:
@@ -102,8 +94,7 @@ class StoredTown:
         raise LookupError("a gateway process runs no town")
 
     def _write(self, kind: str, body: dict[str, Any]) -> None:
-        with self.store.session() as s:
-            s.add(WaitingInput(town_id=self.town_id, kind=kind, body=body))
+        waiting.keep(self.store, self.town_id, kind, body)
 
 
 @dataclass
