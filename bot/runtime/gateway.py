@@ -129,8 +129,7 @@ class GatewayProcess:
         if joined:
             await asyncio.to_thread(self.listen, guild)
         elif (ears := self.listening.pop(guild.id, None)) is not None:
-            self.gateway.towns.pop(guild.id, None)
-            await ears.poster.close()
+            await ears.stop()  # (the shared gateway stays)
 
     def listen(self, guild: discord.Guild) -> None:
         """Hear the server's town, if it founded one and it is not paused."""

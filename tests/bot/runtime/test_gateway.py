@@ -17,12 +17,15 @@ from adapters.discord.gateway import DiscordGateway
 from adapters.discord.shards import ShardSet
 from bot.cli.main import app
 from bot.runtime.gateway import GatewayProcess
+from bot.runtime.settings import load_settings
+from bot.runtime.towns import open_town
+from bot.runtime.worker import Worker
 from standins.discord.server import FakeDiscord
 from standins.discord.sessions import StartLimit
 from tests.adapters.discord.support import fake_discord, until
-from tests.factories import add_town
+from tests.factories import MINITOWN, add_town
 from town.store.db import Store
-from town.store.models import ChannelLink, Community, WaitingInput
+from town.store.models import ChannelLink, ChatLine, Community, WaitingInput
 
 
 @pytest.fixture
@@ -32,9 +35,11 @@ async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
 
 
 @contextlib.asynccontextmanager
-async def gateway_process(store: Store, shard: int) -> AsyncIterator[GatewayProcess]:
-    """A gateway process holding shard ``shard`` of 2, connected."""
-    held = ShardSet.parse(str(shard), 2)
+async def gateway_process(
+    store: Store, shard: int, count: int = 2
+) -> AsyncIterator[GatewayProcess]:
+    """A gateway process holding shard ``shard`` of ``count``, connected."""
+    held = ShardSet.parse(str(shard), count)
     process = GatewayProcess(
         store, DiscordGateway("test-token", guild_ready_timeout=0.05, shards=held)
     )
@@ -143,3 +148,47 @@ async def test_the_command_refuses_what_discord_would(
         (last,) = [line for line in ran.output.splitlines() if line.startswith("error:")]
         assert said in last
     assert fake.identifies == [] and fake.token_valid
+
+
+async def test_a_members_words_reach_the_town_a_worker_runs(
+    fake: FakeDiscord, tmp_path: Path
+) -> None:
+    """Two processes' worth on one database: a gateway hears Alice, a headless worker's town
+    takes her words in (on SQLite, woken by its poll)."""
+    settings = load_settings(
+        data_dir=tmp_path / "data", embedder="hash", brain="offline", lease_seconds=2.0
+    )
+    opened = await open_town(settings, "north", persona=str(MINITOWN), create=True)
+    town_id = opened.town.id
+    opened.services.close()
+    store = Store(settings.resolved_database_url)
+    cafe = fake.add_text_channel("hobbs-cafe")
+    with store.session() as s:
+        s.add(Community(platform="discord", key=str(fake.home.id), name="Home", town_id=town_id))
+        s.add(
+            ChannelLink(
+                town_id=town_id, platform="discord", area="Hobbs Cafe", channel_id=cafe["id"]
+            )
+        )
+    alice = fake.add_member("Alice")
+    worker = Worker(settings, "w1", towns=["north"])
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    try:
+        async with gateway_process(store, 0, count=1):
+            await until(lambda: len(worker.held) == 1, within=60)
+            await fake.member_says(alice, cafe["id"], "is anyone at the cafe?")
+
+            def heard() -> list[str]:
+                with store.session() as s:
+                    query = select(ChatLine).where(
+                        ChatLine.town_id == town_id, ChatLine.kind == "visitor"
+                    )
+                    return [f"{c.speaker}: {c.text}" for c in s.exec(query).all()]
+
+            assert await until(heard, within=60) == ["Alice: is anyone at the cafe?"]
+            assert stored(store) == []  # taken in, once
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 30)
+        store.dispose()
