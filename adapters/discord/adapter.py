@@ -163,6 +163,7 @@ class DiscordAdapter:
         guild = self._pick_guild()
         self.guild_id = self._departures.guild_id = guild.id
         self.channels.known(guild)
+        self.inbound.hear_commands(guild)
         self.gateway.towns[guild.id] = self
 
     async def stop(self) -> None:

@@ -102,6 +102,13 @@ async def test_members_doings_are_stored_for_their_servers_town(
         await fake.member_says(bob, cafes[0]["id"], "hello Alpha")
         assert await fake.member_reacts(alice, said, "👍")
         await until(lambda: len(stored(store)) == 3)
+        # /town (uploaded by whoever provisioned the town) is answered, and says where
+        fake.home.commands = [{"id": "1", "name": "town"}]
+        token = await fake.slash(
+            bob, cafes[0]["id"], "town", [{"name": "line", "type": 3, "value": "look"}]
+        )
+        answer = await until(lambda: fake.interactions[token].followups)
+        assert "answered where it runs" in answer[-1]["content"]
 
     words = {town: body for town, kind, body in stored(store) if kind == "words"}
     assert set(words) == {alpha, beta}
