@@ -29,8 +29,10 @@ from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.gateway import DiscordGateway
 from adapters.discord.shards import ShardSet
 from bot.runtime.consent import leaving_forgets
+from bot.runtime.live import watch_served
 from bot.runtime.settings import Settings
 from bot.runtime.taking_in import REACTION, WORDS, reaction_body, words_body
+from bot.runtime.watch import Watch
 from bot.runtime.wiring import open_store
 from town.features.ratings.reactions import Reacted
 from town.inputs.visit import Visit
@@ -52,6 +54,7 @@ class StoredTown:
     store: Store
     town_id: int
     name: str
+    watch: Watch
 
     @property
     def town_name(self) -> str:
@@ -95,6 +98,7 @@ class StoredTown:
 
     def _write(self, kind: str, body: dict[str, Any]) -> None:
         waiting.keep(self.store, self.town_id, kind, body)
+        self.watch.inputs_stored.labels(self.name, kind).inc()
 
 
 @dataclass
@@ -103,6 +107,7 @@ class GatewayProcess:
 
     store: Store
     gateway: DiscordGateway
+    watch: Watch
     member_departures: bool = False
     listening: dict[int, DiscordAdapter] = field(default_factory=dict)  # guild id -> its ears
 
@@ -113,6 +118,7 @@ class GatewayProcess:
         try:
             for guild in self.gateway.guilds():
                 await asyncio.to_thread(self.listen, guild)
+            self.watch.shards.set(len(self.gateway.client.shards))
             log.info(
                 "gateway: %s, %d servers, %d with a town",
                 self.gateway.shards,
@@ -130,6 +136,7 @@ class GatewayProcess:
             await asyncio.to_thread(self.listen, guild)
         elif (ears := self.listening.pop(guild.id, None)) is not None:
             await ears.stop()  # (the shared gateway stays)
+            self.watch.servers_heard.set(len(self.listening))
 
     def listen(self, guild: discord.Guild) -> None:
         """Hear the server's town, if it founded one and it is not paused."""
@@ -144,7 +151,7 @@ class GatewayProcess:
         if found is None or found[0].removed_at is not None:
             return
         row, name = found
-        port = StoredTown(self.store, row.town_id, name)
+        port = StoredTown(self.store, row.town_id, name, self.watch)
         ears = DiscordAdapter(
             port,
             self.store,
@@ -155,6 +162,7 @@ class GatewayProcess:
         )
         ears.listen()
         self.listening[guild.id] = ears
+        self.watch.servers_heard.set(len(self.listening))
 
 
 async def serve_gateway(
@@ -172,6 +180,8 @@ async def serve_gateway(
             member_departures=departures,
             shards=shards,
         )
-        await GatewayProcess(store, gateway, departures).run(ready)
+        watch = Watch(store)
+        async with watch_served(watch, settings):  # /healthz, /metrics on BOTTOWN_METRICS_PORT
+            await GatewayProcess(store, gateway, watch, departures).run(ready)
     finally:
         store.dispose()

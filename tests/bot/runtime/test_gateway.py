@@ -19,6 +19,7 @@ from bot.cli.main import app
 from bot.runtime.gateway import GatewayProcess
 from bot.runtime.settings import load_settings
 from bot.runtime.towns import open_town
+from bot.runtime.watch import Watch
 from bot.runtime.worker import Worker
 from standins.discord.server import FakeDiscord
 from standins.discord.sessions import StartLimit
@@ -40,9 +41,8 @@ async def gateway_process(
 ) -> AsyncIterator[GatewayProcess]:
     """A gateway process holding shard ``shard`` of ``count``, connected."""
     held = ShardSet.parse(str(shard), count)
-    process = GatewayProcess(
-        store, DiscordGateway("test-token", guild_ready_timeout=0.05, shards=held)
-    )
+    gateway = DiscordGateway("test-token", guild_ready_timeout=0.05, shards=held)
+    process = GatewayProcess(store, gateway, Watch(store))
     up = asyncio.Event()
     running = asyncio.create_task(process.run(ready=up.set))
     waiting = asyncio.create_task(up.wait())
@@ -109,6 +109,11 @@ async def test_members_doings_are_stored_for_their_servers_town(
         )
         answer = await until(lambda: fake.interactions[token].followups)
         assert "answered where it runs" in answer[-1]["content"]
+        seen = (await by_shard[1 - home_shard].watch.metrics()).decode()
+        assert "bottown_gateway_shards 1.0" in seen
+        assert "bottown_gateway_servers_heard 1.0" in seen
+        assert 'bottown_inputs_stored_total{kind="words",town="Beta"} 1.0' in seen
+        assert 'bottown_inputs_stored_total{kind="reaction",town="Beta"} 1.0' in seen
 
     words = {town: body for town, kind, body in stored(store) if kind == "words"}
     assert set(words) == {alpha, beta}

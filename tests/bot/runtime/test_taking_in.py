@@ -13,6 +13,7 @@ from sqlmodel import col, select
 
 from bot.runtime.gateway import StoredTown
 from bot.runtime.taking_in import Doorbell
+from bot.runtime.watch import Watch
 from tests.adapters.discord.support import until
 from tests.factories import add_town
 from town.features.ratings.reactions import Reacted
@@ -49,7 +50,7 @@ def left_waiting(store: Store) -> int:
 
 
 async def test_the_town_takes_in_what_a_gateway_stored_once_and_in_order(runtime: Any) -> None:
-    gateway_side = StoredTown(runtime.store, runtime.town_id, runtime.town_name)
+    gateway_side = StoredTown(runtime.store, runtime.town_id, runtime.town_name, Watch())
     for words in ("good morning", "is the cafe open?"):
         visit = Visit.of("Hobbs Cafe", "Mallory", words, "discord", "42")
         await gateway_side.visitor_says(visit)
