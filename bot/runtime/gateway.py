@@ -117,7 +117,7 @@ class GatewayProcess:
         await self.gateway.start()
         try:
             for guild in self.gateway.guilds():
-                await asyncio.to_thread(self.listen, guild)
+                await self.listen(guild)
             self.watch.shards.set(len(self.gateway.client.shards))
             log.info(
                 "gateway: %s, %d servers, %d with a town",
@@ -133,22 +133,17 @@ class GatewayProcess:
 
     async def guild_changed(self, guild: discord.Guild, joined: bool) -> None:
         if joined:
-            await asyncio.to_thread(self.listen, guild)
+            await self.listen(guild)
         elif (ears := self.listening.pop(guild.id, None)) is not None:
             await ears.stop()  # (the shared gateway stays)
             self.watch.servers_heard.set(len(self.listening))
 
-    def listen(self, guild: discord.Guild) -> None:
+    async def listen(self, guild: discord.Guild) -> None:
         """Hear the server's town, if it founded one and it is not paused."""
         if guild.id in self.listening:
             return
-        with self.store.session() as s:
-            found = s.exec(
-                select(Community, Town.name)
-                .join(Town, Town.id == Community.town_id)  # type: ignore[arg-type]
-                .where(Community.platform == PLATFORM, Community.key == str(guild.id))
-            ).first()
-        if found is None or found[0].removed_at is not None:
+        found = await asyncio.to_thread(self._community, guild.id)
+        if found is None or found[0].removed_at is not None or guild.id in self.listening:
             return
         row, name = found
         port = StoredTown(self.store, row.town_id, name, self.watch)
@@ -163,6 +158,19 @@ class GatewayProcess:
         ears.listen()
         self.listening[guild.id] = ears
         self.watch.servers_heard.set(len(self.listening))
+
+    def _community(self, guild_id: int) -> tuple[Community, str] | None:
+        """The server's community row and its town's name."""
+        with self.store.session() as s:
+            found = s.exec(
+                select(Community, Town.name)
+                .join(Town, Town.id == Community.town_id)  # type: ignore[arg-type]
+                .where(Community.platform == PLATFORM, Community.key == str(guild_id))
+            ).first()
+            if found is None:
+                return None
+            s.expunge(found[0])
+            return found[0], found[1]
 
 
 async def serve_gateway(
