@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -103,19 +104,32 @@ class Doorbell:
         def heard(town_id: int) -> None:  # (on the listening thread)
             loop.call_soon_threadsafe(self.ring, town_id)
 
-        listening = asyncio.create_task(asyncio.to_thread(waiting.listen, self.store, heard, stop))
+        listening = asyncio.create_task(self._listen(heard, stop))
         try:
             await self._poll(LISTENING_POLL_S)
         finally:
             stop.set()
-            with contextlib.suppress(Exception):
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
                 await listening
+
+    async def _listen(self, heard: Callable[[int], None], stop: threading.Event) -> None:
+        """LISTEN again after the database went away (the poll covers the gap)."""
+        while not stop.is_set():
+            try:
+                await asyncio.to_thread(waiting.listen, self.store, heard, stop)
+            except Exception as exc:
+                log.warning("waiting inputs: not listening (%s); again in %g s", exc, self.poll_s)
+                await asyncio.sleep(self.poll_s)
 
     async def _poll(self, every_s: float) -> None:
         while True:
-            for town_id in await asyncio.to_thread(
-                waiting.towns_waiting, self.store, list(self.bells)
-            ):
+            try:
+                towns = await asyncio.to_thread(waiting.towns_waiting, self.store, list(self.bells))
+            except Exception as exc:  # the database out of reach: the next round asks again
+                log.warning("waiting inputs: no poll (%s)", exc)
+                towns = set()
+            for town_id in towns:
                 self.ring(town_id)
             await asyncio.sleep(every_s)
 
@@ -125,7 +139,10 @@ class Doorbell:
         try:
             while True:
                 bell.clear()
-                await take_in(runtime)
+                try:
+                    await take_in(runtime)
+                except Exception as exc:  # the database out of reach: the next ring tries again
+                    log.warning("%s: waiting inputs not taken in (%s)", runtime.town_name, exc)
                 await bell.wait()
         finally:
             self.bells.pop(runtime.town_id, None)

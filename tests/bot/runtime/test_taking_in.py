@@ -9,6 +9,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+from sqlalchemy.exc import OperationalError
 from sqlmodel import col, select
 
 from bot.runtime.gateway import StoredTown
@@ -99,3 +101,29 @@ def test_postgresql_notifies_a_waiting_input_at_its_commit(postgres_url: str) ->
         assert heard and heard[0][0] == town_id and heard[0][1] >= 1  # the row was there
     finally:
         store.dispose()
+
+
+async def test_a_database_blip_delays_the_inputs_and_loses_none(
+    runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_take, real_poll = waiting.take, waiting.towns_waiting
+    failures = {"take": 1, "poll": 1}
+
+    def flaky(name: str, real: Any) -> Any:
+        def call(*args: Any) -> Any:
+            if failures[name]:
+                failures[name] -= 1
+                raise OperationalError("select", {}, Exception("the server closed the connection"))
+            return real(*args)
+
+        return call
+
+    monkeypatch.setattr(waiting, "take", flaky("take", real_take))
+    monkeypatch.setattr(waiting, "towns_waiting", flaky("poll", real_poll))
+    gateway_side = StoredTown(runtime.store, runtime.town_id, runtime.town_name, Watch())
+    await gateway_side.visitor_says(
+        Visit.of("Hobbs Cafe", "Mallory", "still there?", "discord", "42")
+    )
+    async with ringing(Doorbell(runtime.store, poll_s=0.01), runtime):
+        await until(lambda: visitors_lines(runtime) == ["Mallory: still there?"])
+    assert failures == {"take": 0, "poll": 0} and left_waiting(runtime.store) == 0
