@@ -73,6 +73,8 @@ class DiscordAdapter:
             member_departures=member_departures,
             guild_ready_timeout=guild_ready_timeout,
             connect_timeout=connect_timeout,
+            clock=clock,
+            sleep=sleep,
         )
         self.message_content = self.gateway.message_content
         self.client = self.gateway.client
@@ -154,6 +156,15 @@ class DiscordAdapter:
             raise
         intent = "on" if self.message_content else "off"
         log.info("Discord: the town lives in %r (message_content intent %s)", self.guild, intent)
+
+    def listen(self) -> None:
+        """Hear the server on a shared gateway without provisioning anything: the channels are
+        the ones the store links (a gateway process; whoever runs the town made them)."""
+        guild = self._pick_guild()
+        self.guild_id = self._departures.guild_id = guild.id
+        self.channels.known(guild)
+        self.inbound.hear_commands(guild)
+        self.gateway.towns[guild.id] = self
 
     async def stop(self) -> None:
         if self.guild_id is not None and self.gateway.towns.get(self.guild_id) == self:

@@ -92,6 +92,17 @@ class LocationChannels:
         for problem in self.problems:
             log.warning("Discord: %s", problem)
 
+    def known(self, guild: discord.Guild) -> None:
+        """The channels and webhooks the store links to the town's places, as whoever
+        provisioned them left them (a process that only listens makes nothing)."""
+        self.guild = guild
+        for area, link in self.links.load().items():
+            if link.channel_id.isdigit():  # (not the row of the synced commands)
+                self._channel_of[area] = int(link.channel_id)
+                if hook := self._stored_webhook(link.extra):
+                    self._hooks[area] = hook
+        self._area_of = {cid: a for a, cid in self._channel_of.items()}
+
     async def ensure(self, area: str) -> None:
         """A channel and webhook for a place that came after start-up (a live ``bottown town
         update``): found or made now, once; what cannot be done is noted, never raised."""

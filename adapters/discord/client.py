@@ -1,23 +1,27 @@
-"""The gateway connection: a ``discord.Client`` whose messages go to the adapter's inbound half."""
+"""The gateway connection: discord.py's sharded client (every shard Discord recommends, or the
+shards this process holds), whose messages go to the adapter's inbound half."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import discord
 from discord import app_commands
 
 from adapters.discord.confirm import ConfirmButton, Confirmed
 from adapters.discord.departures import Departing
+from adapters.discord.shards import EVERY_SHARD, IdentifyPacer, ShardSet
 
 log = logging.getLogger(__name__)
 
 NO_MENTIONS = discord.AllowedMentions.none()
 
 
-class TownClient(discord.Client):
-    """discord.py's client, mentioning no one by default, with the ``/town`` command tree."""
+class TownClient(discord.AutoShardedClient):
+    """discord.py's sharded client, mentioning no one by default, with the ``/town`` command
+    tree; its IDENTIFYs keep Discord's pace (``pacer``)."""
 
     def __init__(
         self,
@@ -28,14 +32,28 @@ class TownClient(discord.Client):
         departures: Departing | None = None,
         on_reaction: Callable[[discord.RawReactionActionEvent], Awaitable[None]] | None = None,
         on_guild: Callable[[discord.Guild, bool], Awaitable[None]] | None = None,
+        shards: ShardSet = EVERY_SHARD,
+        pacer: IdentifyPacer | None = None,
     ) -> None:
-        super().__init__(intents=intents, allowed_mentions=NO_MENTIONS, guild_ready_timeout=ready)
+        # shard_ids only when this process holds some (discord.py's stubs want a list)
+        held: dict[str, Any] = {} if shards.ids is None else {"shard_ids": list(shards.ids)}
+        super().__init__(
+            intents=intents,
+            allowed_mentions=NO_MENTIONS,
+            guild_ready_timeout=ready,
+            shard_count=shards.count,
+            **held,
+        )
+        self.pacer = pacer or IdentifyPacer()
         self._handle, self._deleted, self._reacted = on_message, on_delete, on_reaction
         self.departures = departures
         self._guild_changed = on_guild  # (guild, joined): the bot invited to or removed from it
         self.confirmed: Confirmed | None = None  # what a confirmation button runs (inbound)
         self.add_dynamic_items(ConfirmButton)
         self.tree: app_commands.CommandTree[TownClient] = app_commands.CommandTree(self)
+
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        await self.pacer.before(shard_id)
 
     async def on_message(self, message: discord.Message) -> None:
         try:

@@ -1,6 +1,7 @@
-"""One gateway connection for every server the bot is in: discord.py's client, logged in once,
-each event handed to the town of the server it came from (``Town``: a town's adapter), and a
-``/town`` that answers in a server with no town yet (``Desk``: founding one).
+"""One gateway for every server the bot is in (or those of its ``shards``): discord.py's sharded
+client, logged in once, each event handed to the town of the server it came from (``Town``: a
+town's adapter), and a ``/town`` that answers in a server with no town yet (``Desk``: founding
+one).
 
 Servers join and leave while it runs: ``on_guild`` is told (the server, joined or not), and the
 bot layer founds, resumes or pauses that server's town.
@@ -11,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import discord
 from discord import app_commands
+from discord.shard import SessionStartLimits
 
 from adapters.core.ports import Caller, Reply
 from adapters.discord.client import NO_MENTIONS, TownClient
 from adapters.discord.departures import Departing
 from adapters.discord.errors import NETWORK_ERRORS
 from adapters.discord.poster import send_answer
+from adapters.discord.shards import EVERY_SHARD, IdentifyPacer, ShardSet, check_start_limit
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +72,12 @@ class DiscordGateway(Departing):
         member_departures: bool = False,
         guild_ready_timeout: float = 2.0,
         connect_timeout: float = 60.0,
+        shards: ShardSet = EVERY_SHARD,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.message_content, self.connect_timeout = message_content, connect_timeout
+        self.shards = shards
         self._token = token
         intents = discord.Intents.none()
         intents.guilds = True
@@ -86,6 +94,8 @@ class DiscordGateway(Departing):
             self,
             on_reaction=self._on_reaction,
             on_guild=self._on_guild,
+            shards=shards,
+            pacer=IdentifyPacer(clock, sleep),
         )
         self.client.confirmed = self._confirmed
         self.towns: dict[int, Town] = {}  # guild id -> its town's adapter
@@ -105,12 +115,21 @@ class DiscordGateway(Departing):
                     "Discord rejected the bot token: check BOTTOWN_DISCORD_TOKEN (the Bot page "
                     "of the Developer Portal, Reset Token)"
                 ) from exc
+            await self._mind_the_start_limit()
             self._task = asyncio.create_task(self.client.connect(), name="discord-gateway")
             self._task.add_done_callback(_gateway_ended)
             await self._wait_ready(self._task)
         except BaseException:
             await self.stop()
             raise
+
+    async def _mind_the_start_limit(self) -> None:
+        """Discord's session start limit: enough left for this process's shards, and how many
+        may identify together."""
+        recommended, _, limit = await self.client.http.get_bot_gateway()
+        limits = SessionStartLimits(**limit)
+        check_start_limit(limits, self.shards.sessions(recommended))
+        self.client.pacer.max_concurrency = limits.max_concurrency
 
     async def stop(self) -> None:
         await self.client.close()

@@ -178,8 +178,7 @@ class Inbound:
         """Register ``/town`` in the guild; upload it only when it changed (Discord allows
         200 uploads a day per guild)."""
         tree = self.client.tree
-        tree.clear_commands(guild=guild)
-        tree.add_command(self._town_command(), guild=guild)
+        self.hear_commands(guild)
         payload = [command.to_dict(tree) for command in tree.get_commands(guild=guild)]
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         try:
@@ -202,6 +201,11 @@ class Inbound:
             )
             return
         self.links.save(COMMANDS_KEY, str(guild.id), {"hash": digest})
+
+    def hear_commands(self, guild: discord.Guild) -> None:
+        """Answer ``/town`` in the guild (registered here; uploading it is ``sync_commands``)."""
+        self.client.tree.clear_commands(guild=guild)
+        self.client.tree.add_command(self._town_command(), guild=guild)
 
     def _town_command(self) -> app_commands.Command[Any, ..., None]:
         @app_commands.command(name="town", description="Talk to the town (try: help)")

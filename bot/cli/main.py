@@ -20,6 +20,7 @@ from bot.cli.common import err, guarded, out, settings_and_logging
 from bot.cli.eval_live import live
 from bot.cli.eval_society import society
 from bot.cli.experiment import experiment_app
+from bot.cli.gateway import gateway
 from bot.cli.memory import recall, remember
 from bot.cli.own_town import town_app
 from bot.cli.replay import replay
@@ -52,6 +53,7 @@ app.command()(remember)
 app.command()(recall)
 app.command()(replay)
 app.command()(worker)
+app.command()(gateway)
 app.command()(backup)
 app.command("restore")(restore_backup)
 

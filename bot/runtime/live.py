@@ -20,6 +20,7 @@ from bot.runtime.consent import leaving_forgets, replay_paths
 from bot.runtime.run import PLATFORMS, TownRuntime
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
+from bot.runtime.taking_in import Doorbell
 from bot.runtime.towns import OpenTown, founding_shown, open_town
 from bot.runtime.watch import Watch
 from town.features.consent.forget import finish_pending
@@ -185,11 +186,13 @@ async def run_town(
     ready: Callable[[TownRuntime], None] | None = None,
     keeper: Timekeeper | None = None,
     make_adapter: Callable[[str, TownRuntime], Adapter] = build_adapter,
+    doorbell: Doorbell | None = None,
 ) -> None:
     """Run an open town until cancelled: its adapters, one outbox pump each, and its tick job on
     ``keeper`` (a worker's, shared by its towns; None: one of the town's own), made up for missed
     time first; the town is held in its watch (``/metrics``) while it runs. ``make_adapter``
-    builds each platform's adapter (one on a shared gateway, for a community's town). A tick
+    builds each platform's adapter (one on a shared gateway, for a community's town); with a
+    ``doorbell`` (a worker's), the town takes in what gateway processes stored for it. A tick
     that raises what ``runtime.stop_on`` names ends the run with that exception. On the way out
     the town's job goes (a running tick rolls back). The caller owns ``runtime.opened`` and
     closes it."""
@@ -211,6 +214,8 @@ async def run_town(
             )
             runtime.pumps.append(pump)
             tasks.append(asyncio.create_task(pump.run(runtime.wake), name=f"outbox-{name}"))
+        if doorbell is not None:
+            tasks.append(asyncio.create_task(doorbell.keep_taking(runtime), name="taking-in"))
         days = runtime.settings.audit_retention_days
         tasks.append(
             asyncio.create_task(audit.keep_pruned(runtime.engine, days), name="audit-retention")

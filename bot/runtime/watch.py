@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client import Counter as CounterMetric
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -197,6 +203,23 @@ class Watch:
             "From a visitor's words to the first resident's answer handed to the platforms.",
             ["town", "platform"],
             buckets=REPLY_BUCKETS,
+            registry=self.registry,
+        )
+        # a gateway process's (``bottown gateway``): its shards, and what it stored for towns
+        self.shards = Gauge(
+            "bottown_gateway_shards",
+            "Discord gateway shards this process holds.",
+            registry=self.registry,
+        )
+        self.servers_heard = Gauge(
+            "bottown_gateway_servers_heard",
+            "Discord servers with a town whose members this process hears.",
+            registry=self.registry,
+        )
+        self.inputs_stored = CounterMetric(
+            "bottown_inputs_stored",
+            "Members' doings a gateway process stored for a town, by kind (words, reaction).",
+            ["town", "kind"],
             registry=self.registry,
         )
         self._read = TownsRead()

@@ -9,7 +9,9 @@ A worker's loop, every ``lease_seconds / 3``:
 3. give one town back when it holds more than its fair share and another worker has room;
 4. take free towns (all towns in the database, or ``--towns``) and run each with ``run_town``,
    its engine's guard set to the lease check, so a tick whose lease is gone rolls back; the
-   worker's ``Timekeeper`` gives each town it runs a tick job, and takes it away as it stops.
+   worker's ``Timekeeper`` gives each town it runs a tick job, and takes it away as it stops,
+   and its ``Doorbell`` wakes each to take in what gateway processes (``bottown gateway``)
+   stored for it.
 
 A database that goes away is retried with backoff, and the towns stop once their leases may have
 run out; SIGTERM (or Ctrl-C) stops the towns, gives their leases back and exits.
@@ -40,6 +42,7 @@ from bot.runtime.live import run_town, watch_served
 from bot.runtime.run import PLATFORMS, TownRuntime
 from bot.runtime.scheduler import Timekeeper
 from bot.runtime.settings import Settings
+from bot.runtime.taking_in import Doorbell
 from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
 from bot.runtime.worker_connection import OUTAGE_ERRORS, outage_reason, worker_url
@@ -78,6 +81,7 @@ class Worker:
     services: Services | None = None
     leases: Leases | None = None
     keeper: Timekeeper | None = None  # the ticks of the towns this worker runs
+    doorbell: Doorbell | None = None  # wakes its towns for what gateway processes stored
     watch: Watch = field(default_factory=Watch)  # /healthz and /metrics of its towns
     _free_since: dict[int, float] = field(default_factory=dict)
     _cooldown: dict[int, float] = field(default_factory=dict)
@@ -107,7 +111,8 @@ class Worker:
     async def _run(self, stop: asyncio.Event) -> None:
         if not await self._connect(stop):
             return
-        assert self.leases is not None
+        assert self.leases is not None and self.doorbell is not None
+        ringing = asyncio.create_task(self.doorbell.run(), name="doorbell")
         try:
             await self._register(stop)
             log.info(
@@ -120,6 +125,9 @@ class Worker:
             )
             await self._loop(stop)
         finally:
+            ringing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await ringing
             await self._shutdown()
 
     async def _register(self, stop: asyncio.Event) -> None:
@@ -172,6 +180,7 @@ class Worker:
                 self.services = await asyncio.to_thread(self._open_services)
                 self.leases = Leases(self.services.store, self.name, self.lease_s, self.instance)
                 self.keeper = Timekeeper(self.services.store, self.settings)
+                self.doorbell = Doorbell(self.services.store)
                 self.watch.store = self.services.store
                 if self.services.store.is_sqlite:
                     self._tick_lock = asyncio.Lock()
@@ -295,7 +304,7 @@ class Worker:
         opened.engine.guard = self.leases.guard(lease, on_lost)
         runtime = TownRuntime(opened, self.settings, watch=self.watch)
         runtime.stop_on = (LeaseLost,)  # a tick that finds the lease gone ends the town's run
-        run = run_town(runtime, self.platforms, keeper=self.keeper)
+        run = run_town(runtime, self.platforms, keeper=self.keeper, doorbell=self.doorbell)
         task = asyncio.create_task(run, name=f"town-{name}")
         self.held[town_id] = HeldTown(town_id, name, lease, task, sent, lost, why_lost)
         log.info("running town %r (#%d) under lease epoch %d", name, town_id, lease.epoch)

@@ -1,22 +1,20 @@
 """The fake Discord's state: its guilds (each with its roles, members and commands), their
-payloads as Discord sends them, and the gateway (HELLO, IDENTIFY -> READY + a GUILD_CREATE per
-guild the bot is in, heartbeats, RESUME; GUILD_CREATE and GUILD_DELETE as the bot is invited
-and removed) that carries their events."""
+payloads as Discord sends them, and their events (GUILD_CREATE and GUILD_DELETE as the bot is
+invited and removed) handed to the gateway's sessions (``standins.discord.sessions``)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import secrets
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from standins.clock import Clock
+from standins.discord.sessions import Sessions, in_shard
 from standins.discord.wire import (
     API,
     BOT_PERMISSIONS,
@@ -127,7 +125,7 @@ class Service:
         self.clock: Callable[[], float] = Clock()
         self.throttled = 0  # 429s answered by the rate limits
         self.watchers: list[Callable[[str, Json], None]] = []  # told every gateway event sent
-        self._seq = 0
+        self.sessions = Sessions(self)  # the gateway's sessions, shards and start limits
         self._runner: web.AppRunner | None = None
         self.url = ""
         self.home = self.add_guild(guild_name)
@@ -135,9 +133,12 @@ class Service:
 
     # -- guilds ------------------------------------------------------------------------------
 
-    def add_guild(self, name: str) -> Guild:
-        """A server the bot is not in yet (``invite`` brings it in)."""
+    def add_guild(self, name: str, shard: tuple[int, int] | None = None) -> Guild:
+        """A server the bot is not in yet (``invite`` brings it in); ``shard`` (id, count): one
+        whose id that shard owns."""
         guild = Guild(self, name)
+        if shard is not None:
+            guild.id = in_shard(guild.id, *shard)
         self.guilds[str(guild.id)] = guild
         return guild
 
@@ -247,54 +248,17 @@ class Service:
         return ((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22) | next(self._counter)
 
     async def dispatch(self, event: str, data: Json) -> None:
-        """Send a gateway event to every connected client."""
-        self._seq += 1
+        """Send a gateway event to the sessions of its guild's shard
+        (``standins.discord.sessions``)."""
         for watcher in self.watchers:
             watcher(event, data)
-        frame = {"op": 0, "t": event, "s": self._seq, "d": data}
-        for ws in list(self.sockets):
-            if not ws.closed:
-                await ws.send_str(json.dumps(frame))
+        await self.sessions.dispatch(event, data)
 
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        self.sockets.append(ws)
-        await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
-        try:
-            async for msg in ws:
-                if msg.type != WSMsgType.TEXT:
-                    continue
-                frame = json.loads(msg.data)
-                op = frame.get("op")
-                if op == 1:
-                    await ws.send_str(json.dumps({"op": 11}))
-                elif op == 2:
-                    await self._identify(frame["d"])
-                elif op == 6:
-                    await self.dispatch("RESUMED", {})
-        finally:
-            self.sockets.remove(ws)
-        return ws
+    def present(self) -> list[int]:
+        return [guild.id for guild in self.guilds.values() if guild.bot_in]
 
-    async def _identify(self, data: Json) -> None:
-        self.identifies.append(data)
-        self.intents = int(data.get("intents", 0))
-        ready = {
-            "v": 10,
-            "user": self.bot_user,
-            "guilds": [{"id": g, "unavailable": True} for g, x in self.guilds.items() if x.bot_in],
-            "session_id": secrets.token_hex(8),
-            "resume_gateway_url": self.gateway_url,
-            "shard": [0, 1],
-            "application": {"id": str(self.app_id), "flags": 0},
-            "private_channels": [],
-            "relationships": [],
-        }
-        await self.dispatch("READY", ready)
-        for guild in [g for g in self.guilds.values() if g.bot_in]:
-            await self.dispatch("GUILD_CREATE", self._guild(guild))
-        self.connected.set()
+    def guild_created(self, guild_id: int) -> Json:
+        return self._guild(self.guilds[str(guild_id)])
 
     def _guild(self, guild: Guild) -> Json:
         """GUILD_CREATE's payload for ``guild``."""

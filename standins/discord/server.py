@@ -6,7 +6,8 @@ its webhooks and commands there gone, and 403 Missing Access (50001) on the guil
 after). It serves the routes the adapter uses (login,
 application info, guild channels, webhooks and their execution, channel messages (and one by
 id), direct messages, reactions, application commands, interaction callbacks and follow-ups)
-and a gateway websocket (HELLO, IDENTIFY -> READY + GUILD_CREATE, heartbeats, RESUME). Tests push
+and a gateway websocket (HELLO, IDENTIFY -> READY + GUILD_CREATE, heartbeats, RESUME; shards,
+close codes and session start limits as Discord has them: ``standins.discord.sessions``). Tests push
 MESSAGE_CREATE and INTERACTION_CREATE events through it, queue faults (a 429, an Unknown
 Webhook) for the next call of a route, close a member's direct messages, and read back every
 call it received.
@@ -77,12 +78,12 @@ class FakeDiscord(Interactions, Members):
 
     async def start(self) -> FakeDiscord:
         app = web.Application(middlewares=[self._record])
-        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/gateway", self.sessions.serve)
         r = app.router
         r.add_get(f"{API}/users/@me", self._me)
         r.add_get(f"{API}/oauth2/applications/@me", self._application)
-        r.add_get(f"{API}/gateway", self._gateway_url)
-        r.add_get(f"{API}/gateway/bot", self._gateway_url)
+        r.add_get(f"{API}/gateway", self._gateway)
+        r.add_get(f"{API}/gateway/bot", self._gateway_bot)
         r.add_get(f"{API}/guilds/{{guild}}/channels", self._list_channels)
         r.add_get(f"{API}/guilds/{{guild}}/members/{{user}}", self._get_member)
         r.add_post(f"{API}/guilds/{{guild}}/channels", self._create_channel)
@@ -239,9 +240,18 @@ class FakeDiscord(Interactions, Members):
             }
         )
 
-    async def _gateway_url(self, request: web.Request) -> web.Response:
-        limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
-        return json_response({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+    async def _gateway(self, request: web.Request) -> web.Response:
+        return json_response({"url": self.gateway_url})
+
+    async def _gateway_bot(self, request: web.Request) -> web.Response:
+        """The gateway's URL, the shards Discord recommends, and the session start limit."""
+        return json_response(
+            {
+                "url": self.gateway_url,
+                "shards": self.sessions.recommended_shards(),
+                "session_start_limit": self.sessions.limit.payload(self.clock()),
+            }
+        )
 
     def _guild_in(self, request: web.Request, permission: int = 0) -> Guild | web.Response:
         """The route's guild, or Discord's refusal: unknown, the bot not in it, a permission

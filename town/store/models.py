@@ -331,6 +331,18 @@ class PendingInput(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class WaitingInput(SQLModel, table=True):
+    """What a member did, written by a gateway process that heard it (``bottown gateway``) for
+    the process that runs the town: a visitor's words, a reaction (``kind``), as JSON
+    (``body``), in the order written."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    town_id: int = Field(foreign_key="town.id", index=True)
+    kind: str = Field(max_length=20)  # words, reaction
+    body: dict[str, Any] = Field(sa_column=_json())
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class Reaction(SQLModel, table=True):
     """A member's reaction to a resident's message where it was shown (a Discord emoji, a Slack
     reaction, the web page's thumbs), stored against the message: who said it, which task made

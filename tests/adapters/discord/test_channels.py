@@ -22,7 +22,8 @@ from town.store.models import ChannelLink
 
 
 async def test_provisioning_twice_creates_nothing_new(runtime: Any, fake: FakeDiscord) -> None:
-    first = make_adapter(runtime)
+    # each a new session of the bot, 5 s (of the fake's clock) after the last, as Discord wants
+    first = make_adapter(runtime, fake)
     await first.start()
     await first.stop()
     town = runtime.town_name
@@ -47,7 +48,7 @@ async def test_provisioning_twice_creates_nothing_new(runtime: Any, fake: FakeDi
         | INTENT_GUILD_MODERATION
     )
 
-    second = make_adapter(runtime)
+    second = make_adapter(runtime, fake)
     await second.start()
     await second.stop()
     assert [len(fake.calls_of(*c)) for c in created] == [4, 3]  # nothing new
@@ -59,7 +60,7 @@ async def test_provisioning_twice_creates_nothing_new(runtime: Any, fake: FakeDi
     with runtime.store.session() as s:
         for row in s.exec(select(ChannelLink)).all():
             s.delete(row)
-    third = make_adapter(runtime)
+    third = make_adapter(runtime, fake)
     await third.start()
     assert "guild Test Server, message_content intent on" in third.status_line()
     await third.stop()

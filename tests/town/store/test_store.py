@@ -61,7 +61,7 @@ def test_migrations_create_every_table_and_are_idempotent(tmp_path: Path) -> Non
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     Store.open(url)  # a second start finds the schema current and changes nothing
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0013"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0014"
 
 
 def test_an_old_database_loses_the_scheduler_job_table(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from town.store.models import (
     Reaction,
     Resident,
     Visitor,
+    WaitingInput,
 )
 
 FORGOTTEN_KIND = "forgotten"  # an audit row of a forgotten member's: counted, never heard
@@ -350,6 +351,8 @@ REGISTRY: list[Place] = [
     Redacted("residents", Resident, ("summary", "action", "state"), _town_rows(Resident)),
     # (words heard and an interview room's changes, waiting for the next tick)
     Redacted("pending inputs", PendingInput, ("text",), _town_rows(PendingInput)),
+    # (a visitor's words and reactions a gateway process heard, for the town's process)
+    Redacted("waiting inputs", WaitingInput, ("body",), _town_rows(WaitingInput)),
     Redacted("plans", PlanItem, ("description",), _residents_rows(PlanItem)),
     Redacted("conversations", Conversation, ("participants", "turns"), _town_rows(Conversation)),
     Redacted("outbox", OutboxEvent, ("payload",), _town_rows(OutboxEvent)),
