@@ -31,7 +31,13 @@ from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.gateway import DiscordGateway
 from bot.runtime.community_rows import CommunityRows
 from bot.runtime.community_settings import TownChoices, settings_command
-from bot.runtime.community_town import CommunityTown, RunningTown, start_town, wanted_persona
+from bot.runtime.community_town import (
+    CommunityTown,
+    RunningTown,
+    foundings,
+    start_town,
+    wanted_persona,
+)
 from bot.runtime.consent import leaving_forgets
 from bot.runtime.leaving import forget_removed, keep_forgetting
 from bot.runtime.live import watch_served
@@ -67,6 +73,7 @@ class Communities:
         default_factory=lambda: defaultdict(asyncio.Lock)
     )
     _names: set[str] = field(default_factory=set)  # the names of towns being founded
+    _founding: asyncio.Semaphore = field(default_factory=foundings)  # a few at once
     _restarts: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
@@ -171,7 +178,8 @@ class Communities:
         async with self._locks[guild.id]:
             if self.community(guild.id) is not None:
                 return Reply("This server has its town already.", True, ok=False)
-            return await self._found(guild, persona)
+            async with self._founding:
+                return await self._found(guild, persona)
 
     def may_found(self, guild: discord.Guild, caller: Caller) -> bool:
         """Manage Server, the founder role of the settings (by name, as the server made it),

@@ -16,6 +16,16 @@ from bot.runtime.scheduler import Timekeeper
 
 Key = TypeVar("Key")
 
+FOUNDINGS_AT_ONCE = 8
+"""Towns one process founds at once; the next founders wait their turn (their members see the
+bot thinking), so a rush of foundings (a bot invited to a hundred servers in an hour) leaves the
+event loop free to acknowledge every interaction within Discord's 3 seconds and to keep the
+living towns' ticks on time."""
+
+
+def foundings() -> asyncio.Semaphore:
+    return asyncio.Semaphore(FOUNDINGS_AT_ONCE)
+
 
 @dataclass
 class CommunityTown(TownRuntime):

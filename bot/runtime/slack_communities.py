@@ -27,7 +27,13 @@ from adapters.slack.adapter import SlackAdapter
 from adapters.slack.workspaces import SlackWorkspaces
 from bot.runtime.community_rows import CommunityRows
 from bot.runtime.community_settings import TownChoices, settings_command
-from bot.runtime.community_town import CommunityTown, RunningTown, start_town, wanted_persona
+from bot.runtime.community_town import (
+    CommunityTown,
+    RunningTown,
+    foundings,
+    start_town,
+    wanted_persona,
+)
 from bot.runtime.leaving import forget_removed, keep_forgetting
 from bot.runtime.live import watch_served
 from bot.runtime.run import TownRuntime
@@ -62,6 +68,7 @@ class SlackCommunities:
         default_factory=lambda: defaultdict(asyncio.Lock)
     )
     _names: set[str] = field(default_factory=set)  # the names of towns being founded
+    _founding: asyncio.Semaphore = field(default_factory=foundings)  # a few at once
     _work: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
@@ -170,7 +177,8 @@ class SlackCommunities:
             if self.rows.get(team) is not None:
                 return Reply("This workspace has its town already.", True, ok=False)
             home = await self.workspaces.team_name(team)
-            return await self._found(team, home, token, persona)
+            async with self._founding:
+                return await self._found(team, home, token, persona)
 
     async def _found(self, team: str, home: str, token: str, persona: str) -> Reply:
         name = self.rows.free_name(load_town(persona).name, home, team, self._names)

@@ -324,3 +324,28 @@ async def test_a_busy_towns_rush_does_not_delay_a_quiet_towns_reply(
     ]
     assert order.count("busy") >= rush  # every visitor of the rush was answered by the model
     assert "quiet" in order[:3], order  # the one in flight, at most one of the rush, then it
+
+
+async def test_foundings_at_once_wait_their_turn_and_all_are_founded(host: Host) -> None:
+    """A rush of foundings (a bot invited to many servers) is founded a few at a time, so the
+    event loop stays free to acknowledge each member's interaction in time."""
+    fake, communities = host.fake, host.communities
+    communities._founding = asyncio.Semaphore(1)  # (FOUNDINGS_AT_ONCE is 8)
+    second = await _second_server(host)
+    founding, most = 0, 0
+    found = communities._found
+
+    async def counted(guild: Any, persona: str) -> Any:
+        nonlocal founding, most
+        founding += 1
+        most = max(most, founding)
+        try:
+            return await found(guild, persona)
+        finally:
+            founding -= 1
+
+    communities._found = counted  # type: ignore[method-assign]
+    mayor = fake.add_member("Mayor", admin=True)
+    keeper = fake.add_member("Keeper", admin=True, guild=second)
+    answers = await asyncio.gather(host.found(fake.home, mayor), host.found(second, keeper))
+    assert all("is founded" in a for a in answers) and most == 1
