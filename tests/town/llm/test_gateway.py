@@ -22,11 +22,13 @@ from standins.llm.server import running
 from tests.helpers import Composed, sample
 from town.llm import urgency
 from town.llm.client import open_client
+from town.llm.gateway import LLMGateway
+from town.llm.pacing import Pacer
 from town.llm.port import Brain, OfflineBrain
 from town.llm.speech import SpeechTask
 from town.llm.structured import max_tokens_for
 from town.llm.tasks import EMOJI, REFLECT_INSIGHTS, TASKS
-from town.llm.usage import TokenBudget, UsageTally
+from town.llm.usage import Holds, TokenBudget, Unlimited, UsageTally
 
 BY_NAME = {task.name: task for task in TASKS}
 
@@ -548,3 +550,22 @@ async def test_the_prompt_tokens_a_server_s_cache_held_are_counted(rig: Rig) -> 
         await rig.gateway.run(EMOJI, sample(EMOJI))
     share = rig.gateway.report.as_json()["cached_prompt_share"]
     assert share is not None and 0.5 < share < 1  # all but the first call's prompt
+
+
+async def test_with_priority_each_call_carries_its_urgency_as_vllm_s_priority_field() -> None:
+    """``BOTTOWN_LLM_PRIORITY=true``: vLLM's ``priority`` (lower first, as ours) on every call,
+    a visitor's reply ahead of the town's own thought; without it the field is never sent."""
+    emoji = completion('{"emoji": "☕"}', {"prompt_tokens": 1, "completion_tokens": 1})
+    async with stand_in(emoji) as server:
+        client = open_client(server.url, API_KEY, 5.0, 0)
+        for priority in (True, False):
+            pacer = Pacer(1, 5.0)
+            gateway = LLMGateway(
+                client, model="m", pacer=pacer, holds=Holds(Unlimited()), priority=priority
+            )
+            await gateway.run(EMOJI, sample(EMOJI))
+            with urgency.person_waiting(urgency.VISITOR):
+                await gateway.run(EMOJI, sample(EMOJI))
+        await client.close()
+    sent = [body.get("priority") for _, body in server.seen]
+    assert sent == [EMOJI.urgency, urgency.VISITOR, None, None]
