@@ -1,5 +1,5 @@
 """What the Slack adapter's tests share: signed requests for the adapter's events endpoint, and
-what the town heard. The fake Slack (``tests/fakes/slack_api.py``) runs on 127.0.0.1; the
+what the town heard. The fake Slack (``standins/slack/``) runs on 127.0.0.1; the
 adapter is the real slack-bolt AsyncApp with slack_sdk clients."""
 
 from __future__ import annotations
