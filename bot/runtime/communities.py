@@ -34,6 +34,7 @@ from bot.runtime.community_settings import TownChoices, settings_command
 from bot.runtime.community_town import (
     CommunityTown,
     RunningTown,
+    found,
     foundings,
     start_town,
     wanted_persona,
@@ -48,7 +49,6 @@ from bot.runtime.towns import OpenTown, open_town
 from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
 from town.store.models import Community, utcnow
-from town.world.load import load_town
 
 log = logging.getLogger(__name__)
 
@@ -191,21 +191,10 @@ class Communities:
         return bool(wanted) and any(r is not None and r.name.lower() == wanted for r in held)
 
     async def _found(self, guild: discord.Guild, persona: str) -> Reply:
-        name = self.rows.free_name(load_town(persona).name, guild.name, str(guild.id), self._names)
-        self._names.add(name.lower())  # another server founding meanwhile picks another
-        choices = TownChoices(persona=persona)
-        try:
-            opened = await open_town(
-                self.town_settings_of(choices),
-                name,
-                persona=persona,
-                create=True,
-                services=self.services,
-            )
-        finally:
-            self._names.discard(name.lower())
-        assert opened.town.id is not None
-        row = self.rows.add(str(guild.id), guild.name, opened.town.id, choices.stored())
+        community = (str(guild.id), guild.name)
+        opened, row, name = await found(
+            self.rows, self._names, self.settings, self.services, community, persona
+        )
         log.info("Discord: %r founded its town %r from %s", guild.name, name, persona)
         await self._run(guild, opened, row)
         return Reply(

@@ -10,9 +10,16 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from adapters.core.ports import Adapter, Caller, Reply
+from bot.runtime.community_rows import CommunityRows
+from bot.runtime.community_settings import TownChoices
 from bot.runtime.live import run_town
 from bot.runtime.run import TownRuntime
 from bot.runtime.scheduler import Timekeeper
+from bot.runtime.settings import Settings
+from bot.runtime.towns import OpenTown, open_town
+from bot.runtime.wiring import Services
+from town.store.models import Community
+from town.world.load import load_town
 
 Key = TypeVar("Key")
 
@@ -25,6 +32,30 @@ living towns' ticks on time."""
 
 def foundings() -> asyncio.Semaphore:
     return asyncio.Semaphore(FOUNDINGS_AT_ONCE)
+
+
+async def found(
+    rows: CommunityRows,
+    founding: set[str],
+    settings: Settings,
+    services: Services,
+    community: tuple[str, str],
+    persona: str,
+) -> tuple[OpenTown, Community, str]:
+    """The town of ``community`` (its key and name) founded from ``persona`` under a free name
+    (``founding``: the lowered names of towns being founded meanwhile), and its row."""
+    key, home = community
+    name = rows.free_name(load_town(persona).name, home, key, founding)
+    founding.add(name.lower())  # another community founding meanwhile picks another
+    choices = TownChoices(persona=persona)
+    try:
+        opened = await open_town(
+            choices.applied(settings), name, persona=persona, create=True, services=services
+        )
+    finally:
+        founding.discard(name.lower())
+    assert opened.town.id is not None
+    return opened, rows.add(key, home, opened.town.id, choices.stored()), name
 
 
 @dataclass

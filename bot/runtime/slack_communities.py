@@ -30,6 +30,7 @@ from bot.runtime.community_settings import TownChoices, settings_command
 from bot.runtime.community_town import (
     CommunityTown,
     RunningTown,
+    found,
     foundings,
     start_town,
     wanted_persona,
@@ -43,7 +44,6 @@ from bot.runtime.towns import OpenTown, open_town
 from bot.runtime.watch import Watch
 from bot.runtime.wiring import Services
 from town.store.models import Community, utcnow
-from town.world.load import load_town
 
 log = logging.getLogger(__name__)
 
@@ -181,21 +181,9 @@ class SlackCommunities:
                 return await self._found(team, home, token, persona)
 
     async def _found(self, team: str, home: str, token: str, persona: str) -> Reply:
-        name = self.rows.free_name(load_town(persona).name, home, team, self._names)
-        self._names.add(name.lower())  # another workspace founding meanwhile picks another
-        choices = TownChoices(persona=persona)
-        try:
-            opened = await open_town(
-                self.town_settings_of(choices),
-                name,
-                persona=persona,
-                create=True,
-                services=self.services,
-            )
-        finally:
-            self._names.discard(name.lower())
-        assert opened.town.id is not None
-        row = self.rows.add(team, home, opened.town.id, choices.stored())
+        opened, row, name = await found(
+            self.rows, self._names, self.settings, self.services, (team, home), persona
+        )
         log.info("Slack: the workspace %s founded its town %r from %s", team, name, persona)
         await self._run(team, token, opened, row)
         return Reply(
