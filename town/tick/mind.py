@@ -7,7 +7,11 @@ many residents wake at nearly the same hour; so does a reflection (questions, th
 and several residents pass the threshold together. Against a server that answers a few calls a
 tick (a one-slot local one), a tick begins only as many of these as it can think for
 (:meth:`town.llm.chain.Handles.begun_per_tick`; wake-ups first, in the residents' order): the
-others sleep on, or reflect, a tick or more later, so the town's clock keeps its pace.
+others sleep on, or reflect, a tick or more later, so the town's clock keeps its pace. A sleeper
+past its wake time by more than ``WAKE_GRACE`` (a town many are due in at once, after a clock
+jump) wakes whatever the allowance: its summary and plan wait for the server no longer than the
+tasks' pace shares allow, and the offline brain makes what the server cannot (reason ``pace``),
+so nobody sleeps through the day a member sees.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from town.world.persona import ResidentSpec
 from town.world.places import World
 
 SUMMARY_WARM_AHEAD = timedelta(hours=1)  # a sleeper's summary queries are embedded this early
+WAKE_GRACE = timedelta(hours=1)  # how long past its wake time a sleeper waits for the allowance
 
 
 async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> None:
@@ -41,7 +46,8 @@ async def think(tick: Tick, resident: Resident, observed: list[Observation]) -> 
     state = tick.state(resident)
     spec = tick.specs[resident.name]
     if not state.awake:
-        if _time_to_wake(tick.now, spec, state) and may_begin(tick):
+        due = _time_to_wake(tick.now, spec, state)
+        if due and (may_begin(tick) or _time_to_wake(tick.now - WAKE_GRACE, spec, state)):
             await _wake(tick, resident, spec, state)
         else:
             warm_before_waking(tick.stream(resident), resident, spec, state, tick.now)

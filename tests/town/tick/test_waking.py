@@ -3,6 +3,8 @@ only as many residents as it can think for; the others sleep on and wake at the 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from tests.factories import CAFE_PAIR, make_engine, resident
@@ -10,6 +12,8 @@ from tests.fakes.brain import ScriptedBrain
 from town.llm.chain import Handles
 from town.llm.pacing import Pacer
 from town.store.db import Store
+from town.store.models import Town
+from town.tick.mind import WAKE_GRACE
 from town.tick.state import ResidentState
 
 
@@ -71,3 +75,24 @@ async def test_reflections_begin_at_the_same_pace_after_the_wake_ups(
         assert asked[0] == list(CAFE_PAIR)  # waiting for the model: both at once
     else:
         assert asked == [[CAFE_PAIR[0]], [CAFE_PAIR[1]]]  # one a tick, the other at the next
+
+
+async def test_sleepers_past_their_wake_time_by_the_grace_wake_whatever_the_allowance(
+    store: Store,
+) -> None:
+    """After a clock jump (a town back after hours down) everyone is due at once; a one-slot
+    server's allowance of one wake-up a tick would leave the last asleep for as many ticks as
+    there are residents, so those well past their time wake now (their calls wait no longer
+    than the tasks' pace shares allow: the offline brain makes what the server cannot)."""
+    brain = ScriptedBrain()
+    engine = await make_engine(store, brain)
+    engine.llm = paced(pace_s=10.0, latency_s=5.0)  # one wake-up a tick
+    with store.session() as session:
+        town = session.get(Town, engine.town_id)
+        assert town is not None
+        town.clock += WAKE_GRACE + timedelta(minutes=10)  # 08:20 at the next tick
+        session.add(town)
+        session.commit()
+    await engine.tick()
+    assert awake(store) == list(CAFE_PAIR)
+    assert len(brain.calls("summarize")) == 2
